@@ -1,0 +1,305 @@
+"""Shared machinery of the local simulators (Waldur, DigitalOcean, Azure).
+
+Every simulator is a werkzeug WSGI application built on :class:`Simulator`:
+
+* routes are ``(method, werkzeug rule, operation name, handler)``; the operation
+  name (``orders.approve_by_provider``, ``droplets.create``, ``vm.put``) is what
+  the call log records and what fault injection targets;
+* a call log that tests read ("the second run made no write calls");
+* fault injection: fail the Nth call of an operation with a status, add latency,
+  throttle with 429 + ``Retry-After`` (a burst, or a requests-per-window limit);
+* a control API under ``/_sim/`` (reset, calls, faults, latency, state) that is
+  never logged, so tests can drive a simulator running in another process.
+
+:class:`SimulatorServer` runs one app on 127.0.0.1 in a background thread
+(optionally over TLS), with ``TCP_NODELAY`` on every accepted socket so loopback
+calls cost microseconds rather than the 40 ms of Nagle + delayed ACK.
+"""
+
+from __future__ import annotations
+
+import json
+import socket
+import threading
+import time
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+from werkzeug.exceptions import HTTPException, MethodNotAllowed, NotFound
+from werkzeug.routing import Map, Rule
+from werkzeug.serving import WSGIRequestHandler, make_server
+from werkzeug.wrappers import Request, Response
+
+WRITE_METHODS = frozenset({"POST", "PUT", "PATCH", "DELETE"})
+
+
+def json_response(body: Any, status: int = 200, headers: dict | None = None) -> Response:
+    """A JSON response; ``body=None`` gives an empty body (as old Waldur does)."""
+    data = b"" if body is None else json.dumps(body).encode()
+    response = Response(data, status=status, headers=headers or {})
+    if body is not None:
+        response.content_type = "application/json"
+    return response
+
+
+@dataclass
+class Fault:
+    """One injected fault. ``nth`` counts calls of ``operation`` from when the
+    fault was added (1 = the next call); ``times`` is how many consecutive calls
+    fail from there (-1 = every call until cleared)."""
+
+    operation: str
+    status: int = 500
+    nth: int = 1
+    times: int = 1
+    body: Any = None
+    retry_after: int | None = None
+    seen: int = 0
+    fired: int = 0
+
+    def should_fire(self) -> bool:
+        self.seen += 1
+        if self.seen < self.nth:
+            return False
+        if self.times != -1 and self.fired >= self.times:
+            return False
+        self.fired += 1
+        return True
+
+
+@dataclass
+class RateLimit:
+    """At most ``limit`` requests per ``window`` seconds; past it, 429 with
+    ``Retry-After`` (whole seconds until the window frees a slot)."""
+
+    limit: int
+    window: float = 60.0
+    stamps: list = field(default_factory=list)
+
+    def check(self, now: float) -> int | None:
+        horizon = now - self.window
+        while self.stamps and self.stamps[0] <= horizon:
+            self.stamps.pop(0)
+        if len(self.stamps) >= self.limit:
+            return max(1, int(self.stamps[0] + self.window - now + 0.999))
+        self.stamps.append(now)
+        return None
+
+
+class Simulator:
+    """Base WSGI app. Subclasses set ``name`` and implement ``routes()``,
+    ``reset_state(preset)``, ``error_response(status, message)`` (the service's
+    own error shape) and optionally ``dump_state()``."""
+
+    name = "simulator"
+
+    def __init__(self, preset: str | None = "default", latency: float = 0.0, **options: Any):
+        self.options = options
+        self.lock = threading.RLock()
+        self.calls: list[dict] = []
+        self.faults: list[Fault] = []
+        self.latency = latency
+        self.latency_by_operation: dict[str, float] = {}
+        self.rate_limit: RateLimit | None = None
+        self._map = Map([Rule(rule, endpoint=(op, handler), methods=[method])
+                         for method, rule, op, handler in self.routes()],
+                        strict_slashes=False, merge_slashes=False)
+        self.base_url = ""
+        self.reset(preset)
+
+    # ---- to be provided by subclasses -------------------------------------------------
+    def routes(self) -> list[tuple[str, str, str, Callable]]:
+        raise NotImplementedError  # pragma: no cover - abstract
+
+    def reset_state(self, preset: str | None) -> None:
+        raise NotImplementedError  # pragma: no cover - abstract
+
+    def error_response(self, status: int, message: str, code: str | None = None,
+                       headers: dict | None = None) -> Response:
+        return json_response({"detail": message}, status, headers)
+
+    def dump_state(self) -> Any:
+        return {}
+
+    def throttle_response(self, retry_after: int) -> Response:
+        return self.error_response(429, "Too many requests.", "too_many_requests",
+                                   {"Retry-After": str(retry_after)})
+
+    def decorate(self, request: Request, response: Response) -> Response:
+        """Hook for headers every response carries (DigitalOcean's rate-limit headers)."""
+        return response
+
+    # ---- control ----------------------------------------------------------------------
+    def reset(self, preset: str | None = "default") -> None:
+        with self.lock:
+            self.calls.clear()
+            self.faults.clear()
+            self.latency_by_operation.clear()
+            self.rate_limit = None
+            self.reset_state(preset)
+
+    def add_fault(self, operation: str, status: int = 500, nth: int = 1, times: int = 1,
+                  body: Any = None, retry_after: int | None = None) -> Fault:
+        fault = Fault(operation, status, nth, times, body, retry_after)
+        with self.lock:
+            self.faults.append(fault)
+        return fault
+
+    def clear_faults(self) -> None:
+        with self.lock:
+            self.faults.clear()
+
+    def set_rate_limit(self, limit: int | None, window: float = 60.0) -> None:
+        with self.lock:
+            self.rate_limit = RateLimit(limit, window) if limit else None
+
+    def write_calls(self, since: int = 0) -> list[dict]:
+        return [c for c in self.calls[since:] if c["write"]]
+
+    def calls_of(self, operation: str, since: int = 0) -> list[dict]:
+        return [c for c in self.calls[since:] if c["operation"] == operation]
+
+    # ---- WSGI -------------------------------------------------------------------------
+    def __call__(self, environ, start_response):
+        request = Request(environ)
+        if not self.base_url:
+            self.base_url = request.host_url.rstrip("/")
+        if request.path.startswith("/_sim/"):
+            response = self._control(request)
+        else:
+            response = self.decorate(request, self._dispatch(request))
+        return response(environ, start_response)
+
+    def url(self, path: str) -> str:
+        """An absolute URL on this server (links and LRO headers must be absolute)."""
+        return self.base_url + path
+
+    def _dispatch(self, request: Request) -> Response:
+        adapter = self._map.bind_to_environ(request.environ)
+        started = time.monotonic()
+        operation = "unknown"
+        try:
+            (operation, handler), args = adapter.match()
+        except NotFound:
+            response = self.error_response(404, "Not found.", "not_found")
+        except MethodNotAllowed:
+            response = self.error_response(405, f'Method "{request.method}" not allowed.')
+        except HTTPException as exc:  # e.g. a redirect for a missing trailing slash
+            response = self.error_response(exc.code or 400, exc.description or "Bad request.")
+        else:
+            delay = self.latency_by_operation.get(operation, self.latency)
+            if delay:
+                time.sleep(delay)
+            response = self._injected(operation)
+            if response is None:
+                try:
+                    response = handler(request, **args)
+                except Exception as exc:  # a simulator bug must surface as a 500, not hang
+                    response = self.error_response(500, f"simulator error: {exc!r}", "server_error")
+        with self.lock:
+            self.calls.append({
+                "seq": len(self.calls),
+                "operation": operation,
+                "method": request.method,
+                "path": request.path,
+                "query": request.query_string.decode(),
+                "status": response.status_code,
+                "write": request.method in WRITE_METHODS and response.status_code < 400,
+                "time": time.time(),
+                "seconds": round(time.monotonic() - started, 4),
+                "user_agent": request.headers.get("User-Agent", ""),
+            })
+        return response
+
+    def _injected(self, operation: str) -> Response | None:
+        with self.lock:
+            if self.rate_limit is not None:
+                wait = self.rate_limit.check(time.monotonic())
+                if wait is not None:
+                    return self.throttle_response(wait)
+            for fault in self.faults:
+                if fault.operation in (operation, "*") and fault.should_fire():
+                    if fault.status == 429:
+                        return self.throttle_response(fault.retry_after or 1)
+                    headers = {"Retry-After": str(fault.retry_after)} if fault.retry_after else None
+                    if fault.body is not None:
+                        return json_response(fault.body, fault.status, headers)
+                    return self.error_response(fault.status, f"Injected fault on {operation}.",
+                                               "injected", headers)
+        return None
+
+    def _control(self, request: Request) -> Response:
+        payload = request.get_json(silent=True) or {}
+        path = request.path
+        if path == "/_sim/reset" and request.method == "POST":
+            self.reset(payload.get("preset", "default"))
+            return json_response({"reset": True})
+        if path == "/_sim/calls":
+            if request.method == "DELETE":
+                with self.lock:
+                    self.calls.clear()
+                return json_response({"cleared": True})
+            since = int(request.args.get("since", 0))
+            return json_response(self.calls[since:])
+        if path == "/_sim/faults":
+            if request.method == "DELETE":
+                self.clear_faults()
+                return json_response({"cleared": True})
+            if request.method == "POST":
+                self.add_fault(**payload)
+                return json_response({"added": payload}, 201)
+            return json_response([f.__dict__ for f in self.faults])
+        if path == "/_sim/latency" and request.method == "POST":
+            with self.lock:
+                self.latency = float(payload.get("seconds", 0))
+                self.latency_by_operation.update(payload.get("operations", {}))
+            return json_response({"latency": self.latency})
+        if path == "/_sim/rate_limit" and request.method == "POST":
+            self.set_rate_limit(payload.get("limit"), payload.get("window", 60.0))
+            return json_response({"limit": payload.get("limit")})
+        if path == "/_sim/state":
+            with self.lock:
+                return json_response(self.dump_state())
+        return json_response({"detail": f"unknown control path {path}"}, 404)
+
+
+class _NoDelayHandler(WSGIRequestHandler):
+    # StreamRequestHandler sets TCP_NODELAY on each accepted socket when this is true.
+    disable_nagle_algorithm = True
+    protocol_version = "HTTP/1.1"  # keep-alive, as real services offer
+
+    def log_request(self, *args, **kwargs):  # quiet: the call log is the record
+        pass
+
+
+class SimulatorServer:
+    """Run a simulator on 127.0.0.1 in a daemon thread. Usable as a context manager."""
+
+    def __init__(self, app: Simulator, port: int = 0, ssl_context=None):
+        self.app = app
+        self.ssl_context = ssl_context
+        self._server = make_server("127.0.0.1", port, app, threaded=True,
+                                   request_handler=_NoDelayHandler, ssl_context=ssl_context)
+        self._server.socket.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        self.port = self._server.server_port
+        scheme = "https" if ssl_context else "http"
+        host = "localhost" if ssl_context else "127.0.0.1"  # certificates name localhost
+        self.url = f"{scheme}://{host}:{self.port}"
+        app.base_url = self.url
+        self._thread = threading.Thread(target=self._server.serve_forever,
+                                        name=f"{app.name}-sim", daemon=True)
+
+    def start(self) -> "SimulatorServer":
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        self._server.shutdown()
+        self._server.server_close()
+        self._thread.join(timeout=5)
+
+    def __enter__(self) -> "SimulatorServer":
+        return self.start()
+
+    def __exit__(self, *exc) -> None:
+        self.stop()
