@@ -77,7 +77,7 @@ def run_playbook(playbook: str | Path | list, extra_vars: dict | None = None, en
         cmd.append("-" + "v" * verbosity)
     cmd += args or []
     try:
-        proc = subprocess.run(cmd, env=ansible_env(env), capture_output=True, text=True,
+        proc = subprocess.run(cmd, env=ansible_env(env), capture_output=True, text=True, check=False,
                               timeout=timeout, cwd=REPO)
     finally:
         if tmp:

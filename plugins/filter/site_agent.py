@@ -1,0 +1,336 @@
+# -*- coding: utf-8 -*-
+# Copyright: Waldur site agent developers
+# MIT License (see LICENSE)
+"""Filters that turn Waldur orders and resources into backend module items.
+
+They are the "glue" step of a pass: ``waldur_orders`` (claim) returns orders
+joined with their resources; these filters apply the offering's
+``backend_settings`` and produce the per-machine parameters of ``do_droplet`` /
+``azure_vm_chain``; the results go back to ``waldur_orders`` (settle).
+
+An order that cannot be carried out becomes an item with ``error`` (the module
+fails it with that message and calls nothing); an order that needs no backend
+call becomes an item with ``skip`` (the module reports it done, calls nothing).
+"""
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+from ansible.errors import AnsibleFilterError
+
+from ansible_collections.waldur.site_agent.plugins.module_utils.components import size_for_limits
+from ansible_collections.waldur.site_agent.plugins.module_utils.naming import (
+    RESOURCE_TAG_PREFIX,
+    droplet_name,
+    normalize_uuid,
+)
+
+CREATE_TYPES = ("Create", "Restore")
+
+
+def _present(value):
+    """Upstream treats an empty string as missing."""
+    return value is not None and value != "" and value != []
+
+
+def _first(mapping, *keys):
+    for key in keys:
+        if _present(mapping.get(key)):
+            return mapping[key]
+    return None
+
+
+def _as_list(value):
+    if value is None or value == "":
+        return []
+    if isinstance(value, (list, tuple)):
+        return list(value)
+    return [value]
+
+
+def _settings(backend_settings):
+    if backend_settings is None:
+        return {}
+    if not isinstance(backend_settings, dict):
+        raise AnsibleFilterError("backend_settings must be a mapping, got %s" % type(backend_settings).__name__)
+    return backend_settings
+
+
+def _order_base(order):
+    resource = order.get("resource") or {}
+    resource_uuid = order.get("marketplace_resource_uuid") or resource.get("uuid")
+    if not resource_uuid:
+        raise AnsibleFilterError("order %s names no marketplace resource" % order.get("uuid"))
+    return resource, {"order_uuid": normalize_uuid(order["uuid"]),
+                      "resource_uuid": normalize_uuid(resource_uuid)}
+
+
+def _limits_equal(left, right):
+    left, right = left or {}, right or {}
+    if set(left) != set(right):
+        return False
+    try:
+        return all(float(left[key]) == float(right[key]) for key in left)
+    except (TypeError, ValueError):
+        return left == right
+
+
+def _provider_key(ssh_keys, wanted):
+    """The service provider key whose UUID matches ``wanted`` in any form."""
+    try:
+        wanted = normalize_uuid(wanted)
+    except ValueError:
+        return None
+    for key in ssh_keys or []:
+        try:
+            if normalize_uuid(key.get("uuid")) == wanted:
+                return key
+        except ValueError:
+            continue
+    return None
+
+
+def _update_skip_or_none(order, resource):
+    target = order.get("target_limits") or order.get("limits") or {}
+    if not target:
+        return "the order carries no limits and the plan has no quotas; nothing to change"
+    if _limits_equal(target, resource.get("limits")):
+        return "limits are unchanged; nothing to do on the backend"
+    return None
+
+
+# ---------------------------------------------------------------- DigitalOcean
+
+def droplet_items(orders, backend_settings=None, ssh_keys=None):
+    """Claimed orders -> ``do_droplet`` items (behaviour page, DigitalOcean)."""
+    settings = _settings(backend_settings)
+    items = []
+    for order in orders or []:
+        resource, item = _order_base(order)
+        order_type = order.get("type")
+        backend_id = resource.get("backend_id") or None
+        if order_type in CREATE_TYPES:
+            item.update(_droplet_create_params(order, resource, settings, ssh_keys))
+            item["backend_id"] = backend_id
+        elif order_type == "Update":
+            item.update(state="present", backend_id=backend_id)
+            skip = _update_skip_or_none(order, resource)
+            if skip:
+                item["skip"] = skip
+            elif not backend_id:
+                item["error"] = "the resource has no backend id, so there is no droplet to resize"
+            else:
+                target = order.get("target_limits") or order.get("limits")
+                slug = size_for_limits(settings.get("size_mapping") or {}, target)
+                if slug:
+                    item["size"] = slug
+                else:
+                    item["skip"] = ("limits %s match no size_mapping entry; the droplet is left unchanged"
+                                    % _render_limits(target))
+        elif order_type == "Terminate":
+            item.update(state="absent", backend_id=backend_id)
+        else:
+            item["error"] = "order type %r is not supported" % order_type
+        items.append(item)
+    return items
+
+
+def _render_limits(limits):
+    return ", ".join("%s=%s" % (key, limits[key]) for key in sorted(limits or {}))
+
+
+def _droplet_create_params(order, resource, settings, ssh_keys):
+    # Resource options first, attributes override them (upstream DigitalOcean rule).
+    attributes = dict(resource.get("options") or {})
+    attributes.update(resource.get("attributes") or {})
+    params = {
+        "state": "present",
+        "name": droplet_name(resource.get("name") or order.get("resource_name") or attributes.get("name"),
+                             resource.get("slug"), resource.get("uuid") or order.get("marketplace_resource_uuid")),
+        "region": _first(attributes, "backend_region_id", "region") or settings.get("default_region"),
+        "image": _first(attributes, "backend_image_id", "image") or settings.get("default_image"),
+        "size": (_first(attributes, "backend_size_id", "size", "size_slug") or settings.get("default_size")
+                 or size_for_limits(settings.get("size_mapping") or {}, resource.get("limits") or order.get("limits"))),
+        "user_data": _first(attributes, "user_data", "cloud_init") or settings.get("default_user_data"),
+    }
+    tags = _as_list(attributes.get("tags")) if _present(attributes.get("tags")) else _as_list(settings.get("default_tags"))
+    dropped = [tag for tag in tags if str(tag).startswith(RESOURCE_TAG_PREFIX)]
+    params["tags"] = [str(tag) for tag in tags if tag not in dropped]
+    notes = []
+    if dropped:
+        notes.append("dropped tags reserved for the agent: %s" % ", ".join(map(str, dropped)))
+    params["ssh_keys"] = _droplet_ssh_keys(attributes, settings, ssh_keys, notes)
+    missing = [what for what in ("region", "image", "size") if not params[what]]
+    if missing:
+        params["error"] = "DigitalOcean droplet %s is not specified" % missing[0]
+    if notes:
+        params["comment"] = "; ".join(notes)
+    return params
+
+
+def _droplet_ssh_keys(attributes, settings, ssh_keys, notes):
+    key_id = _first(attributes, "ssh_key_id")
+    if isinstance(key_id, bool):  # a bool is no key id (upstream ignores it)
+        key_id = None
+    fingerprint = _first(attributes, "ssh_key_fingerprint")
+    public_key = _first(attributes, "ssh_public_key")
+    provider_key_uuid = _first(attributes, "ssh_key", "ssh_key_uuid")
+    if provider_key_uuid and not public_key:
+        key = _provider_key(ssh_keys, provider_key_uuid)
+        if key:
+            public_key = key.get("public_key")
+        else:
+            notes.append("SSH key %s is not a key of the service provider" % provider_key_uuid)
+    if key_id is not None:
+        return [str(key_id)]
+    if fingerprint:
+        return [fingerprint]
+    if public_key:
+        return [public_key]
+    default_id = settings.get("default_ssh_key_id")
+    if _present(default_id) and not isinstance(default_id, bool):
+        return [str(default_id)]
+    for default in ("default_ssh_key_fingerprint", "default_ssh_public_key"):
+        if _present(settings.get(default)):
+            return [settings[default]]
+    return []
+
+
+def droplet_membership_items(resources):
+    """Resources -> ``do_droplet`` power items: paused/downscaled -> off, else active."""
+    items = []
+    for resource in resources or []:
+        if not resource.get("backend_id"):
+            continue
+        stopped = bool(resource.get("paused") or resource.get("downscaled"))
+        items.append({"resource_uuid": normalize_uuid(resource["uuid"]),
+                      "backend_id": str(resource["backend_id"]),
+                      "state": "off" if stopped else "active"})
+    return items
+
+
+# ---------------------------------------------------------------------- Azure
+
+def vm_items(orders, backend_settings=None, ssh_keys=None):
+    """Claimed orders -> ``azure_vm_chain`` items (behaviour page, Azure)."""
+    settings = _settings(backend_settings)
+    items = []
+    for order in orders or []:
+        resource, item = _order_base(order)
+        order_type = order.get("type")
+        backend_id = resource.get("backend_id") or None
+        if order_type in CREATE_TYPES:
+            item.update(_vm_create_params(order, resource, settings, ssh_keys))
+            item["backend_id"] = backend_id
+        elif order_type == "Update":
+            item.update(state="present", backend_id=backend_id)
+            skip = _update_skip_or_none(order, resource)
+            if skip:
+                item["skip"] = skip
+            else:
+                item["error"] = "resizing is not supported on Azure"
+        elif order_type == "Terminate":
+            item.update(state="absent", backend_id=backend_id)
+        else:
+            item["error"] = "order type %r is not supported" % order_type
+        items.append(item)
+    return items
+
+
+def _vm_create_params(order, resource, settings, ssh_keys):
+    attributes = resource.get("attributes") or {}
+    params = {
+        "state": "present",
+        "name": resource.get("name") or order.get("resource_name") or attributes.get("name") or resource.get("slug") or "",
+        "location": _first(attributes, "location") or settings.get("default_location"),
+        "size": _first(attributes, "size") or settings.get("default_size"),
+        "image": _first(attributes, "image") or settings.get("default_image"),
+        "admin_username": _first(attributes, "username") or "waldur",
+        "custom_data": _first(attributes, "user_data", "cloud_init"),
+        "resource_group": settings.get("default_resource_group") or None,
+        "network_cidr": settings.get("network_cidr") or "10.0.0.0/16",
+        "subnet_cidr": settings.get("subnet_cidr") or "10.0.0.0/24",
+        "allowed_ssh_ranges": [str(r) for r in _as_list(settings.get("allowed_ssh_ranges"))],
+    }
+    for what in ("location", "size", "image"):
+        if not params[what]:
+            params["error"] = "Azure %s is set neither on the order nor in backend_settings" % what
+            return params
+    public_key = _first(attributes, "ssh_public_key")
+    if not public_key:
+        key_uuid = _first(attributes, "ssh_key", "ssh_key_uuid")
+        if not key_uuid:
+            params["error"] = ("the order carries no SSH key (ssh_public_key, or ssh_key naming a service "
+                               "provider key); a machine without one would admit nobody")
+            return params
+        key = _provider_key(ssh_keys, key_uuid)
+        if not key or not key.get("public_key"):
+            params["error"] = ("the order carries no SSH key: %s is not an SSH key of the service provider"
+                               % key_uuid)
+            return params
+        public_key = key["public_key"]
+    params["ssh_public_key"] = public_key
+    return params
+
+
+def vm_membership_items(resources):
+    """Resources -> ``azure_vm_chain`` power items: paused/downscaled -> deallocated, else running."""
+    items = []
+    for resource in resources or []:
+        if not resource.get("backend_id"):
+            continue
+        stopped = bool(resource.get("paused") or resource.get("downscaled"))
+        items.append({"resource_uuid": normalize_uuid(resource["uuid"]),
+                      "backend_id": str(resource["backend_id"]),
+                      "state": "deallocated" if stopped else "running"})
+    return items
+
+
+# ----------------------------------------------------------------- all passes
+
+def metadata_updates(results, resources):
+    """Backend results + Waldur resources -> ``waldur_resource_metadata`` items, only changed ones."""
+    current = {}
+    for resource in resources or []:
+        current[normalize_uuid(resource["uuid"])] = resource.get("backend_metadata") or {}
+    updates = []
+    for result in results or []:
+        metadata = result.get("backend_metadata")
+        if result.get("failed") or not metadata:
+            continue
+        resource_uuid = normalize_uuid(result["resource_uuid"])
+        if current.get(resource_uuid) != metadata:
+            updates.append({"resource_uuid": resource_uuid, "backend_metadata": metadata,
+                            "current_metadata": current.get(resource_uuid, {})})
+    return updates
+
+
+def usage_rows(machines, resources):
+    """Backend info (``backend_id`` + ``usages``) + Waldur resources -> ``waldur_usage`` rows.
+
+    Machines that were not found or have no usages are left out (never zeros)."""
+    by_backend_id = {}
+    for resource in resources or []:
+        if resource.get("backend_id"):
+            by_backend_id[str(resource["backend_id"]).lower()] = normalize_uuid(resource["uuid"])
+    rows = []
+    for machine in machines or []:
+        resource_uuid = by_backend_id.get(str(machine.get("backend_id") or "").lower())
+        if resource_uuid and machine.get("found") and machine.get("usages"):
+            rows.append({"resource_uuid": resource_uuid, "usages": machine["usages"]})
+    return rows
+
+
+class FilterModule(object):
+    """Order and resource glue for the site agent passes."""
+
+    def filters(self):
+        return {
+            "droplet_items": droplet_items,
+            "droplet_membership_items": droplet_membership_items,
+            "vm_items": vm_items,
+            "vm_membership_items": vm_membership_items,
+            "metadata_updates": metadata_updates,
+            "usage_rows": usage_rows,
+        }

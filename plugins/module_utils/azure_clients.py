@@ -1,0 +1,286 @@
+# -*- coding: utf-8 -*-
+# Copyright: Waldur site agent developers
+# MIT License (see LICENSE)
+"""The Azure SDKs: one credential, service clients built on first use, errors translated.
+
+This is the only file of the collection that imports ``azure.*``. Every SDK call
+goes through :meth:`AzureClients.call`, which waits on long-running operations
+(bounded by a deadline) and turns any SDK error, including one raised while
+waiting on a poller, into :class:`AzureError` (``status``, ``code``, ``message``;
+``not_found`` for 404).
+
+Transient failures are retried by azure-core's own RetryPolicy, which every
+client carries: 408/429/500/502/503/504 on GET/HEAD/PUT/DELETE, 500/503/504 on
+POST, and any error response with a ``Retry-After`` header, which ARM puts on
+every 429, so throttling is retried whatever the method, after the time the
+service asks for.
+"""
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+import os
+import threading
+import time
+import traceback
+
+from ansible.module_utils.basic import env_fallback, missing_required_lib
+
+AZURE_IMPORT_ERROR = None
+try:
+    from azure.core.exceptions import AzureError as SdkAzureError
+    from azure.core.exceptions import HttpResponseError
+    from azure.identity import ClientSecretCredential
+    from azure.mgmt.compute import ComputeManagementClient
+    from azure.mgmt.network import NetworkManagementClient
+    try:
+        from azure.mgmt.resource.resources import ResourceManagementClient
+    except ImportError:  # azure-mgmt-resource < 25
+        from azure.mgmt.resource import ResourceManagementClient
+except ImportError:
+    AZURE_IMPORT_ERROR = traceback.format_exc()
+    SdkAzureError = HttpResponseError = Exception
+    ClientSecretCredential = ComputeManagementClient = NetworkManagementClient = None
+    ResourceManagementClient = None
+
+HAS_AZURE = AZURE_IMPORT_ERROR is None
+AZURE_LIBRARIES = "azure-identity, azure-mgmt-compute, azure-mgmt-network and azure-mgmt-resource"
+
+PUBLIC_ARM_ENDPOINT = "https://management.azure.com"
+PUBLIC_AUTHORITY_HOST = "https://login.microsoftonline.com"
+USER_AGENT = "waldur-site-agent-ansible"
+# azure-core's default is 3 status retries; a throttled subscription can need a few more.
+RETRY_STATUS = 5
+RETRY_BACKOFF_MAX = 60
+
+# option -> environment variable, as AWX's "Microsoft Azure Resource Manager" credential injects them
+CREDENTIAL_ENV = (
+    ("subscription_id", "AZURE_SUBSCRIPTION_ID"),
+    ("tenant", "AZURE_TENANT"),
+    ("client_id", "AZURE_CLIENT_ID"),
+    ("secret", "AZURE_SECRET"),
+)
+
+
+def azure_argument_spec():
+    """Options every Azure module takes (doc fragment ``waldur.site_agent.azure``)."""
+    return dict(
+        subscription_id=dict(type="str", fallback=(env_fallback, ["AZURE_SUBSCRIPTION_ID"])),
+        tenant=dict(type="str", aliases=["tenant_id"], fallback=(env_fallback, ["AZURE_TENANT"])),
+        client_id=dict(type="str", fallback=(env_fallback, ["AZURE_CLIENT_ID"])),
+        secret=dict(type="str", aliases=["client_secret"], no_log=True,
+                    fallback=(env_fallback, ["AZURE_SECRET"])),
+        arm_endpoint=dict(type="str", default=PUBLIC_ARM_ENDPOINT,
+                          fallback=(env_fallback, ["AZURE_ARM_ENDPOINT"])),
+        authority_host=dict(type="str", default=PUBLIC_AUTHORITY_HOST,
+                            fallback=(env_fallback, ["AZURE_AUTHORITY_HOST"])),
+        polling_interval=dict(type="float", default=5),
+    )
+
+
+class AzureError(Exception):
+    """An Azure failure in the service's own words: HTTP status, ARM error code, message."""
+
+    def __init__(self, message, status=None, code=None):
+        super(AzureError, self).__init__(message)
+        self.message = message
+        self.status = status
+        self.code = code
+
+    @property
+    def not_found(self):
+        return self.status == 404
+
+    def __str__(self):
+        details = ", ".join(part for part in (
+            "HTTP %s" % self.status if self.status else "", self.code or "") if part)
+        return "%s (%s)" % (self.message, details) if details else self.message
+
+
+def _first_line(text):
+    lines = [line.strip() for line in str(text or "").splitlines() if line.strip()]
+    return lines[0] if lines else ""
+
+
+def translate_error(exc, what=None, secrets=()):
+    """An :class:`AzureError` for any exception an SDK call raised.
+
+    The message is the service's own (ARM ``error.message``), never a header or
+    a request body; any secret that slipped into it is blanked.
+    """
+    if isinstance(exc, AzureError):
+        error = exc
+    else:
+        status = getattr(exc, "status_code", None)
+        code = message = None
+        model = getattr(exc, "error", None)
+        if model is not None:
+            code = getattr(model, "code", None)
+            message = getattr(model, "message", None)
+        if not message:
+            message = _first_line(getattr(exc, "message", None) or exc) or type(exc).__name__
+        if not isinstance(exc, SdkAzureError):
+            message = "%s: %s" % (type(exc).__name__, message)
+        error = AzureError(message, status=status, code=code)
+    if what:
+        error = AzureError("%s: %s" % (what, error.message), status=error.status, code=error.code)
+    for secret in secrets:
+        if secret and secret in error.message:
+            error.message = error.message.replace(secret, "********")
+    return error
+
+
+def _is_poller(value):
+    return hasattr(value, "polling_method") and hasattr(value, "result") and hasattr(value, "done")
+
+
+def plain(value):
+    """An SDK model's enum member as its plain string value (``Standard_B1s``, not the enum)."""
+    return getattr(value, "value", value)
+
+
+class AzureClients:
+    """Lazily built Azure clients sharing one credential.
+
+    A client a run never touches is never built; each is built once even when
+    many worker threads ask for it at the same time.
+    """
+
+    def __init__(self, subscription_id, tenant, client_id, secret, arm_endpoint=PUBLIC_ARM_ENDPOINT,
+                 authority_host=PUBLIC_AUTHORITY_HOST, polling_interval=5, ca_bundle=None):
+        self.subscription_id = subscription_id
+        self.tenant = tenant
+        self.client_id = client_id
+        self._secret = secret
+        self.arm_endpoint = (arm_endpoint or PUBLIC_ARM_ENDPOINT).rstrip("/")
+        self.authority_host = (authority_host or PUBLIC_AUTHORITY_HOST).rstrip("/")
+        self.polling_interval = polling_interval
+        self.ca_bundle = ca_bundle
+        self._lock = threading.Lock()
+        self._credential = None
+        self._clients = {}
+
+    @property
+    def public_authority(self):
+        return self.authority_host.lower() == PUBLIC_AUTHORITY_HOST
+
+    @property
+    def public_arm(self):
+        return self.arm_endpoint.lower() == PUBLIC_ARM_ENDPOINT
+
+    def _transport_options(self):
+        return {"connection_verify": self.ca_bundle} if self.ca_bundle else {}
+
+    def credential_options(self):
+        options = self._transport_options()
+        options["authority"] = self.authority_host
+        if not self.public_authority:
+            # MSAL would otherwise ask login.microsoftonline.com to vouch for the authority.
+            options["disable_instance_discovery"] = True
+        return options
+
+    def client_options(self):
+        options = self._transport_options()
+        options.update(base_url=self.arm_endpoint, polling_interval=self.polling_interval,
+                       retry_status=RETRY_STATUS, retry_backoff_max=RETRY_BACKOFF_MAX,
+                       user_agent=USER_AGENT)
+        if not self.public_arm:
+            # tokens must be issued for the ARM endpoint actually called (sovereign clouds, Azure Stack)
+            options["credential_scopes"] = [self.arm_endpoint + "/.default"]
+        return options
+
+    @property
+    def credential(self):
+        with self._lock:
+            if self._credential is None:
+                self._credential = ClientSecretCredential(
+                    self.tenant, self.client_id, self._secret, **self.credential_options())
+            return self._credential
+
+    def _client(self, kind, factory):
+        credential = self.credential
+        with self._lock:
+            if kind not in self._clients:
+                self._clients[kind] = factory(credential, self.subscription_id, **self.client_options())
+            return self._clients[kind]
+
+    @property
+    def resource(self):
+        return self._client("resource", ResourceManagementClient)
+
+    @property
+    def network(self):
+        return self._client("network", NetworkManagementClient)
+
+    @property
+    def compute(self):
+        return self._client("compute", ComputeManagementClient)
+
+    def call(self, what, function, *args, **kwargs):
+        """Run one SDK call; wait for it when it is a long-running operation.
+
+        ``deadline`` (a ``time.monotonic()`` value) bounds the wait. Every error
+        comes out as :class:`AzureError` whose message starts with ``what``.
+        """
+        deadline = kwargs.pop("deadline", None)
+        try:
+            result = function(*args, **kwargs)
+            if _is_poller(result):
+                timeout = None if deadline is None else max(1.0, deadline - time.monotonic())
+                value = result.result(timeout)
+                if not result.done():
+                    raise AzureError("still running after %d seconds" % int(timeout))
+                return value
+            return result
+        except Exception as exc:  # every SDK error (and poller error) becomes an AzureError
+            raise translate_error(exc, what, secrets=(self._secret,))
+
+    def read(self, what, function, *args, **kwargs):
+        """Like :meth:`call` for a GET, but a 404 gives None instead of an error."""
+        try:
+            return self.call(what, function, *args, **kwargs)
+        except AzureError as error:
+            if error.not_found:
+                return None
+            raise
+
+    def listing(self, what, function, *args, **kwargs):
+        """All items of a paged listing (pages are fetched, and errors translated, here)."""
+        return self.call(what, lambda: list(function(*args, **kwargs)))
+
+
+def missing_credentials(params):
+    """Descriptions of the credential options that are not set."""
+    return ["%s (env %s)" % (option, env) for option, env in CREDENTIAL_ENV if not params.get(option)]
+
+
+def clients_from_module(module):
+    """:class:`AzureClients` for a module's options; fails the module when the SDKs or
+    any credential are missing, naming every missing credential."""
+    if not HAS_AZURE:
+        module.fail_json(msg=missing_required_lib(AZURE_LIBRARIES), exception=AZURE_IMPORT_ERROR)
+    params = module.params
+    missing = missing_credentials(params)
+    if missing:
+        module.fail_json(msg="Azure credentials missing: %s" % ", ".join(missing))
+    return AzureClients(
+        subscription_id=params["subscription_id"],
+        tenant=params["tenant"],
+        client_id=params["client_id"],
+        secret=params["secret"],
+        arm_endpoint=params["arm_endpoint"],
+        authority_host=params["authority_host"],
+        polling_interval=params["polling_interval"],
+        ca_bundle=os.environ.get("REQUESTS_CA_BUNDLE") or None,
+    )
+
+
+def power_state(instance_view):
+    """``running``, ``deallocated``, ... from an instance view's ``PowerState/<x>`` status."""
+    for status in getattr(instance_view, "statuses", None) or []:
+        code = plain(getattr(status, "code", None)) or ""
+        if code.lower().startswith("powerstate/"):
+            return code.split("/", 1)[1]
+    return None
+

@@ -1,0 +1,305 @@
+# -*- coding: utf-8 -*-
+# Copyright: Waldur site agent developers
+# MIT License (see LICENSE)
+"""The upstream site agent's configuration file: schema and validation.
+
+``validate(config)`` returns every problem at once, each as
+``<key path>: <what is wrong, what was expected>`` (for example
+``offerings[1].backend_settings.client_secret: required``), plus warnings for
+keys the agent does not know. Messages never contain the value of a secret.
+"""
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+import re
+
+try:
+    from ansible.module_utils.six import string_types
+except ImportError:  # pragma: no cover - ansible always ships six
+    string_types = (str,)
+
+SUPPORTED_BACKENDS = ("azure", "digitalocean")
+ROLE_KEYS = ("order_processing_backend", "reporting_backend", "membership_sync_backend")
+PASS_ROLES = {"order_process": "order_processing_backend", "report": "reporting_backend",
+              "membership_sync": "membership_sync_backend"}
+SECRET_KEYS = frozenset(("waldur_api_token", "oidc_client_secret", "token", "client_secret", "secret",
+                         "password", "sentry_dsn"))
+LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
+ACCOUNTING_TYPES = ("usage", "limit", "one")
+LIMIT_PERIODS = ("annual", "month", "quarterly", "total")
+
+ROOT_KEYS = {
+    "offerings", "sentry_dsn", "elastic_apm_server_url", "timezone", "global_proxy", "log_level",
+    "reporting_periods", "api_key_final_report_days", "expose_backend_error_details", "log_shipping",
+}
+OFFERING_KEYS = {
+    "name", "waldur_api_url", "waldur_api_token", "waldur_offering_uuid", "oidc_token_url", "oidc_client_id",
+    "oidc_client_secret", "backend_type", "backend_settings", "backend_components", "verify_ssl",
+    "order_processing_backend", "membership_sync_backend", "reporting_backend", "username_management_backend",
+    "stomp_enabled", "stomp_membership_sync_enabled", "stomp_ws_host", "stomp_ws_port", "stomp_ws_path",
+    "websocket_use_tls", "resource_import_enabled", "username_reconciliation_enabled",
+    "preserve_unmanaged_backend_users", "omit_anomalous_usage_components",
+}
+COMPONENT_KEYS = {
+    "measured_unit", "accounting_type", "label", "unit_factor", "unit_factor_reporting", "limit",
+    "description", "min_value", "max_value", "max_available_limit", "default_limit", "limit_period",
+    "article_code", "is_boolean", "is_prepaid", "min_prepaid_duration", "max_prepaid_duration",
+    "prepaid_duration_step", "min_renewal_duration", "max_renewal_duration", "renewal_duration_step",
+    "backend_name",
+}
+AZURE_CREDENTIALS = ("subscription_id", "tenant_id", "client_id", "client_secret")
+AZURE_SETTINGS = {
+    "default_location": "str", "default_size": "str", "default_image": "image",
+    "default_resource_group": "str", "network_cidr": "cidr", "subnet_cidr": "cidr",
+    "allowed_ssh_ranges": "str_or_list", "arm_endpoint": "url", "authority_host": "url",
+    "polling_interval": "number",
+}
+DIGITALOCEAN_SETTINGS = {
+    "default_region": "str", "default_image": "str", "default_size": "str", "default_user_data": "str",
+    "default_tags": "str_or_list", "default_ssh_key_id": "int", "default_ssh_key_fingerprint": "str",
+    "default_ssh_key_name": "str", "default_ssh_public_key": "str", "size_mapping": "size_mapping",
+    "api_url": "url",
+}
+COMMON_BACKEND_SETTINGS = {
+    "allocation_prefix", "project_prefix", "customer_prefix", "default_account", "soft_delete",
+    "check_backend_id_uniqueness", "check_all_offerings", "backend_id_max_retries", "periodic_limits",
+}
+
+_URL = re.compile(r"^https?://[^\s/:]+(:\d+)?(/\S*)?$")
+_UUID = re.compile(r"^[0-9a-fA-F]{8}-?[0-9a-fA-F]{4}-?[0-9a-fA-F]{4}-?[0-9a-fA-F]{4}-?[0-9a-fA-F]{12}$")
+_CIDR = re.compile(r"^\d{1,3}(\.\d{1,3}){3}/\d{1,2}$")
+
+
+class ConfigProblems:
+    """Collects errors and warnings with their key paths."""
+
+    def __init__(self):
+        self.errors = []
+        self.warnings = []
+
+    def error(self, path, message):
+        self.errors.append("%s: %s" % (path, message))
+
+    def warn(self, path, message):
+        self.warnings.append("%s: %s" % (path, message))
+
+
+def _type_name(value):
+    return {dict: "a mapping", list: "a list", bool: "a boolean", int: "an integer",
+            float: "a number"}.get(type(value), "a string" if isinstance(value, string_types) else type(value).__name__)
+
+
+def _is_number(value):
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
+def _expect(problems, path, value, kind):
+    """Check ``value`` against a simple kind; return True when it is acceptable."""
+    if kind == "str":
+        ok = isinstance(value, string_types)
+        expected = "a string"
+    elif kind == "bool":
+        ok = isinstance(value, bool)
+        expected = "true or false"
+    elif kind == "int":
+        ok = isinstance(value, int) and not isinstance(value, bool)
+        expected = "an integer"
+    elif kind == "number":
+        ok = _is_number(value)
+        expected = "a number"
+    elif kind == "url":
+        ok = isinstance(value, string_types) and bool(_URL.match(value))
+        expected = "a URL starting with http:// or https://"
+    elif kind == "uuid":
+        ok = isinstance(value, string_types) and bool(_UUID.match(value))
+        expected = "a UUID (32 hex digits, dashes optional)"
+    elif kind == "cidr":
+        ok = isinstance(value, string_types) and bool(_CIDR.match(value))
+        expected = "an IPv4 CIDR such as 10.0.0.0/16"
+    elif kind == "str_or_list":
+        ok = isinstance(value, string_types) or (
+            isinstance(value, list) and all(isinstance(v, string_types) for v in value))
+        expected = "a string or a list of strings"
+    elif kind == "image":
+        ok = (isinstance(value, string_types) and len(value.split(":")) == 4 and all(value.split(":"))) or (
+            isinstance(value, dict) and all(value.get(k) for k in ("publisher", "offer", "sku", "version")))
+        expected = "publisher:offer:sku:version"
+    elif kind == "size_mapping":
+        ok = isinstance(value, dict) and all(
+            isinstance(limits, dict) and all(_is_number(v) for v in limits.values()) for limits in value.values())
+        expected = "a mapping of size slug to {component: number}"
+    else:  # pragma: no cover - programming error
+        raise ValueError(kind)
+    if not ok:
+        problems.error(path, "expected %s, got %s" % (expected, _type_name(value)))
+    return ok
+
+
+def _secret_present(value):
+    return isinstance(value, string_types) and value.strip() != ""
+
+
+def validate(config):
+    """Validate a parsed config. Returns ``(errors, warnings)`` (lists of strings)."""
+    problems = ConfigProblems()
+    if not isinstance(config, dict):
+        problems.error("(root)", "expected a mapping with an 'offerings' list, got %s" % _type_name(config))
+        return problems.errors, problems.warnings
+    for key in sorted(set(config) - ROOT_KEYS):
+        problems.warn(key, "unknown key, ignored")
+    _validate_root_options(config, problems)
+    offerings = config.get("offerings")
+    if offerings is None:
+        problems.error("offerings", "required")
+    elif not isinstance(offerings, list):
+        problems.error("offerings", "expected a list of offerings, got %s" % _type_name(offerings))
+    elif not offerings:
+        problems.error("offerings", "expected at least one offering")
+    else:
+        seen = {}
+        for index, offering in enumerate(offerings):
+            path = "offerings[%d]" % index
+            if not isinstance(offering, dict):
+                problems.error(path, "expected a mapping, got %s" % _type_name(offering))
+                continue
+            _validate_offering(path, offering, problems)
+            name = offering.get("name")
+            if isinstance(name, string_types):
+                if name in seen:
+                    problems.error(path + ".name", "duplicate offering name (also offerings[%d])" % seen[name])
+                seen.setdefault(name, index)
+    return problems.errors, problems.warnings
+
+
+def _validate_root_options(config, problems):
+    for key in ("sentry_dsn", "elastic_apm_server_url", "global_proxy"):
+        value = config.get(key)
+        if value not in (None, ""):
+            if key == "global_proxy":
+                if not (isinstance(value, string_types) and re.match(r"^(https?|socks5h?)://\S+$", value)):
+                    problems.error(key, "expected an http, https, socks5 or socks5h URL")
+            elif not (isinstance(value, string_types) and _URL.match(value)):
+                problems.error(key, "expected a URL starting with http:// or https://")
+    if "timezone" in config:
+        _expect(problems, "timezone", config["timezone"], "str")
+    if "log_level" in config and config["log_level"] not in LOG_LEVELS:
+        problems.error("log_level", "expected one of %s" % ", ".join(LOG_LEVELS))
+    for key, low, high in (("reporting_periods", 1, 12), ("api_key_final_report_days", 0, 28)):
+        if key in config:
+            value = config[key]
+            if _expect(problems, key, value, "int") and not low <= value <= high:
+                problems.error(key, "expected an integer from %d to %d, got %d" % (low, high, value))
+    if "expose_backend_error_details" in config:
+        _expect(problems, "expose_backend_error_details", config["expose_backend_error_details"], "bool")
+    if "log_shipping" in config and not isinstance(config["log_shipping"], dict):
+        problems.error("log_shipping", "expected a mapping, got %s" % _type_name(config["log_shipping"]))
+
+
+def _validate_offering(path, offering, problems):
+    for key in sorted(set(offering) - OFFERING_KEYS):
+        problems.warn("%s.%s" % (path, key), "unknown key, ignored")
+    for key, kind in (("name", "str"), ("waldur_api_url", "url"), ("waldur_offering_uuid", "uuid"),
+                      ("backend_type", "str")):
+        if offering.get(key) in (None, ""):
+            problems.error("%s.%s" % (path, key), "required")
+        else:
+            _expect(problems, "%s.%s" % (path, key), offering[key], kind)
+    oidc = [offering.get(k) for k in ("oidc_token_url", "oidc_client_id", "oidc_client_secret")]
+    if any(oidc) and not all(oidc):
+        problems.error(path, "oidc_token_url, oidc_client_id and oidc_client_secret go together: set all or none")
+    if not _secret_present(offering.get("waldur_api_token")) and not all(oidc):
+        problems.error(path + ".waldur_api_token", "required (or the full OIDC triple)")
+    for key in ("verify_ssl", "stomp_enabled", "websocket_use_tls", "omit_anomalous_usage_components"):
+        if key in offering:
+            _expect(problems, "%s.%s" % (path, key), offering[key], "bool")
+
+    backend_type = offering.get("backend_type")
+    known = isinstance(backend_type, string_types) and backend_type.lower() in SUPPORTED_BACKENDS
+    if isinstance(backend_type, string_types) and backend_type and not known:
+        problems.error(path + ".backend_type", "unknown backend %r; this collection supports %s"
+                       % (backend_type, " and ".join(SUPPORTED_BACKENDS)))
+    for role_key in ROLE_KEYS:
+        role_backend = offering.get(role_key)
+        if role_backend in (None, ""):
+            continue
+        if not isinstance(role_backend, string_types):
+            problems.error("%s.%s" % (path, role_key), "expected a backend name, got %s" % _type_name(role_backend))
+        elif known and role_backend.lower() != backend_type.lower():
+            problems.error("%s.%s" % (path, role_key), "is %r but backend_type is %r; an offering has one set of "
+                           "backend_settings, so its role backends must match backend_type"
+                           % (role_backend, backend_type))
+    settings = offering.get("backend_settings", {})
+    if not isinstance(settings, dict):
+        problems.error(path + ".backend_settings", "expected a mapping, got %s" % _type_name(settings))
+        settings = {}
+    if known:
+        _validate_backend_settings(path + ".backend_settings", backend_type.lower(), settings, problems)
+    components = offering.get("backend_components", {})
+    if not isinstance(components, dict):
+        problems.error(path + ".backend_components", "expected a mapping, got %s" % _type_name(components))
+    else:
+        for name, component in components.items():
+            _validate_component("%s.backend_components.%s" % (path, name), component, problems)
+
+
+def _validate_backend_settings(path, backend_type, settings, problems):
+    if backend_type == "azure":
+        for key in AZURE_CREDENTIALS:
+            if not _secret_present(settings.get(key)):
+                problems.error("%s.%s" % (path, key), "required")
+        schema = AZURE_SETTINGS
+        credential_keys = set(AZURE_CREDENTIALS)
+    else:
+        if not _secret_present(settings.get("token")):
+            problems.error(path + ".token", "required")
+        schema = DIGITALOCEAN_SETTINGS
+        credential_keys = {"token"}
+    for key, value in settings.items():
+        if key in schema:
+            if value not in (None, ""):
+                _expect(problems, "%s.%s" % (path, key), value, schema[key])
+        elif key not in credential_keys and key not in COMMON_BACKEND_SETTINGS:
+            problems.warn("%s.%s" % (path, key), "unknown %s setting, ignored" % backend_type)
+
+
+def _validate_component(path, component, problems):
+    if not isinstance(component, dict):
+        problems.error(path, "expected a mapping, got %s" % _type_name(component))
+        return
+    for key in ("measured_unit", "accounting_type", "label"):
+        if component.get(key) in (None, ""):
+            problems.error("%s.%s" % (path, key), "required")
+    accounting_type = component.get("accounting_type")
+    if accounting_type not in (None, "") and accounting_type not in ACCOUNTING_TYPES:
+        problems.error(path + ".accounting_type", "expected one of %s, got %r"
+                       % (", ".join(ACCOUNTING_TYPES), accounting_type))
+    if "unit_factor" in component:
+        factor = component["unit_factor"]
+        if _expect(problems, path + ".unit_factor", factor, "number") and factor <= 0:
+            problems.error(path + ".unit_factor", "expected a number greater than 0, got %s" % factor)
+    for key in ("limit", "min_value", "max_value", "max_available_limit", "default_limit"):
+        if component.get(key) is not None:
+            _expect(problems, "%s.%s" % (path, key), component[key], "number")
+    if component.get("limit_period") not in (None, "") and component["limit_period"] not in LIMIT_PERIODS:
+        problems.error(path + ".limit_period", "expected one of %s" % ", ".join(LIMIT_PERIODS))
+    for key in sorted(set(component) - COMPONENT_KEYS):
+        problems.warn("%s.%s" % (path, key), "unknown component key, ignored")
+
+
+def offerings_for(config, pass_role=None, offering=None):
+    """The offerings a pass works on: those with the pass's role backend set,
+    optionally just the one named by ``offering`` (name or UUID)."""
+    selected = []
+    for item in config.get("offerings") or []:
+        if pass_role:
+            role_key = PASS_ROLES[pass_role]
+            if not item.get(role_key):
+                continue
+        if offering is not None:
+            wanted = str(offering).replace("-", "").lower()
+            if item.get("name") != offering and str(item.get("waldur_offering_uuid", "")).replace("-", "").lower() != wanted:
+                continue
+        selected.append(item)
+    return selected

@@ -1,0 +1,112 @@
+#!/usr/bin/python
+# -*- coding: utf-8 -*-
+# Copyright: Waldur site agent developers
+# MIT License (see LICENSE)
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+DOCUMENTATION = r"""
+module: site_config
+short_description: Read and validate a Waldur site agent configuration file
+version_added: 0.1.0
+description:
+  - Reads the upstream Waldur site agent's YAML configuration (an C(offerings) list with
+    C(waldur_api_url), C(waldur_api_token), C(waldur_offering_uuid), C(backend_type),
+    the role backends, C(backend_settings) and C(backend_components)) and validates it
+    before any call is made.
+  - Every problem is reported at once, each with its key path, for example
+    C(offerings[1].backend_settings.client_secret: required). Unknown keys are warnings.
+    Values of secrets never appear in messages.
+  - Runs on the controller as an action plugin, so files encrypted with ansible-vault
+    (whole file or C(!vault) values) are decrypted by Ansible.
+  - On success the result holds the offerings, secrets included, and is marked C(no_log)
+    so no callback prints it. Register it and pass the values to the other modules.
+author:
+  - Waldur site agent developers
+options:
+  path:
+    description:
+      - Path of the configuration file.
+      - Defaults to the environment variable E(WALDUR_SITE_AGENT_CONFIG).
+    type: path
+  pass_role:
+    description:
+      - Only return the offerings that have this pass's role backend set
+        (C(order_processing_backend), C(reporting_backend) or C(membership_sync_backend)).
+    type: str
+    choices: [order_process, report, membership_sync]
+  offering:
+    description:
+      - Only return the offering with this name or C(waldur_offering_uuid) (dashes optional).
+        The inventory plugin sets this per host.
+    type: str
+attributes:
+  check_mode:
+    support: full
+  diff_mode:
+    support: none
+  action:
+    support: full
+notes:
+  - The whole configuration is validated even when O(offering) selects one offering.
+"""
+
+EXAMPLES = r"""
+- name: Read the site agent configuration
+  waldur.site_agent.site_config:
+    path: /etc/waldur/waldur-site-agent-config.yaml
+    pass_role: order_process
+  register: site_agent
+
+- name: Show which offerings the pass will process (names only, no secrets)
+  ansible.builtin.debug:
+    msg: "{{ site_agent.offerings | map(attribute='name') | list }}"
+"""
+
+RETURN = r"""
+path:
+  description: Absolute path of the file that was read.
+  returned: success
+  type: str
+  sample: /etc/waldur/waldur-site-agent-config.yaml
+offerings:
+  description: The selected offerings, as in the file (secrets included; the result is no_log).
+  returned: success
+  type: list
+  elements: dict
+root:
+  description: The root options of the file other than C(offerings) and C(sentry_dsn).
+  returned: success
+  type: dict
+sentry_dsn:
+  description: The C(sentry_dsn) root option, or an empty string.
+  returned: success
+  type: str
+errors:
+  description: Every problem found, each prefixed by its key path.
+  returned: failure
+  type: list
+  elements: str
+  sample: ["offerings[1].backend_settings.client_secret: required"]
+"""
+
+from ansible.module_utils.basic import AnsibleModule
+
+
+def main():
+    module = AnsibleModule(
+        argument_spec=dict(
+            path=dict(type="path"),
+            pass_role=dict(type="str", choices=["order_process", "report", "membership_sync"]),
+            offering=dict(type="str"),
+        ),
+        supports_check_mode=True,
+    )
+    # The work happens in the action plugin of the same name on the controller.
+    module.fail_json(msg="waldur.site_agent.site_config runs as an action plugin; it cannot run as a plain module")
+
+
+if __name__ == "__main__":
+    main()

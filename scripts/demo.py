@@ -1,0 +1,188 @@
+"""`make demo`: the real passes against the bundled simulators.
+
+Starts the Waldur, DigitalOcean and Azure simulators on 127.0.0.1, writes a site
+agent configuration for them, has a consumer order machines, then runs the real
+playbooks (load_components, order_process, membership_sync, report) and shows
+what changed in Waldur and in the clouds after each step.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import yaml
+
+from tests.helpers import REPO, run_playbook
+from tests.simulators import simulator_class
+from tests.simulators.azure import presets as azure_presets
+from tests.simulators.common import SimulatorServer
+from tests.simulators.digitalocean import presets as do_presets
+from tests.simulators.tls import make_tls
+from tests.simulators.waldur import presets as waldur_presets
+
+COMPONENTS = {
+    "cpu": {"measured_unit": "Cores", "unit_factor": 1, "accounting_type": "limit", "label": "CPU"},
+    "ram": {"measured_unit": "MiB", "unit_factor": 1, "accounting_type": "limit", "label": "RAM"},
+    "disk": {"measured_unit": "MiB", "unit_factor": 1, "accounting_type": "limit", "label": "Disk"},
+}
+
+
+def banner(text):
+    print("\n" + "=" * 78 + "\n" + text + "\n" + "=" * 78, flush=True)
+
+
+def site_config(waldur_url, do_url, azure_url):
+    return {
+        "timezone": "UTC",
+        "offerings": [
+            {
+                "name": "DigitalOcean VM",
+                "waldur_api_url": waldur_url + "/api/",
+                "waldur_api_token": waldur_presets.PROVIDER_TOKEN,
+                "waldur_offering_uuid": waldur_presets.DO_OFFERING_UUID,
+                "backend_type": "digitalocean",
+                "order_processing_backend": "digitalocean",
+                "reporting_backend": "digitalocean",
+                "membership_sync_backend": "digitalocean",
+                "backend_settings": {
+                    "token": do_presets.DO_TOKEN,
+                    "api_url": do_url + "/v2/",
+                    "default_region": "ams3",
+                    "default_image": "ubuntu-22-04-x64",
+                    "default_size": "s-1vcpu-1gb",
+                    "default_tags": ["waldur"],
+                    "size_mapping": {"s-1vcpu-1gb": {"cpu": 1, "ram": 1024, "disk": 25600},
+                                     "s-2vcpu-4gb": {"cpu": 2, "ram": 4096, "disk": 81920}},
+                },
+                "backend_components": COMPONENTS,
+            },
+            {
+                "name": "Azure VM",
+                "waldur_api_url": waldur_url + "/api/",
+                "waldur_api_token": waldur_presets.PROVIDER_TOKEN,
+                "waldur_offering_uuid": waldur_presets.AZURE_OFFERING_UUID,
+                "backend_type": "azure",
+                "order_processing_backend": "azure",
+                "reporting_backend": "azure",
+                "membership_sync_backend": "azure",
+                "backend_settings": {
+                    "subscription_id": azure_presets.SUBSCRIPTION_ID,
+                    "tenant_id": azure_presets.TENANT_ID,
+                    "client_id": azure_presets.CLIENT_ID,
+                    "client_secret": azure_presets.CLIENT_SECRET,
+                    "arm_endpoint": azure_url,
+                    "authority_host": azure_url,
+                    "polling_interval": 1,
+                    "default_location": "westeurope",
+                    "default_size": "Standard_B2s",
+                    "default_image": "Canonical:0001-com-ubuntu-server-jammy:22_04-lts:latest",
+                    "allowed_ssh_ranges": ["203.0.113.0/24"],
+                },
+                "backend_components": COMPONENTS,
+            },
+        ],
+    }
+
+
+def play(name, config_path, **extra):
+    banner("ansible-playbook playbooks/%s.yml" % name)
+    started = time.monotonic()
+    result = run_playbook(REPO / "playbooks" / ("%s.yml" % name), extra_vars=extra or None,
+                          env={"WALDUR_SITE_AGENT_CONFIG": str(config_path)})
+    print(result.stdout)
+    if result.rc != 0:
+        print(result.stderr, file=sys.stderr)
+        raise SystemExit("playbooks/%s.yml failed (rc=%d)" % (name, result.rc))
+    print("(%.1f s)" % (time.monotonic() - started))
+
+
+def show_orders(waldur):
+    print("%-34s %-10s %-10s %-14s %s" % ("order", "type", "state", "resource", "backend id"))
+    for order in waldur.dump_state()["orders"]:
+        resource = waldur.resource(order["marketplace_resource_uuid"]) or {}
+        print("%-34s %-10s %-10s %-14s %s" % (order["uuid"], order["type"], order["state"],
+                                             resource.get("name", ""), resource.get("backend_id", "")))
+
+
+def show_clouds(do_app, azure_app):
+    print("DigitalOcean droplets:")
+    for droplet in do_app.droplets():
+        print("  %-10s %-14s %-8s %-14s %s" % (droplet["id"], droplet["name"], droplet["status"],
+                                              droplet["size_slug"], ",".join(droplet["tags"])))
+    print("Azure virtual machines:")
+    for vm in azure_app.virtual_machines():
+        print("  %-60s %s" % (vm["id"], azure_app.vm_power_state(vm["id"])))
+
+
+def main():
+    workdir = Path(tempfile.mkdtemp(prefix="waldur-site-agent-demo-", dir=REPO / ".cache"))
+    ssl_context, ca_bundle = make_tls(str(workdir / "ca"))
+    os.environ["REQUESTS_CA_BUNDLE"] = ca_bundle
+    waldur = SimulatorServer(simulator_class("waldur")()).start()
+    digitalocean = SimulatorServer(simulator_class("digitalocean")()).start()
+    azure = SimulatorServer(simulator_class("azure")(), ssl_context=ssl_context).start()
+    try:
+        config_path = workdir / "waldur-site-agent-config.yaml"
+        config_path.write_text(yaml.safe_dump(site_config(waldur.url, digitalocean.url, azure.url), sort_keys=False))
+        banner("Simulators: Waldur %s, DigitalOcean %s, Azure %s\nConfiguration: %s"
+               % (waldur.url, digitalocean.url, azure.url, config_path))
+
+        play("load_components", config_path)
+
+        banner("A consumer orders two droplets and two Azure machines (waldur_order)")
+        key = waldur_presets.SSH_KEYS[0]
+        orders = [
+            {"offering": waldur_presets.DO_OFFERING_UUID, "plan": waldur_presets.DO_PLAN_UUID,
+             "attributes": {"name": "web-1"}, "limits": {"cpu": 1, "ram": 1024, "disk": 25600}},
+            {"offering": waldur_presets.DO_OFFERING_UUID, "plan": waldur_presets.DO_PLAN_UUID,
+             "attributes": {"name": "db-1", "region": "fra1", "ssh_public_key": key["public_key"]},
+             "limits": {"cpu": 1, "ram": 1024, "disk": 25600}},
+            {"offering": waldur_presets.AZURE_OFFERING_UUID, "plan": waldur_presets.AZURE_PLAN_UUID,
+             "attributes": {"name": "Analysis Node", "ssh_key": key["uuid"]},
+             "limits": {"cpu": 2, "ram": 4096, "disk": 38912}},
+            {"offering": waldur_presets.AZURE_OFFERING_UUID, "plan": waldur_presets.AZURE_PLAN_UUID,
+             "attributes": {"name": "no-key-vm"}, "limits": {"cpu": 2, "ram": 4096, "disk": 38912}},
+        ]
+        result = run_playbook(REPO / "scripts" / "demo_playbooks" / "submit_orders.yml", extra_vars={
+            "demo_waldur_url": waldur.url, "demo_consumer_token": waldur_presets.CONSUMER_TOKEN,
+            "demo_project_uuid": waldur_presets.PROJECT_UUID, "demo_orders": orders})
+        if result.rc:
+            print(result.stdout, result.stderr)
+            raise SystemExit("submitting the orders failed")
+        show_orders(waldur.app)
+
+        play("order_process", config_path)
+        banner("After the order pass (the keyless Azure order is refused, nothing built for it)")
+        show_orders(waldur.app)
+        show_clouds(digitalocean.app, azure.app)
+
+        play("order_process", config_path)
+        writes = [c for c in waldur.app.calls[-50:] if c["write"]]
+        print("A second order pass finds nothing to do.")
+
+        banner("Staff pauses web-1 and Analysis Node in Waldur")
+        for resource in waldur.app.dump_state()["resources"]:
+            if resource["name"] in ("web-1", "Analysis Node") and resource.get("backend_id"):
+                waldur.app.set_flag(resource["uuid"], "paused", True)
+        play("membership_sync", config_path)
+        show_clouds(digitalocean.app, azure.app)
+
+        play("report", config_path)
+        banner("Usage stored in Waldur")
+        for usage in waldur.app.dump_state()["usages"]:
+            print("  resource %s %-5s %s (%s)" % (usage["resource_uuid"], usage["type"], usage["usage"],
+                                                  usage["billing_period"]))
+        banner("Demo finished: orders done/erred in Waldur, machines built, paused, measured and reported.")
+        del writes
+    finally:
+        for server in (waldur, digitalocean, azure):
+            server.stop()
+
+
+if __name__ == "__main__":
+    main()
