@@ -2,11 +2,17 @@
 
 from __future__ import annotations
 
+import sys
 
 import pytest
 
+from tests.helpers import collection_path
 from tests.simulators import simulator_class
 from tests.simulators.common import SimulatorServer
+
+
+# `ansible_collections.waldur.site_agent.*` imports resolve to this checkout.
+sys.path.insert(0, str(collection_path()))
 
 
 def _start(name, tmp_path_factory, tls=False, **options):
@@ -28,9 +34,26 @@ def waldur_server(tmp_path_factory):
 
 @pytest.fixture
 def waldur_sim(waldur_server):
-    """The Waldur simulator, reset to the default preset."""
+    """The Waldur simulator, reset to the default preset.
+
+    After the test, every exchange it recorded is checked against Waldur's OpenAPI schema
+    (``tests/contract/waldur_openapi.py``) and any violation fails the test, so each test
+    using Waldur is also a contract test. A test that sends non-conforming requests on
+    purpose clears ``app.exchanges`` after doing so.
+    """
     waldur_server.app.reset("default")
     yield waldur_server
+    # Imported here: openapi-core costs ~0.4 s to import, which tests without Waldur skip.
+    from tests.contract.waldur_openapi import validate_exchanges
+
+    with waldur_server.app.lock:
+        exchanges = list(waldur_server.app.exchanges)
+    problems = validate_exchanges(exchanges)
+    if problems:
+        shown = "\n".join(problems[:40])
+        more = f"\n... and {len(problems) - 40} more" if len(problems) > 40 else ""
+        pytest.fail(f"{len(problems)} Waldur exchange(s) break the OpenAPI contract:\n{shown}{more}",
+                    pytrace=False)
 
 
 @pytest.fixture(scope="session")

@@ -27,6 +27,8 @@ import traceback
 
 from ansible.module_utils.basic import env_fallback, missing_required_lib
 
+from ansible_collections.waldur.site_agent.plugins.module_utils.azure_naming import parse_resource_id
+
 AZURE_IMPORT_ERROR = None
 try:
     from azure.core.exceptions import AzureError as SdkAzureError
@@ -113,6 +115,9 @@ def translate_error(exc, what=None, secrets=()):
         error = exc
     else:
         status = getattr(exc, "status_code", None)
+        if status is not None and status < 400:
+            # a long-running operation that failed: the 200 is the status poll's, not the failure's
+            status = None
         code = message = None
         model = getattr(exc, "error", None)
         if model is not None:
@@ -284,3 +289,127 @@ def power_state(instance_view):
             return code.split("/", 1)[1]
     return None
 
+
+
+def normalize_location(location):
+    """ARM's canonical location name: ``West Europe`` -> ``westeurope``."""
+    return str(location or "").replace(" ", "").lower()
+
+
+def size_figures(size):
+    """Allocation figures of a VM size: cores, memory MiB, disk MiB (OS disk + resource disk)."""
+    if size is None:
+        return {"cores": None, "ram_mb": None, "disk_mb": None}
+    os_disk = getattr(size, "os_disk_size_in_mb", None) or 0
+    resource_disk = getattr(size, "resource_disk_size_in_mb", None) or 0
+    return {
+        "cores": getattr(size, "number_of_cores", None),
+        "ram_mb": getattr(size, "memory_in_mb", None),
+        "disk_mb": os_disk + resource_disk,
+    }
+
+
+class SizeCatalog:
+    """VM sizes by location, listed at most once per location per run (thread-safe).
+
+    A failed listing is remembered too, so a hundred machines in a location that
+    does not exist cost one call, not a hundred.
+    """
+
+    def __init__(self, clients, deadline=None):
+        self.clients = clients
+        self.deadline = deadline
+        self._lock = threading.Lock()
+        self._locks = {}
+        self._sizes = {}
+        self._errors = {}
+
+    def _location_lock(self, location):
+        with self._lock:
+            return self._locks.setdefault(location, threading.Lock())
+
+    def sizes(self, location):
+        """``{lower-case size name: size}`` of a location; AzureError when it cannot be listed."""
+        location = normalize_location(location)
+        with self._location_lock(location):
+            if location not in self._sizes and location not in self._errors:
+                try:
+                    listed = self.clients.listing(
+                        "listing the VM sizes of location %s" % location,
+                        self.clients.compute.virtual_machine_sizes.list, location)
+                    self._sizes[location] = dict((plain(size.name).lower(), size) for size in listed)
+                except AzureError as error:
+                    self._errors[location] = error
+            if location in self._errors:
+                raise self._errors[location]
+            return self._sizes[location]
+
+    def size(self, location, name):
+        """The size ``name`` of ``location`` (case-insensitive), or None when not offered there."""
+        return self.sizes(location).get(str(name or "").lower())
+
+
+def primary(references):
+    """The primary entry of a list of NIC / IP configuration references (else the first)."""
+    references = list(references or [])
+    for reference in references:
+        if getattr(reference, "primary", None):
+            return reference
+    return references[0] if references else None
+
+
+def read_network_interface(clients, nic_id, deadline=None):
+    parts = parse_resource_id(nic_id)
+    if not parts:
+        return None
+    return clients.read("reading network interface %s" % parts["name"],
+                        clients.network.network_interfaces.get, parts["group"], parts["name"], deadline=deadline)
+
+
+def read_public_ip(clients, public_ip_id, deadline=None):
+    parts = parse_resource_id(public_ip_id)
+    if not parts:
+        return None
+    return clients.read("reading public IP address %s" % parts["name"],
+                        clients.network.public_ip_addresses.get, parts["group"], parts["name"], deadline=deadline)
+
+
+def vm_metadata(vm, power=None, private_ip=None, public_ip=None):
+    """What Waldur stores as the resource's ``backend_metadata``."""
+    hardware = getattr(vm, "hardware_profile", None)
+    return {
+        "backend_type": "azure",
+        "virtual_machine": {
+            "id": getattr(vm, "id", None),
+            "name": getattr(vm, "name", None),
+            "location": getattr(vm, "location", None),
+            "size": plain(getattr(hardware, "vm_size", None)),
+            "power_state": power,
+            "public_ip": public_ip,
+            "private_ip": private_ip,
+        },
+    }
+
+
+def vm_addresses(clients, vm, nic=None, public_ip=None, deadline=None):
+    """``(private_ip, public_ip)`` of a VM's primary NIC; missing NIC or address -> None.
+
+    ``nic`` / ``public_ip`` are used when the caller already holds them; anything
+    else is read (a 404 gives None, other errors raise).
+    """
+    if nic is None:
+        network_profile = getattr(vm, "network_profile", None)
+        reference = primary(getattr(network_profile, "network_interfaces", None))
+        if reference is not None:
+            nic = read_network_interface(clients, reference.id, deadline=deadline)
+    if nic is None:
+        return None, None
+    ip_configuration = primary(getattr(nic, "ip_configurations", None))
+    if ip_configuration is None:
+        return None, None
+    private_ip = getattr(ip_configuration, "private_ip_address", None)
+    if public_ip is None:
+        reference = getattr(ip_configuration, "public_ip_address", None)
+        if reference is not None and getattr(reference, "id", None):
+            public_ip = read_public_ip(clients, reference.id, deadline=deadline)
+    return private_ip, getattr(public_ip, "ip_address", None) if public_ip is not None else None

@@ -51,3 +51,29 @@ def droplet_name(name=None, slug=None, resource_uuid=None):
     base = name or slug or ("waldur-%s" % normalize_uuid(resource_uuid)[:8] if resource_uuid else "")
     cleaned = re.sub(r"[^A-Za-z0-9.-]", "-", str(base)).strip("-").lower()
     return cleaned or "waldur-droplet"
+
+
+def is_resource_tag(tag):
+    """True for a ``waldur-resource:`` tag (any case): a prefix reserved for the agent."""
+    return str(tag).lower().startswith(RESOURCE_TAG_PREFIX)
+
+
+def droplet_tags(tags, resource_uuid):
+    """``(tags, dropped)``: the ordered tags without reserved ones (so one order cannot
+    claim another resource's droplet), de-duplicated, plus the resource's own tag."""
+    own = resource_tag(resource_uuid)
+    kept, dropped = [], []
+    for tag in tags or []:
+        tag = str(tag).strip()
+        if not tag:
+            continue
+        if is_resource_tag(tag):
+            dropped.append(tag)
+        elif tag not in kept:
+            kept.append(tag)
+    return kept + [own], dropped
+
+
+def ssh_key_name(resource_uuid):
+    """Name of an SSH key the agent adds to DigitalOcean for a resource's public key."""
+    return "waldur-%s" % normalize_uuid(resource_uuid)[:8]

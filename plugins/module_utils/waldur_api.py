@@ -28,6 +28,7 @@ from urllib.parse import parse_qsl, urlsplit
 
 from ansible.module_utils.basic import AnsibleModule, env_fallback, missing_required_lib
 
+from ansible_collections.waldur.site_agent.plugins.module_utils.batch import ItemError
 from ansible_collections.waldur.site_agent.plugins.module_utils.naming import normalize_uuid
 from ansible_collections.waldur.site_agent.plugins.module_utils.retry import (
     RETRYABLE_STATUSES,
@@ -332,6 +333,13 @@ class WaldurClient:
 
     def close(self):
         self.session.close()
+
+
+def error_message(exc):
+    """An exception as an operator reads it: our own errors as they are, others with their type."""
+    if isinstance(exc, (WaldurApiError, ItemError)):
+        return str(exc)
+    return "%s: %s" % (type(exc).__name__, exc)
 
 
 def hex_uuid(value):

@@ -17,8 +17,8 @@ description:
     the role backends, C(backend_settings) and C(backend_components)) and validates it
     before any call is made.
   - Every problem is reported at once, each with its key path, for example
-    C(offerings[1].backend_settings.client_secret: required). Unknown keys are warnings.
-    Values of secrets never appear in messages.
+    C(offerings[1].backend_settings.client_secret) followed by C(required).
+    Unknown keys are warnings. Values of secrets never appear in messages.
   - Runs on the controller as an action plugin, so files encrypted with ansible-vault
     (whole file or C(!vault) values) are decrypted by Ansible.
   - On success the result holds the offerings, secrets included, and is marked C(no_log)

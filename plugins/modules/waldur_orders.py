@@ -299,6 +299,7 @@ from ansible_collections.waldur.site_agent.plugins.module_utils.waldur_api impor
     TERMINAL_ORDER_STATES,
     WaldurApiError,
     WaldurModule,
+    error_message,
     hex_uuid,
     normalize_order,
     normalize_resource,
@@ -452,8 +453,7 @@ def run_claim(module, client, offering_uuid, params):
     quotas = claim.plan_quotas(orders)
 
     def on_error(order, exc):
-        return {"error": {"uuid": order["uuid"], "msg": str(exc) if isinstance(exc, (ItemError, WaldurApiError))
-                          else "%s: %s" % (type(exc).__name__, exc)}}
+        return {"error": {"uuid": order["uuid"], "msg": error_message(exc)}}
 
     claimed = []
     results = run_batch(orders, lambda order: claim.claim_one(order, quotas), max_workers=params["max_workers"],
@@ -635,10 +635,7 @@ def run_settle(module, client, offering_uuid, params):
     settle = Settle(module, client, offering_uuid)
 
     def on_error(outcome, exc):
-        if isinstance(exc, (ItemError, WaldurApiError)):
-            message = str(exc)
-        else:
-            message = "%s: %s" % (type(exc).__name__, exc)
+        message = error_message(exc)
         if isinstance(exc, WaldurApiError) and exc.transient:
             message += "; the order is left as it is for the next pass"
         return {"order_uuid": outcome["order_uuid"], "state": None, "changed": False, "failed": True,

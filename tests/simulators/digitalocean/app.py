@@ -207,7 +207,7 @@ class DigitalOceanSimulator(Simulator):
         self._actions: dict[int, dict] = {}
         self._pending: dict[int, dict] = {}  # action id -> {"due": monotonic, "gated": bool, ...}
         self._keys: dict[int, dict] = {}
-        self._tags: dict[str, dict] = {}  # name -> {"name", "created"}; droplets carry the links
+        self._tags: dict[str, dict] = {}  # name -> {"name"}; the droplets say what is tagged
         self._droplet_ids = itertools.count(FIRST_DROPLET_ID)
         self._action_ids = itertools.count(FIRST_ACTION_ID)
         self._key_ids = itertools.count(FIRST_KEY_ID)
@@ -546,10 +546,14 @@ class DigitalOceanSimulator(Simulator):
             raise ApiError(404, NOT_FOUND_MESSAGE)
         return droplet
 
-    def _ensure_tag(self, name) -> None:
+    @staticmethod
+    def _check_tag_name(name) -> None:
         if not isinstance(name, str) or not TAG_NAME.match(name) or len(name) > 255:
             raise ApiError(422, f"Tag name {name!r} is invalid: use letters, digits, '_', '-' "
                                 f"and ':' (at most 255).")
+
+    def _ensure_tag(self, name) -> None:
+        self._check_tag_name(name)
         self._tags.setdefault(name, {"name": name})
 
     # ---- droplets ---------------------------------------------------------------------
@@ -597,6 +601,8 @@ class DigitalOceanSimulator(Simulator):
         tags = body.get("tags") or []
         if not isinstance(tags, list):
             raise ApiError(422, "tags must be a list of tag names.")
+        for tag in tags:
+            self._check_tag_name(tag)
         user_data = body.get("user_data")
         if user_data is not None and (not isinstance(user_data, str)
                                       or len(user_data.encode()) > MAX_USER_DATA_BYTES):
@@ -788,9 +794,8 @@ class DigitalOceanSimulator(Simulator):
         droplets = {"count": len(tagged)}
         if tagged:
             droplets["last_tagged_uri"] = self.url(f"/v2/droplets/{tagged[-1]['id']}")
-        resources = {"count": len(tagged), **({"last_tagged_uri": droplets["last_tagged_uri"]}
-                                              if tagged else {}),
-                     "droplets": droplets}
+        # Only droplets are simulated, so the totals are the droplets' own.
+        resources = dict(droplets, droplets=droplets)
         for kind in ("images", "volumes", "volume_snapshots", "databases"):
             resources[kind] = {"count": 0}
         return {"name": name, "resources": resources}

@@ -1,0 +1,898 @@
+#!/usr/bin/python
+# -*- coding: utf-8 -*-
+# Copyright: Waldur site agent developers
+# MIT License (see LICENSE)
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+DOCUMENTATION = r"""
+---
+module: azure_vm_chain
+short_description: Create, delete, deallocate and start the Azure virtual machines of Waldur resources
+version_added: 0.1.0
+description:
+  - Works on a list of machines at once, concurrently, and returns one result per machine in input order.
+    One machine failing never stops the others.
+  - O(machines[].state=present) builds the chain of one machine, in this order, each step reading before
+    it writes so that a rerun adopts what exists: resource group, virtual network, subnet, Standard static
+    public IP address, network security group (only with O(machines[].allowed_ssh_ranges)), network
+    interface, virtual machine. An existing virtual machine is never written again.
+  - Location, size, image and SSH key are checked before anything is created. A chain that fails part-way
+    is rolled back (dedicated group, the group; shared group, the machine's own objects) and the item fails
+    with the cause.
+  - Without O(machines[].resource_group) every machine gets a group of its own,
+    C(group-<first 4 hex of the resource uuid>-<name>); in a shared group the machine name carries the
+    first 8 hex digits of the resource uuid.
+  - The machine's OS disk and network interface are deleted with it, password login is disabled, the SSH
+    key is installed for the admin user, custom data is sent base64-encoded. A random administrator
+    password satisfies Azure and is never reported.
+  - O(machines[].state=absent) reads the deletion route from the machine's ARM id, never from the current
+    settings: a dedicated group is deleted whole, in a shared group exactly the machine's objects are.
+  - O(machines[].state=deallocated) and O(machines[].state=running) deallocate or start a machine only when
+    its instance view says otherwise.
+author:
+  - Waldur site agent developers
+extends_documentation_fragment:
+  - waldur.site_agent.azure
+options:
+  machines:
+    description:
+      - The machines to act on, usually made from Waldur orders by the P(waldur.site_agent.vm_items#filter) filter.
+    type: list
+    elements: dict
+    required: true
+    suboptions:
+      resource_uuid:
+        description:
+          - UUID of the Waldur resource (dashed or not). Names of the Azure objects derive from it.
+        type: str
+        required: true
+      order_uuid:
+        description:
+          - UUID of the Waldur order, echoed in the result.
+        type: str
+      name:
+        description:
+          - Name of the Waldur resource. Sanitized to C([a-z0-9-]), at most 50 characters.
+        type: str
+      state:
+        description:
+          - V(present) creates or adopts the machine; V(absent) deletes it; V(deallocated) and V(running)
+            set its power state.
+        type: str
+        choices: [present, absent, deallocated, running]
+        default: present
+      backend_id:
+        description:
+          - ARM id of the machine, once Waldur knows it. With V(present), a machine under this id is left
+            as it is and a missing one fails the item; it is never re-created under its old id.
+        type: str
+      location:
+        description:
+          - Azure location, for example C(westeurope). Required to create.
+        type: str
+      size:
+        description:
+          - VM size, for example C(Standard_B1s); must be offered in the location. Required to create.
+        type: str
+      image:
+        description:
+          - Marketplace image, C(publisher:offer:sku:version) or a dict with those four keys. Required to
+            create.
+        type: raw
+      ssh_public_key:
+        description:
+          - OpenSSH public key installed for the admin user. Required to create.
+        type: str
+      admin_username:
+        description:
+          - Name of the administrator account.
+        type: str
+        default: waldur
+      custom_data:
+        description:
+          - Cloud-init user data, sent base64-encoded as the machine's custom data.
+        type: str
+      resource_group:
+        description:
+          - A shared resource group. Unset, the machine gets a dedicated group.
+        type: str
+      network_cidr:
+        description:
+          - Address space of the machine's virtual network.
+        type: str
+        default: 10.0.0.0/16
+      subnet_cidr:
+        description:
+          - Address prefix of the machine's subnet, inside O(machines[].network_cidr).
+        type: str
+        default: 10.0.0.0/24
+      allowed_ssh_ranges:
+        description:
+          - Addresses, CIDRs or service tags that may connect on TCP port 22. A network security group with
+            one inbound rule admitting exactly these is created; none, and no inbound traffic is admitted.
+        type: list
+        elements: str
+      error:
+        description:
+          - Fail this item with exactly this message, calling nothing.
+        type: str
+      skip:
+        description:
+          - Report this item done and unchanged with this message, calling nothing.
+        type: str
+      comment:
+        description:
+          - Appended to the item's message.
+        type: str
+  max_workers:
+    description:
+      - How many machines are worked on at the same time.
+    type: int
+    default: 8
+  deadline:
+    description:
+      - Seconds for the whole batch. Machines not finished by then fail with a message saying so; the next
+        run picks them up.
+    type: float
+    default: 900
+  fail_on_item_error:
+    description:
+      - Fail the task when any item failed. By default only the items fail.
+    type: bool
+    default: false
+notes:
+  - Supports check mode. Everything is read, nothing is written, and each result says what would change.
+"""
+
+EXAMPLES = r"""
+- name: Create a machine in a dedicated resource group
+  waldur.site_agent.azure_vm_chain:
+    machines:
+      - resource_uuid: 1234abcd5678ef901234abcd5678ef90
+        order_uuid: 0f0e0d0c0b0a09080706050403020100
+        name: Web Server
+        location: westeurope
+        size: Standard_B1s
+        image: Canonical:0001-com-ubuntu-server-jammy:22_04-lts:latest
+        ssh_public_key: "{{ lookup('ansible.builtin.file', '~/.ssh/id_ed25519.pub') }}"
+        allowed_ssh_ranges:
+          - 203.0.113.0/24
+  register: created
+
+- name: Deallocate a paused machine
+  waldur.site_agent.azure_vm_chain:
+    machines:
+      - resource_uuid: 1234abcd5678ef901234abcd5678ef90
+        backend_id: "{{ created.results[0].backend_id }}"
+        state: deallocated
+
+- name: Delete it (the route, whole group or single objects, is read from the id)
+  waldur.site_agent.azure_vm_chain:
+    machines:
+      - resource_uuid: 1234abcd5678ef901234abcd5678ef90
+        backend_id: "{{ created.results[0].backend_id }}"
+        state: absent
+"""
+
+RETURN = r"""
+msg:
+  description: How many machines ended how.
+  returned: always
+  type: str
+  sample: "3 machine(s): 2 created, 1 failed"
+results:
+  description: One result per machine, in the order of O(machines).
+  returned: always
+  type: list
+  elements: dict
+  contains:
+    resource_uuid:
+      description: The machine's resource UUID, 32 lower-case hex digits.
+      type: str
+      sample: 1234abcd5678ef901234abcd5678ef90
+    order_uuid:
+      description: The order UUID given with the item, normalised; null without one.
+      type: str
+    backend_id:
+      description: ARM id of the virtual machine; null when there is none.
+      type: str
+      sample: /subscriptions/0000/resourceGroups/group-1234-web-server/providers/Microsoft.Compute/virtualMachines/web-server
+    changed:
+      description: Whether anything was (or in check mode would be) written on Azure.
+      type: bool
+    failed:
+      description: Whether this item failed.
+      type: bool
+    msg:
+      description: What happened, or why the item failed.
+      type: str
+    action:
+      description: What was done.
+      type: str
+      choices: [created, adopted, deleted, absent, powered_off, powered_on, none]
+    backend_metadata:
+      description: What Waldur stores as the resource's backend metadata; null when there is no machine.
+      type: dict
+      contains:
+        backend_type:
+          description: Always C(azure).
+          type: str
+        virtual_machine:
+          description: C(id), C(name), C(location), C(size), C(power_state), C(public_ip), C(private_ip).
+          type: dict
+    exception:
+      description: Traceback of an unexpected error (a bug) that failed the item.
+      returned: when such an error happened
+      type: str
+"""
+
+import base64
+import ipaddress
+import re
+import secrets
+import string
+import threading
+import time
+import traceback
+
+from ansible.module_utils.basic import AnsibleModule
+
+from ansible_collections.waldur.site_agent.plugins.module_utils.azure_clients import (
+    AzureError,
+    SizeCatalog,
+    azure_argument_spec,
+    clients_from_module,
+    normalize_location,
+    power_state,
+    vm_addresses,
+    vm_metadata,
+)
+from ansible_collections.waldur.site_agent.plugins.module_utils.azure_naming import (
+    InvalidAzureId,
+    InvalidImage,
+    build_vm_id,
+    machine_names,
+    names_from_vm_id,
+    parse_image,
+    parse_resource_id,
+    same_name,
+)
+from ansible_collections.waldur.site_agent.plugins.module_utils.batch import ItemError, run_batch
+from ansible_collections.waldur.site_agent.plugins.module_utils.naming import normalize_uuid
+
+DEFAULT_NETWORK_CIDR = "10.0.0.0/16"
+DEFAULT_SUBNET_CIDR = "10.0.0.0/24"
+DEFAULT_ADMIN_USERNAME = "waldur"
+PASSWORD_LENGTH = 24
+SSH_RULE_NAME = "default-allow-ssh"
+SSH_RULE_PRIORITY = 1000
+_SSH_KEY = re.compile(
+    r"^(ssh-(rsa|dss|ed25519)|ecdsa-sha2-nistp(256|384|521)|sk-(ssh-ed25519|ecdsa-sha2-nistp256)@openssh\.com)"
+    r"\s+([A-Za-z0-9+/]+={0,3})(\s.*)?$")
+_ADMIN_USERNAME = re.compile(r"^[a-z_][a-z0-9_.-]{0,31}$")
+# Names Azure refuses as a Linux administrator (VM create answers InvalidParameter).
+RESERVED_ADMIN_USERNAMES = frozenset((
+    "1", "123", "a", "actuser", "adm", "admin", "admin1", "admin2", "administrator", "aspnet", "backup",
+    "console", "david", "guest", "john", "owner", "root", "server", "sql", "support", "support_388945a0",
+    "sys", "test", "test1", "test2", "test3", "user", "user1", "user2", "user3", "user4", "user5",
+))
+# Kinds of the objects of one machine, in the order a shared-group deletion removes them.
+DELETION_ORDER = ("vm", "nic", "nsg", "public_ip", "subnet", "vnet")
+KIND_LABELS = {
+    "group": "resource group",
+    "vnet": "virtual network",
+    "subnet": "subnet",
+    "public_ip": "public IP address",
+    "nsg": "network security group",
+    "nic": "network interface",
+    "vm": "virtual machine",
+}
+
+
+def admin_password():
+    """24 random letters and digits with at least one lower, one upper and one digit (Azure's rule)."""
+    alphabet = string.ascii_letters + string.digits
+    while True:
+        password = "".join(secrets.choice(alphabet) for dummy in range(PASSWORD_LENGTH))
+        if (any(c.islower() for c in password) and any(c.isupper() for c in password)
+                and any(c.isdigit() for c in password)):
+            return password
+
+
+def ssh_key_problem(key):
+    match = _SSH_KEY.match((key or "").strip())
+    if not match:
+        return "ssh_public_key is not an OpenSSH public key (expected e.g. 'ssh-ed25519 AAAA... comment')"
+    try:
+        base64.b64decode(match.group(5), validate=True)
+    except (ValueError, TypeError):
+        return "ssh_public_key is not an OpenSSH public key: its key data is not base64"
+    return None
+
+
+def network_problem(network_cidr, subnet_cidr):
+    try:
+        network = ipaddress.ip_network(network_cidr, strict=False)
+    except ValueError:
+        return "network_cidr %r is not a CIDR" % (network_cidr,)
+    try:
+        subnet = ipaddress.ip_network(subnet_cidr, strict=False)
+    except ValueError:
+        return "subnet_cidr %r is not a CIDR" % (subnet_cidr,)
+    if subnet.version != network.version or not subnet.subnet_of(network):
+        return "subnet_cidr %s is not inside network_cidr %s" % (subnet_cidr, network_cidr)
+    return None
+
+
+def creation_problem(item):
+    """Why this item cannot be created, judged without any call (None when it can)."""
+    for what in ("location", "size", "image"):
+        if not item.get(what):
+            return "Azure %s is set neither on the order nor in backend_settings" % what
+    try:
+        parse_image(item["image"])
+    except InvalidImage as error:
+        return str(error)
+    if not (item.get("ssh_public_key") or "").strip():
+        return ("the order carries no SSH key (ssh_public_key); a machine without one would admit nobody, "
+                "so nothing was created")
+    problem = ssh_key_problem(item["ssh_public_key"])
+    if problem:
+        return problem
+    username = item.get("admin_username") or DEFAULT_ADMIN_USERNAME
+    if not _ADMIN_USERNAME.match(username):
+        return ("admin username %r is not valid on Azure Linux: lower-case letters, digits, '_', '.', '-', "
+                "starting with a letter or '_', at most 32 characters" % username)
+    if username in RESERVED_ADMIN_USERNAMES:
+        return "admin username %r is reserved on Azure" % username
+    return network_problem(item.get("network_cidr") or DEFAULT_NETWORK_CIDR,
+                           item.get("subnet_cidr") or DEFAULT_SUBNET_CIDR)
+
+
+class ChainState:
+    """What one create run has seen and done, for check mode and rollback."""
+
+    def __init__(self, names):
+        self.names = names
+        self.reached = []        # kinds read (and maybe written), in chain order
+        self.created = []        # kinds this run created
+        self.adopted = []        # kinds that existed already
+        self.objects = {}        # kind -> SDK object
+        self.written = False
+
+
+class VmChain:
+    """Carries out one machine item; used concurrently by the batch workers."""
+
+    def __init__(self, module, clients, deadline):
+        self.module = module
+        self.clients = clients
+        self.check_mode = module.check_mode
+        self.deadline = deadline
+        self.sizes = SizeCatalog(clients, deadline)
+        self._secret_lock = threading.Lock()
+
+    # ---- helpers -------------------------------------------------------------------------
+    def _call(self, what, function, *args, **kwargs):
+        return self.clients.call(what, function, *args, deadline=self.deadline, **kwargs)
+
+    def _read(self, what, function, *args, **kwargs):
+        return self.clients.read(what, function, *args, deadline=self.deadline, **kwargs)
+
+    def _hide(self, value):
+        # Belt and braces: whatever the module prints is scrubbed of this value.
+        with self._secret_lock:
+            self.module.no_log_values.add(value)
+
+    def _check_subscription(self, names, backend_id):
+        if names["subscription"].lower() != str(self.clients.subscription_id).lower():
+            raise ItemError("backend id %s belongs to subscription %s, not to the configured subscription %s"
+                            % (backend_id, names["subscription"], self.clients.subscription_id))
+
+    def _read_vm(self, group, vm_name, instance_view=True):
+        kwargs = {"expand": "instanceView"} if instance_view else {}
+        return self._read("reading virtual machine %s" % vm_name,
+                          self.clients.compute.virtual_machines.get, group, vm_name, **kwargs)
+
+    def _metadata(self, vm, power=None, nic=None, public_ip=None):
+        if power is None:
+            power = power_state(getattr(vm, "instance_view", None))
+        private_ip, public_address = vm_addresses(self.clients, vm, nic=nic, public_ip=public_ip,
+                                                  deadline=self.deadline)
+        return vm_metadata(vm, power=power, private_ip=private_ip, public_ip=public_address)
+
+    # ---- entry point ---------------------------------------------------------------------
+    def run(self, item):
+        result = {
+            "resource_uuid": item["resource_uuid"],
+            "order_uuid": item.get("order_uuid"),
+            "backend_id": item.get("backend_id") or None,
+            "changed": False,
+            "failed": False,
+            "msg": "",
+            "action": "none",
+            "backend_metadata": None,
+        }
+        try:
+            if item.get("error"):
+                raise ItemError(item["error"])
+            if item.get("skip"):
+                result["msg"] = item["skip"]
+            elif item["state"] == "absent":
+                self.absent(item, result)
+            elif item["state"] in ("deallocated", "running"):
+                self.power(item, result, item["state"])
+            elif item.get("backend_id"):
+                self.existing(item, result)
+            else:
+                self.create(item, result)
+        except (ItemError, AzureError) as error:
+            result.update(failed=True, msg=str(error))
+        except Exception as error:  # a bug must fail its item, not the batch
+            result.update(failed=True, msg="%s: %s" % (type(error).__name__, error),
+                          exception=traceback.format_exc())
+        if item.get("comment"):
+            result["msg"] = "%s; %s" % (result["msg"], item["comment"]) if result["msg"] else item["comment"]
+        return result
+
+    # ---- present, with a backend id -------------------------------------------------------
+    def _names_from_id(self, backend_id):
+        try:
+            names = names_from_vm_id(backend_id)
+        except InvalidAzureId as error:
+            raise ItemError(str(error))
+        self._check_subscription(names, backend_id)
+        return names
+
+    def existing(self, item, result):
+        names = self._names_from_id(item["backend_id"])
+        vm = self._read_vm(names["group"], names["vm"])
+        if vm is None:
+            raise ItemError("Azure virtual machine %s (%s) no longer exists; it is not re-created under its old "
+                            "id" % (names["vm"], item["backend_id"]))
+        result.update(msg="virtual machine %s exists; nothing to do" % names["vm"],
+                      backend_metadata=self._metadata(vm))
+
+    # ---- present, create or adopt ---------------------------------------------------------
+    def _validate_remote(self, location, size_name, image):
+        try:
+            sizes = self.sizes.sizes(location)
+        except AzureError as error:
+            raise ItemError("Azure location %r is not available: %s" % (location, error))
+        if not sizes:
+            raise ItemError("Azure location %r offers no virtual machine sizes" % location)
+        size = sizes.get(size_name.lower())
+        if size is None:
+            raise ItemError("Azure size %r is not offered in location %r" % (size_name, location))
+        return size
+
+    def create(self, item, result):
+        problem = creation_problem(item)
+        if problem:
+            raise ItemError(problem)
+        names = machine_names(item.get("name"), item["resource_uuid"], item.get("resource_group"))
+        location = normalize_location(item["location"])
+        image = parse_image(item["image"])
+        backend_id = build_vm_id(self.clients.subscription_id, names["group"], names["vm"])
+
+        vm = self._read_vm(names["group"], names["vm"])
+        if vm is not None:
+            # An earlier run was stopped after the machine was made: adopt it, never write it again.
+            result.update(backend_id=vm.id or backend_id, action="adopted",
+                          msg="adopted the existing virtual machine %s in resource group %s"
+                          % (names["vm"], names["group"]),
+                          backend_metadata=self._metadata(vm))
+            return
+
+        size = self._validate_remote(location, item["size"], image)
+        state = ChainState(names)
+        try:
+            self._build(item, state, location, image, size)
+        except AzureError as error:
+            message = str(error)
+            if state.written:
+                message += self._rollback(state)
+            result["changed"] = state.written
+            raise ItemError(message)
+
+        result["backend_id"] = backend_id
+        result["changed"] = bool(state.created)
+        if self.check_mode:
+            result.update(action="created" if state.created else "none",
+                          msg="would create %s" % ", ".join(
+                              "%s %s" % (KIND_LABELS[kind], names["group"] if kind == "group" else names[kind])
+                              for kind in state.created))
+            return
+        vm = state.objects["vm"]
+        result["backend_id"] = vm.id or backend_id
+        view = self._read("reading the instance view of virtual machine %s" % names["vm"],
+                          self.clients.compute.virtual_machines.instance_view, names["group"], names["vm"])
+        result.update(
+            action="created",
+            msg="created virtual machine %s in resource group %s (%s%s)" % (
+                names["vm"], names["group"],
+                "created: " + ", ".join(KIND_LABELS[kind] for kind in state.created),
+                "; adopted: " + ", ".join(KIND_LABELS[kind] for kind in state.adopted) if state.adopted else ""),
+            backend_metadata=self._metadata(vm, power=power_state(view), nic=state.objects.get("nic"),
+                                            public_ip=state.objects.get("public_ip")))
+
+    def _step(self, state, kind, name, read, create, parent_missing=False):
+        """Adopt the object if it exists, else create it (in check mode, note that it would be)."""
+        state.reached.append(kind)
+        label = KIND_LABELS[kind]
+        existing = None if parent_missing else self._read("reading %s %s" % (label, name), read)
+        if existing is not None:
+            state.adopted.append(kind)
+            state.objects[kind] = existing
+            return existing
+        state.created.append(kind)
+        if self.check_mode:
+            return None
+        state.written = True
+        state.objects[kind] = self._call("creating %s %s" % (label, name), create)
+        return state.objects[kind]
+
+    def _build(self, item, state, location, image, size):
+        names = state.names
+        group = names["group"]
+        network = self.clients.network
+        resources = self.clients.resource.resource_groups
+
+        group_object = self._step(
+            state, "group", group,
+            lambda: resources.get(group),
+            lambda: resources.create_or_update(group, {"location": location}))
+        missing = self.check_mode and group_object is None
+
+        vnet = self._step(
+            state, "vnet", names["vnet"],
+            lambda: network.virtual_networks.get(group, names["vnet"]),
+            lambda: network.virtual_networks.begin_create_or_update(group, names["vnet"], {
+                "location": location,
+                "properties": {"addressSpace": {"addressPrefixes": [item.get("network_cidr") or DEFAULT_NETWORK_CIDR]}},
+            }),
+            parent_missing=missing)
+
+        subnet = self._step(
+            state, "subnet", names["subnet"],
+            lambda: network.subnets.get(group, names["vnet"], names["subnet"]),
+            lambda: network.subnets.begin_create_or_update(group, names["vnet"], names["subnet"], {
+                "properties": {"addressPrefix": item.get("subnet_cidr") or DEFAULT_SUBNET_CIDR},
+            }),
+            parent_missing=missing or (self.check_mode and vnet is None))
+
+        public_ip = self._step(
+            state, "public_ip", names["public_ip"],
+            lambda: network.public_ip_addresses.get(group, names["public_ip"]),
+            lambda: network.public_ip_addresses.begin_create_or_update(group, names["public_ip"], {
+                "location": location,
+                "sku": {"name": "Standard"},
+                "properties": {"publicIPAllocationMethod": "Static", "publicIPAddressVersion": "IPv4"},
+            }),
+            parent_missing=missing)
+
+        nsg = None
+        ranges = [str(entry) for entry in item.get("allowed_ssh_ranges") or [] if str(entry).strip()]
+        if ranges:
+            nsg = self._step(
+                state, "nsg", names["nsg"],
+                lambda: network.network_security_groups.get(group, names["nsg"]),
+                lambda: network.network_security_groups.begin_create_or_update(group, names["nsg"], {
+                    "location": location,
+                    "properties": {"securityRules": [{
+                        "name": SSH_RULE_NAME,
+                        "properties": {
+                            "protocol": "Tcp",
+                            "sourcePortRange": "*",
+                            "destinationPortRange": "22",
+                            "sourceAddressPrefixes": ranges,
+                            "destinationAddressPrefix": "*",
+                            "access": "Allow",
+                            "priority": SSH_RULE_PRIORITY,
+                            "direction": "Inbound",
+                        },
+                    }]},
+                }),
+                parent_missing=missing)
+
+        def nic_body():
+            body = {
+                "location": location,
+                "properties": {"ipConfigurations": [{
+                    "name": names["ip_config"],
+                    "properties": {
+                        "privateIPAllocationMethod": "Dynamic",
+                        "subnet": {"id": subnet.id},
+                        "publicIPAddress": {"id": public_ip.id},
+                    },
+                }]},
+            }
+            if nsg is not None:
+                body["properties"]["networkSecurityGroup"] = {"id": nsg.id}
+            return body
+
+        nic = self._step(
+            state, "nic", names["nic"],
+            lambda: network.network_interfaces.get(group, names["nic"]),
+            lambda: network.network_interfaces.begin_create_or_update(group, names["nic"], nic_body()),
+            parent_missing=missing)
+
+        def vm_body():
+            username = item.get("admin_username") or DEFAULT_ADMIN_USERNAME
+            password = admin_password()
+            self._hide(password)
+            os_profile = {
+                "computerName": names["vm"],
+                "adminUsername": username,
+                "adminPassword": password,
+                "linuxConfiguration": {
+                    "disablePasswordAuthentication": True,
+                    "ssh": {"publicKeys": [{
+                        "path": "/home/%s/.ssh/authorized_keys" % username,
+                        "keyData": item["ssh_public_key"].strip(),
+                    }]},
+                },
+            }
+            if item.get("custom_data"):
+                os_profile["customData"] = base64.b64encode(
+                    item["custom_data"].encode("utf-8")).decode("ascii")
+            return {
+                "location": location,
+                "properties": {
+                    "hardwareProfile": {"vmSize": size.name},
+                    "storageProfile": {
+                        "imageReference": dict(image),
+                        "osDisk": {"createOption": "FromImage", "deleteOption": "Delete"},
+                    },
+                    "osProfile": os_profile,
+                    "networkProfile": {"networkInterfaces": [{
+                        "id": nic.id,
+                        "properties": {"primary": True, "deleteOption": "Delete"},
+                    }]},
+                },
+            }
+
+        compute = self.clients.compute.virtual_machines
+        # The machine was read (and found missing) just before the chain started.
+        self._step(state, "vm", names["vm"], None,
+                   lambda: compute.begin_create_or_update(group, names["vm"], vm_body()),
+                   parent_missing=True)
+
+    # ---- rollback and deletion ------------------------------------------------------------
+    def _delete_group(self, group):
+        """Delete a whole resource group; False when it was already gone."""
+        resources = self.clients.resource.resource_groups
+        if self._read("reading resource group %s" % group, resources.get, group) is None:
+            return False
+        if not self.check_mode:
+            try:
+                self._call("deleting resource group %s" % group, resources.begin_delete, group)
+            except AzureError as error:
+                if not error.not_found:
+                    raise
+        return True
+
+    def _object_operations(self, group, vnet_name):
+        """``kind -> (read(name), delete(name))`` for the objects of one machine in ``group``."""
+        network = self.clients.network
+        machines = self.clients.compute.virtual_machines
+        return {
+            "vm": (lambda name: machines.get(group, name), lambda name: machines.begin_delete(group, name)),
+            "nic": (lambda name: network.network_interfaces.get(group, name),
+                    lambda name: network.network_interfaces.begin_delete(group, name)),
+            "nsg": (lambda name: network.network_security_groups.get(group, name),
+                    lambda name: network.network_security_groups.begin_delete(group, name)),
+            "public_ip": (lambda name: network.public_ip_addresses.get(group, name),
+                          lambda name: network.public_ip_addresses.begin_delete(group, name)),
+            "subnet": (lambda name: network.subnets.get(group, vnet_name, name),
+                       lambda name: network.subnets.begin_delete(group, vnet_name, name)),
+            "vnet": (lambda name: network.virtual_networks.get(group, name),
+                     lambda name: network.virtual_networks.begin_delete(group, name)),
+        }
+
+    def _delete_objects(self, names, targets):
+        """Delete ``[(kind, name)]`` in order, tolerating 404; the labels of what existed."""
+        operations = self._object_operations(names["group"], names["vnet"])
+        deleted = []
+        for kind, name in targets:
+            read, delete = operations[kind]
+            label = "%s %s" % (KIND_LABELS[kind], name)
+            if self._read("reading " + label, read, name) is None:
+                continue
+            if not self.check_mode:
+                try:
+                    self._call("deleting " + label, delete, name)
+                except AzureError as error:
+                    if not error.not_found:
+                        raise
+                    continue
+            deleted.append(label)
+        return deleted
+
+    def _rollback(self, state):
+        names = state.names
+        try:
+            if names["dedicated"]:
+                self._delete_group(names["group"])
+                return "; rolled back: deleted resource group %s" % names["group"]
+            targets = [(kind, names[kind]) for kind in DELETION_ORDER if kind in state.reached]
+            deleted = self._delete_objects(names, targets)
+            return "; rolled back: deleted %s" % (", ".join(deleted) or "nothing (nothing was left)")
+        except AzureError as error:
+            return "; rollback failed, objects may be left in resource group %s: %s" % (names["group"], error)
+
+    def _shared_targets(self, names):
+        """This machine's objects in a shared group, as ``[(kind, name)]`` in deletion order.
+
+        Names are derived from the VM name in the id; the names the machine's NIC
+        actually references are added when they are this machine's under another
+        spelling (a Mastermind-era ``NSG<vm>``), so nothing of a neighbour is touched.
+        """
+        group = names["group"]
+        network = self.clients.network
+        nic = self._read("reading network interface %s" % names["nic"], network.network_interfaces.get,
+                         group, names["nic"])
+        candidates = {kind: [names[kind]] for kind in DELETION_ORDER}
+        candidates["nsg"].append("NSG" + names["vm"])
+        if nic is not None:
+            referenced = {"nsg": getattr(nic, "network_security_group", None)}
+            for ip_configuration in getattr(nic, "ip_configurations", None) or []:
+                referenced.setdefault("public_ip", getattr(ip_configuration, "public_ip_address", None))
+            for kind, reference in referenced.items():
+                parts = parse_resource_id(getattr(reference, "id", None))
+                if parts and same_name(parts["group"], group) and same_name(parts["name"], names[kind]):
+                    candidates[kind].insert(0, parts["name"])
+        targets = []
+        for kind in DELETION_ORDER:
+            seen = set()
+            for name in candidates[kind]:
+                if name not in seen:
+                    seen.add(name)
+                    targets.append((kind, name))
+        return targets
+
+    def absent(self, item, result):
+        backend_id = item.get("backend_id")
+        if not backend_id:
+            result.update(action="absent", msg="no backend id: there is no virtual machine to delete")
+            return
+        names = self._names_from_id(backend_id)
+        verb = "would delete" if self.check_mode else "deleted"
+        if names["dedicated"]:
+            if not self._delete_group(names["group"]):
+                result.update(action="absent", msg="resource group %s is already gone" % names["group"])
+                return
+            result.update(changed=True, action="deleted",
+                          msg="%s resource group %s with everything in it" % (verb, names["group"]))
+            return
+        deleted = self._delete_objects(names, self._shared_targets(names))
+        if not deleted:
+            result.update(action="absent", msg="virtual machine %s and its objects are already gone in resource "
+                                               "group %s" % (names["vm"], names["group"]))
+            return
+        result.update(changed=True, action="deleted",
+                      msg="%s %s from resource group %s" % (verb, ", ".join(deleted), names["group"]))
+
+    # ---- power ----------------------------------------------------------------------------
+    def power(self, item, result, wanted):
+        if not item.get("backend_id"):
+            raise ItemError("state %s needs the backend_id of the virtual machine" % wanted)
+        names = self._names_from_id(item["backend_id"])
+        vm = self._read_vm(names["group"], names["vm"])
+        if vm is None:
+            raise ItemError("Azure virtual machine %s (%s) does not exist" % (names["vm"], item["backend_id"]))
+        current = power_state(getattr(vm, "instance_view", None))
+        machines = self.clients.compute.virtual_machines
+        if wanted == "deallocated":
+            settled, operation, action = ("deallocated", "deallocating"), machines.begin_deallocate, "powered_off"
+            verb, doing, done = "deallocate", "deallocating", "deallocated"
+        else:
+            settled, operation, action = ("running", "starting"), machines.begin_start, "powered_on"
+            verb, doing, done = "start", "starting", "started"
+        if current in settled:
+            result.update(msg="virtual machine %s is already %s" % (names["vm"], current),
+                          backend_metadata=self._metadata(vm, power=current))
+            return
+        result.update(changed=True, action=action)
+        if self.check_mode:
+            result.update(msg="would %s virtual machine %s (now %s)" % (verb, names["vm"], current),
+                          backend_metadata=self._metadata(vm, power=current))
+            return
+        self._call("%s virtual machine %s" % (doing, names["vm"]), operation, names["group"], names["vm"])
+        result.update(msg="%s virtual machine %s (was %s)" % (done, names["vm"], current),
+                      backend_metadata=self._metadata(vm, power=wanted))
+
+
+def normalized_items(module):
+    """The machines with UUIDs normalised; a malformed UUID fails the module naming its key."""
+    items = []
+    for index, machine in enumerate(module.params["machines"]):
+        item = dict(machine)
+        for key in ("resource_uuid", "order_uuid"):
+            if item.get(key) is None:
+                continue
+            try:
+                item[key] = normalize_uuid(item[key])
+            except ValueError:
+                module.fail_json(msg="machines[%d].%s: %r is not a UUID" % (index, key, item[key]))
+        items.append(item)
+    return items
+
+
+def duplicate_errors(items):
+    """Items acting on a resource an earlier item of the batch already acts on get an error."""
+    first = {}
+    for index, item in enumerate(items):
+        uuid = item["resource_uuid"]
+        if uuid in first and not item.get("error"):
+            item["error"] = ("machines[%d] acts on resource %s too; one item per resource and batch"
+                             % (first[uuid], uuid))
+        first.setdefault(uuid, index)
+
+
+def summary(results):
+    counts = {}
+    for result in results:
+        key = "failed" if result.get("failed") else result.get("action") or "none"
+        counts[key] = counts.get(key, 0) + 1
+    return "%d machine(s): %s" % (len(results), ", ".join("%d %s" % (counts[key], key) for key in sorted(counts)))
+
+
+def main():
+    machine_options = dict(
+        resource_uuid=dict(type="str", required=True),
+        order_uuid=dict(type="str"),
+        name=dict(type="str"),
+        state=dict(type="str", default="present", choices=["present", "absent", "deallocated", "running"]),
+        backend_id=dict(type="str"),
+        location=dict(type="str"),
+        size=dict(type="str"),
+        image=dict(type="raw"),
+        ssh_public_key=dict(type="str", no_log=False),
+        admin_username=dict(type="str", default=DEFAULT_ADMIN_USERNAME),
+        custom_data=dict(type="str"),
+        resource_group=dict(type="str"),
+        network_cidr=dict(type="str", default=DEFAULT_NETWORK_CIDR),
+        subnet_cidr=dict(type="str", default=DEFAULT_SUBNET_CIDR),
+        allowed_ssh_ranges=dict(type="list", elements="str"),
+        error=dict(type="str"),
+        skip=dict(type="str"),
+        comment=dict(type="str"),
+    )
+    argument_spec = azure_argument_spec()
+    argument_spec.update(
+        machines=dict(type="list", elements="dict", required=True, options=machine_options),
+        max_workers=dict(type="int", default=8),
+        deadline=dict(type="float", default=900),
+        fail_on_item_error=dict(type="bool", default=False),
+    )
+    module = AnsibleModule(argument_spec=argument_spec, supports_check_mode=True)
+    items = normalized_items(module)
+    duplicate_errors(items)
+    clients = clients_from_module(module)
+    deadline_seconds = module.params["deadline"]
+    chain = VmChain(module, clients, time.monotonic() + deadline_seconds if deadline_seconds else None)
+
+    results = run_batch(items, chain.run, max_workers=module.params["max_workers"],
+                        deadline_seconds=deadline_seconds)
+    for item, result in zip(items, results):
+        # items cut off by the deadline come back with only failed/changed/msg
+        result.setdefault("resource_uuid", item["resource_uuid"])
+        result.setdefault("order_uuid", item.get("order_uuid"))
+        result.setdefault("backend_id", item.get("backend_id") or None)
+        result.setdefault("action", "none")
+        result.setdefault("backend_metadata", None)
+
+    changed = any(result.get("changed") for result in results)
+    failed = [result for result in results if result.get("failed")]
+    if failed and module.params["fail_on_item_error"]:
+        module.fail_json(msg="%d of %d machine(s) failed: %s" % (len(failed), len(results), failed[0]["msg"]),
+                         changed=changed, results=results)
+    module.exit_json(changed=changed, results=results, msg=summary(results))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,258 @@
+#!/usr/bin/python
+# -*- coding: utf-8 -*-
+# Copyright: Waldur site agent developers
+# MIT License (see LICENSE)
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+DOCUMENTATION = r"""
+module: waldur_components
+short_description: Create or update the components of a Waldur offering from the agent configuration
+version_added: 0.1.0
+description:
+  - Loads the C(backend_components) of a site-agent offering configuration into Waldur, as the
+    upstream C(waldur_site_load_components) command does.
+  - A component whose type Waldur does not have is created (C(create_offering_component)); one that
+    exists but differs is updated (C(update_offering_component)); one that already matches is left
+    alone, so a second run makes no write call.
+  - C(accounting_type) becomes Waldur's C(billing_type) (C(one) also sets C(is_prepaid)), C(label)
+    the C(name), C(limit) the C(limit_amount). C(unit_factor) and other agent-only keys (for example
+    C(backend_name)) are not sent. When no C(limit_period) is configured the component keeps the
+    one Waldur has.
+  - Components that Waldur has and the configuration does not are left alone.
+author:
+  - Waldur site agent developers
+extends_documentation_fragment:
+  - waldur.site_agent.waldur
+attributes:
+  check_mode:
+    support: full
+    details:
+      - Reads and compares; RV(results[].action) says what would be done, nothing is written.
+  diff_mode:
+    support: full
+options:
+  offering_uuid:
+    description:
+      - UUID of the offering.
+    type: str
+    required: true
+  components:
+    description:
+      - The offering's C(backend_components) mapping from the agent configuration, component type
+        to settings.
+      - Required per component, C(measured_unit), C(accounting_type) (C(usage), C(limit), C(one),
+        C(fixed) or C(few)) and C(label).
+      - Optional, sent to Waldur when given, C(limit), C(description), C(min_value), C(max_value),
+        C(max_available_limit), C(default_limit), C(limit_period) (C(month), C(quarterly),
+        C(annual), C(total)), C(article_code), C(is_boolean), C(is_prepaid),
+        C(min_prepaid_duration), C(max_prepaid_duration).
+      - Other keys are ignored.
+    type: dict
+    required: true
+"""
+
+EXAMPLES = r"""
+- name: Load the components of an offering
+  waldur.site_agent.waldur_components:
+    api_url: https://waldur.example.com/api/
+    api_token: "{{ waldur_api_token }}"
+    offering_uuid: a0000000000000000000000000000001
+    components:
+      cpu:
+        measured_unit: Cores
+        accounting_type: limit
+        label: CPU cores
+        unit_factor: 1
+        backend_name: cores
+      ram:
+        measured_unit: MiB
+        accounting_type: limit
+        label: Memory
+        limit: 65536
+"""
+
+RETURN = r"""
+results:
+  description: One result per configured component, sorted by type.
+  returned: always
+  type: list
+  elements: dict
+  contains:
+    type:
+      description: Component type.
+      type: str
+    action:
+      description: C(created), C(updated) or C(unchanged) (what would be done, in check mode).
+      type: str
+    changed:
+      description: Whether the component was (or would be) written.
+      type: bool
+    failed:
+      description: Whether Waldur refused the component.
+      type: bool
+    msg:
+      description: What happened.
+      type: str
+    changes:
+      description: For C(updated), the fields that differ as C({field: {before, after}}).
+      type: dict
+  sample:
+    - type: cpu
+      action: updated
+      changed: true
+      failed: false
+      msg: "updated: name"
+      changes: {name: {before: CPU, after: CPU cores}}
+    - type: gpu
+      action: created
+      changed: true
+      failed: false
+      msg: created
+api_calls:
+  description: Waldur HTTP calls made by this task (C(reads), C(writes), C(retries)).
+  returned: always
+  type: dict
+"""
+
+from ansible_collections.waldur.site_agent.plugins.module_utils.waldur_api import (
+    WaldurApiError,
+    WaldurModule,
+    offering_components,
+    provider_offering_path,
+)
+
+REQUIRED_KEYS = ("measured_unit", "accounting_type", "label")
+BILLING_TYPES = ("usage", "limit", "one", "fixed", "few")
+LIMIT_PERIODS = ("month", "quarterly", "annual", "total")
+# configuration key -> Waldur field, for the optional keys Waldur's component API takes
+OPTIONAL_FIELDS = (
+    ("limit", "limit_amount"),
+    ("description", "description"),
+    ("min_value", "min_value"),
+    ("max_value", "max_value"),
+    ("max_available_limit", "max_available_limit"),
+    ("default_limit", "default_limit"),
+    ("limit_period", "limit_period"),
+    ("article_code", "article_code"),
+    ("is_boolean", "is_boolean"),
+    ("is_prepaid", "is_prepaid"),
+    ("min_prepaid_duration", "min_prepaid_duration"),
+    ("max_prepaid_duration", "max_prepaid_duration"),
+)
+INTEGER_FIELDS = ("limit_amount", "min_value", "max_value", "max_available_limit", "default_limit",
+                  "min_prepaid_duration", "max_prepaid_duration")
+
+
+def component_body(module, component_type, config):
+    """The Waldur request body for one configured component; bad config fails naming the key."""
+    where = "components.%s" % component_type
+    if not isinstance(config, dict):
+        module.fail_json(msg="%s must be a mapping of settings, got %s" % (where, type(config).__name__))
+    missing = [key for key in REQUIRED_KEYS if config.get(key) in (None, "")]
+    if missing:
+        module.fail_json(msg="%s is missing %s (required: %s)" % (where, ", ".join(missing), ", ".join(REQUIRED_KEYS)))
+    billing_type = str(config["accounting_type"])
+    if billing_type not in BILLING_TYPES:
+        module.fail_json(msg="%s.accounting_type must be one of %s, got %r"
+                         % (where, ", ".join(BILLING_TYPES), config["accounting_type"]))
+    body = {"type": component_type, "billing_type": billing_type, "name": str(config["label"]),
+            "measured_unit": str(config["measured_unit"])}
+    for key, field in OPTIONAL_FIELDS:
+        if key not in config or config[key] is None:
+            continue
+        value = config[key]
+        if field in INTEGER_FIELDS:
+            try:
+                number = float(value)
+            except (TypeError, ValueError):
+                number = None
+            if number is None or isinstance(value, bool) or number != int(number):
+                module.fail_json(msg="%s.%s must be a whole number, got %r" % (where, key, value))
+            value = int(number)
+        elif field == "limit_period" and value not in LIMIT_PERIODS:
+            module.fail_json(msg="%s.limit_period must be one of %s, got %r" % (where, ", ".join(LIMIT_PERIODS), value))
+        body[field] = value
+    if billing_type == "one" and "is_prepaid" not in body:
+        body["is_prepaid"] = True
+    return body
+
+
+def _same(wanted, existing):
+    if isinstance(wanted, bool) or isinstance(existing, bool):
+        return bool(wanted) == bool(existing) if existing is not None else False
+    if isinstance(wanted, (int, float)) and existing is not None:
+        try:
+            return float(wanted) == float(existing)
+        except (TypeError, ValueError):
+            return False
+    if wanted == "" and existing is None:
+        return True
+    return wanted == existing
+
+
+def differences(body, existing):
+    return dict((field, {"before": existing.get(field), "after": value})
+                for field, value in sorted(body.items())
+                if field != "type" and not _same(value, existing.get(field)))
+
+
+def main():
+    argument_spec = dict(
+        offering_uuid=dict(type="str", required=True),
+        components=dict(type="dict", required=True),
+    )
+    module = WaldurModule(argument_spec=argument_spec)
+    params = module.params
+    offering_uuid = module.uuid_param(params["offering_uuid"], "offering_uuid")
+    if not params["components"]:
+        module.fail_json(msg="components is empty: give the offering's backend_components mapping")
+    bodies = [(str(name), component_body(module, str(name), config))
+              for name, config in sorted(params["components"].items(), key=lambda pair: str(pair[0]))]
+    client = module.client()
+    try:
+        existing = dict((component.get("type"), component) for component in offering_components(client, offering_uuid))
+    except WaldurApiError as exc:
+        module.fail_from_error(exc, msg="could not read the components of offering %s" % offering_uuid)
+
+    results, diffs = [], {"before": {}, "after": {}}
+    for component_type, body in bodies:
+        current = existing.get(component_type)
+        result = {"type": component_type, "changed": False, "failed": False}
+        if current is None:
+            result.update(action="created", changed=True, msg="created")
+            diffs["after"][component_type] = body
+            call = ("create_offering_component", body)
+        else:
+            if "limit_period" not in body and current.get("limit_period"):
+                body["limit_period"] = current["limit_period"]  # keep what Waldur has
+            changes = differences(body, current)
+            if not changes:
+                results.append(dict(result, action="unchanged", msg="unchanged"))
+                continue
+            result.update(action="updated", changed=True, changes=changes, msg="updated: %s" % ", ".join(changes))
+            diffs["before"][component_type] = dict((field, change["before"]) for field, change in changes.items())
+            diffs["after"][component_type] = dict((field, change["after"]) for field, change in changes.items())
+            call = ("update_offering_component", dict(body, uuid=current.get("uuid")))
+        if module.check_mode:
+            result["msg"] = "would be " + result["msg"]
+        else:
+            try:
+                client.post(provider_offering_path(offering_uuid, call[0]), json=call[1])
+            except WaldurApiError as exc:
+                result.update(changed=False, failed=True, msg="%s failed: %s" % (call[0], exc))
+        results.append(result)
+
+    failures = [result for result in results if result["failed"]]
+    summary = dict(changed=any(result["changed"] for result in results), results=results)
+    if module._diff:
+        summary["diff"] = diffs
+    if failures:
+        module.fail_json(msg="; ".join("component %s: %s" % (r["type"], r["msg"]) for r in failures), **summary)
+    module.exit_json(**summary)
+
+
+if __name__ == "__main__":
+    main()

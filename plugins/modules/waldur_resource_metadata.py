@@ -1,0 +1,173 @@
+#!/usr/bin/python
+# -*- coding: utf-8 -*-
+# Copyright: Waldur site agent developers
+# MIT License (see LICENSE)
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+DOCUMENTATION = r"""
+module: waldur_resource_metadata
+short_description: Record backend metadata on Waldur provider resources, only where it changed
+version_added: 0.1.0
+description:
+  - For each resource, compares the wanted backend metadata with what Waldur holds and calls
+    C(set_backend_metadata) only where they differ.
+  - What Waldur holds is taken from C(current_metadata) when the item gives it (for example from
+    M(waldur.site_agent.waldur_resources_info)), so no read is needed; otherwise the resource is read.
+  - Resources are worked on concurrently; one failing never stops the others.
+author:
+  - Waldur site agent developers
+extends_documentation_fragment:
+  - waldur.site_agent.waldur
+attributes:
+  check_mode:
+    support: full
+    details:
+      - Reads and compares, writes nothing; RV(results[].changed) says what would be written.
+  diff_mode:
+    support: none
+options:
+  resources:
+    description:
+      - The resources to update.
+    type: list
+    elements: dict
+    required: true
+    suboptions:
+      resource_uuid:
+        description:
+          - UUID of the provider resource.
+        type: str
+        required: true
+      backend_metadata:
+        description:
+          - The metadata Waldur should hold.
+        type: dict
+        required: true
+      current_metadata:
+        description:
+          - What Waldur holds now, when known. Saves reading the resource.
+        type: dict
+  max_workers:
+    description:
+      - Resources worked on at the same time.
+    type: int
+    default: 8
+  deadline:
+    description:
+      - Seconds for the whole batch.
+    type: int
+    default: 900
+  fail_on_item_error:
+    description:
+      - Fail the task when any resource could not be updated.
+    type: bool
+    default: false
+"""
+
+EXAMPLES = r"""
+- name: Record what the backend reported
+  waldur.site_agent.waldur_resource_metadata:
+    api_url: https://waldur.example.com/api/
+    api_token: "{{ waldur_api_token }}"
+    resources:
+      - resource_uuid: 7b1e0c9d8a7f4e3d2c1b0a9f8e7d6c5b
+        backend_metadata: {status: active, region: ams3, ip_address: 203.0.113.10}
+        current_metadata: {status: off, region: ams3, ip_address: 203.0.113.10}
+"""
+
+RETURN = r"""
+results:
+  description: One result per resource, in input order.
+  returned: always
+  type: list
+  elements: dict
+  contains:
+    resource_uuid:
+      description: Resource UUID (32 hex).
+      type: str
+    changed:
+      description: Whether the metadata was (or in check mode would be) written.
+      type: bool
+    failed:
+      description: Whether this resource could not be handled.
+      type: bool
+    msg:
+      description: What happened.
+      type: str
+  sample:
+    - resource_uuid: 7b1e0c9d8a7f4e3d2c1b0a9f8e7d6c5b
+      changed: true
+      failed: false
+      msg: backend metadata updated
+api_calls:
+  description: Waldur HTTP calls made by this task (C(reads), C(writes), C(retries)).
+  returned: always
+  type: dict
+"""
+
+from ansible_collections.waldur.site_agent.plugins.module_utils.batch import run_batch
+from ansible_collections.waldur.site_agent.plugins.module_utils.waldur_api import (
+    WaldurModule,
+    error_message,
+    provider_resource_path,
+)
+
+
+def main():
+    argument_spec = dict(
+        resources=dict(type="list", elements="dict", required=True, options=dict(
+            resource_uuid=dict(type="str", required=True),
+            backend_metadata=dict(type="dict", required=True),
+            current_metadata=dict(type="dict"),
+        )),
+        max_workers=dict(type="int", default=8),
+        deadline=dict(type="int", default=900),
+        fail_on_item_error=dict(type="bool", default=False),
+    )
+    module = WaldurModule(argument_spec=argument_spec)
+    params = module.params
+    items = []
+    seen = {}
+    for index, item in enumerate(params["resources"]):
+        uuid = module.uuid_param(item["resource_uuid"], "resources[%d].resource_uuid" % index)
+        if uuid in seen:
+            module.fail_json(msg="resources[%d].resource_uuid repeats resources[%d].resource_uuid (%s)"
+                             % (index, seen[uuid], uuid))
+        seen[uuid] = index
+        items.append(dict(item, resource_uuid=uuid))
+    client = module.client(pool_size=params["max_workers"])
+
+    def update(item):
+        uuid = item["resource_uuid"]
+        current = item["current_metadata"]
+        if current is None:
+            current = (client.get(provider_resource_path(uuid)) or {}).get("backend_metadata") or {}
+        if current == item["backend_metadata"]:
+            return {"resource_uuid": uuid, "changed": False, "failed": False, "msg": "backend metadata unchanged"}
+        if module.check_mode:
+            return {"resource_uuid": uuid, "changed": True, "failed": False, "msg": "would update backend metadata"}
+        client.post(provider_resource_path(uuid, "set_backend_metadata"),
+                    json={"backend_metadata": item["backend_metadata"]})
+        return {"resource_uuid": uuid, "changed": True, "failed": False, "msg": "backend metadata updated"}
+
+    def on_error(item, exc):
+        return {"resource_uuid": item["resource_uuid"], "changed": False, "failed": True, "msg": error_message(exc)}
+
+    results = run_batch(items, update, max_workers=params["max_workers"], deadline_seconds=params["deadline"],
+                        on_error=on_error)
+    for item, result in zip(items, results):
+        result.setdefault("resource_uuid", item["resource_uuid"])
+    failures = [result for result in results if result.get("failed")]
+    summary = dict(changed=any(result["changed"] for result in results), results=results)
+    if failures and params["fail_on_item_error"]:
+        module.fail_json(msg="%d of %d resource(s) failed: %s" % (
+            len(failures), len(results), "; ".join("%s: %s" % (r["resource_uuid"], r["msg"]) for r in failures)),
+            **summary)
+    module.exit_json(**summary)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,434 @@
+#!/usr/bin/python
+# -*- coding: utf-8 -*-
+# Copyright: Waldur site agent developers
+# MIT License (see LICENSE)
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+DOCUMENTATION = r"""
+module: waldur_usage
+short_description: Report component usage of Waldur resources for a billing month, idempotently
+version_added: 0.1.0
+description:
+  - The last task of the report pass. Takes the usage measured for a batch of resources and submits
+    it to Waldur with C(set_usage), one call per resource that has something new.
+  - Reads the offering's components once, and what Waldur already stores for the whole offering and
+    billing month in a few paged calls.
+  - Per resource and component, leaves out components the offering does not have, or that Waldur
+    does not meter (only C(usage) and C(limit) components take usage), and reports them in
+    RV(results[].omitted).
+  - Rounds amounts to 2 decimals and skips those equal to what Waldur stores (RV(results[].unchanged)).
+  - Refuses an amount lower than the stored one (usage never decreases within a month) and reports
+    it in RV(results[].refused); the resource's other components still go.
+  - Sends the rest as C({usages: [{type, amount}], resource, date}), C(date) being the first day of
+    the billing month at midnight in O(timezone).
+  - Resources are worked on concurrently; one failing never stops the others.
+author:
+  - Waldur site agent developers
+extends_documentation_fragment:
+  - waldur.site_agent.waldur
+attributes:
+  check_mode:
+    support: full
+    details:
+      - Reads and compares; RV(results[].sent) lists the rows that would be sent, nothing is sent.
+  diff_mode:
+    support: none
+options:
+  offering_uuid:
+    description:
+      - UUID of the offering the resources belong to.
+    type: str
+    required: true
+  usages:
+    description:
+      - What was measured, one entry per resource.
+    type: list
+    elements: dict
+    required: true
+    suboptions:
+      resource_uuid:
+        description:
+          - UUID of the provider resource.
+        type: str
+        required: true
+      usages:
+        description:
+          - Amount per component type (for example C({cpu: 2, ram: 4096, disk: 51200})), in the
+            offering's units. A null amount is left out.
+        type: dict
+        required: true
+  billing_period:
+    description:
+      - The billing month, C(YYYY-MM). Defaults to the current month in O(timezone).
+    type: str
+  timezone:
+    description:
+      - Time zone (IANA name) that decides the current month and the offset of the usage C(date).
+    type: str
+    default: UTC
+  max_workers:
+    description:
+      - Resources submitted at the same time.
+    type: int
+    default: 8
+  deadline:
+    description:
+      - Seconds for the whole batch.
+    type: int
+    default: 900
+  fail_on_item_error:
+    description:
+      - Fail the task when any resource's usage could not be submitted.
+    type: bool
+    default: false
+notes:
+  - Waldur takes a usage for the current month; some versions refuse past months (reported as not
+    submitted, not as a failure).
+"""
+
+EXAMPLES = r"""
+- name: Report what the backend measured
+  waldur.site_agent.waldur_usage:
+    api_url: https://waldur.example.com/api/
+    api_token: "{{ waldur_api_token }}"
+    offering_uuid: a0000000000000000000000000000001
+    usages:
+      - resource_uuid: 7b1e0c9d8a7f4e3d2c1b0a9f8e7d6c5b
+        usages: {cpu: 2, ram: 4096, disk: 30720}
+  register: report
+
+- name: Report for a given month in local time
+  waldur.site_agent.waldur_usage:
+    offering_uuid: a0000000000000000000000000000001
+    billing_period: "2026-11"
+    timezone: Europe/Tallinn
+    usages: "{{ measured }}"
+"""
+
+RETURN = r"""
+results:
+  description: One result per resource, in input order.
+  returned: always
+  type: list
+  elements: dict
+  contains:
+    resource_uuid:
+      description: Resource UUID (32 hex).
+      type: str
+    changed:
+      description: Whether usage was (or in check mode would be) sent.
+      type: bool
+    failed:
+      description: Whether the submission failed.
+      type: bool
+    msg:
+      description: What happened.
+      type: str
+    sent:
+      description: Component amounts sent (or that would be sent), as 2-decimal strings.
+      type: dict
+    unchanged:
+      description: Components whose amount equals what Waldur stores.
+      type: list
+      elements: str
+    refused:
+      description: Components not sent, with C(component), C(amount), C(stored) and C(reason).
+      type: list
+      elements: dict
+    omitted:
+      description: Components left out, with C(component) and C(reason).
+      type: list
+      elements: dict
+  sample:
+    - resource_uuid: 7b1e0c9d8a7f4e3d2c1b0a9f8e7d6c5b
+      changed: true
+      failed: false
+      msg: "sent cpu, ram; 1 refused"
+      sent: {cpu: "2.00", ram: "4096.00"}
+      unchanged: []
+      refused:
+        - component: disk
+          amount: "20480.00"
+          stored: "30720.00"
+          reason: "lower than the 30720.00 Waldur stores for this month; usage never decreases"
+      omitted:
+        - component: gpu
+          reason: the offering has no component gpu
+totals:
+  description: Counts over all resources (C(resources), C(submitted) resources, C(sent) rows, C(unchanged),
+    C(refused), C(omitted), C(failed)).
+  returned: always
+  type: dict
+  sample: {resources: 10, submitted: 3, sent: 5, unchanged: 24, refused: 1, omitted: 0, failed: 0}
+billing_period:
+  description: The billing month used, C(YYYY-MM).
+  returned: always
+  type: str
+  sample: "2026-11"
+date:
+  description: The C(date) sent with each usage.
+  returned: always
+  type: str
+  sample: "2026-11-01T00:00:00+00:00"
+api_calls:
+  description: Waldur HTTP calls made by this task (C(reads), C(writes), C(retries)).
+  returned: always
+  type: dict
+"""
+
+import datetime
+import re
+from decimal import Decimal, InvalidOperation, ROUND_HALF_UP
+
+from ansible_collections.waldur.site_agent.plugins.module_utils.batch import run_batch
+from ansible_collections.waldur.site_agent.plugins.module_utils.waldur_api import (
+    WaldurApiError,
+    WaldurModule,
+    error_message,
+    hex_uuid,
+    offering_components,
+)
+
+try:
+    from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
+except ImportError:  # Python < 3.9: only UTC
+    ZoneInfo = None
+    ZoneInfoNotFoundError = KeyError
+
+CENT = Decimal("0.01")
+TOLERANCE = Decimal("0.000001")
+METERED_BILLING_TYPES = ("usage", "limit")
+PAST_PERIOD_MARKERS = ("backfilling past billing periods", "usage of a past month")
+_PERIOD = re.compile(r"^(\d{4})-(\d{2})(?:-01)?$")
+
+
+def billing_month(billing_period, timezone):
+    """(year, month, tzinfo) for ``YYYY-MM`` (or the current month in ``timezone``)."""
+    if timezone in ("UTC", "Etc/UTC", "utc"):
+        tzinfo = datetime.timezone.utc
+    elif ZoneInfo is None:
+        raise ValueError("timezone %r needs Python 3.9 or later (zoneinfo); use UTC" % timezone)
+    else:
+        try:
+            tzinfo = ZoneInfo(timezone)
+        except (ZoneInfoNotFoundError, ValueError):
+            raise ValueError("timezone must be an IANA time zone name such as UTC or Europe/Tallinn, got %r"
+                             % timezone)
+    if billing_period in (None, ""):
+        now = datetime.datetime.now(tzinfo)
+        return now.year, now.month, tzinfo
+    match = _PERIOD.match(str(billing_period).strip())
+    if not match or not 1 <= int(match.group(2)) <= 12:
+        raise ValueError("billing_period must be a month as YYYY-MM (for example 2026-11), got %r" % billing_period)
+    return int(match.group(1)), int(match.group(2)), tzinfo
+
+
+def usage_date(year, month, tzinfo):
+    """First day of the month at midnight in ``tzinfo``, ISO 8601 with offset."""
+    return datetime.datetime(year, month, 1, tzinfo=tzinfo).isoformat()
+
+
+def to_cents(value):
+    return Decimal(str(value)).quantize(CENT, rounding=ROUND_HALF_UP)
+
+
+def parse_items(module, usages):
+    """Validated ``[(resource_uuid, {component: Decimal or None})]``; bad input fails naming the key."""
+    items, seen = [], {}
+    for index, entry in enumerate(usages):
+        where = "usages[%d]" % index
+        uuid = module.uuid_param(entry["resource_uuid"], "%s.resource_uuid" % where)
+        if uuid in seen:
+            module.fail_json(msg="%s.resource_uuid repeats usages[%d].resource_uuid (%s); give one entry per "
+                                 "resource" % (where, seen[uuid], uuid))
+        seen[uuid] = index
+        amounts = {}
+        for component, amount in entry["usages"].items():
+            if amount is None:
+                amounts[str(component)] = None
+                continue
+            if isinstance(amount, bool):
+                module.fail_json(msg="%s.usages.%s must be a number, got %r" % (where, component, amount))
+            try:
+                amounts[str(component)] = to_cents(amount)
+            except (InvalidOperation, ValueError):
+                module.fail_json(msg="%s.usages.%s must be a number, got %r" % (where, component, amount))
+            if not amounts[str(component)].is_finite():
+                module.fail_json(msg="%s.usages.%s must be a finite number, got %r" % (where, component, amount))
+        items.append({"resource_uuid": uuid, "amounts": amounts})
+    return items
+
+
+def stored_usages(client, offering_uuid, period_start):
+    """``{resource_uuid: {component: [Decimal, ...]}}`` for the offering's month (one paged listing)."""
+    stored = {}
+    records = client.list("marketplace-component-usages/", params={
+        "offering_uuid": offering_uuid, "billing_period": period_start})
+    for record in records:
+        # filters a server does not know are ignored, so check the month ourselves
+        period = str(record.get("billing_period") or period_start)
+        if not period.startswith(period_start[:7]):
+            continue
+        resource = hex_uuid(record.get("resource_uuid"))
+        if not resource or record.get("type") in (None, ""):
+            continue
+        try:
+            amount = Decimal(str(record.get("usage")))
+        except (InvalidOperation, ValueError):
+            continue
+        stored.setdefault(resource, {}).setdefault(record["type"], []).append(amount)
+    return stored
+
+
+def plan_rows(item, components, stored):
+    """Split one resource's amounts into sent / unchanged / refused / omitted."""
+    sent, unchanged, refused, omitted = {}, [], [], []
+    held = stored.get(item["resource_uuid"], {})
+    for component in sorted(item["amounts"]):
+        amount = item["amounts"][component]
+        if amount is None:
+            omitted.append({"component": component, "reason": "no amount measured"})
+            continue
+        if component not in components:
+            omitted.append({"component": component, "reason": "the offering has no component %s" % component})
+            continue
+        billing_type = components[component]
+        if billing_type and billing_type not in METERED_BILLING_TYPES:
+            omitted.append({"component": component, "reason": "component %s is billed as %s; Waldur takes usage "
+                            "only for usage and limit components" % (component, billing_type)})
+            continue
+        text = "%.2f" % amount
+        if amount < 0:
+            refused.append({"component": component, "amount": text, "stored": None,
+                            "reason": "negative amount"})
+            continue
+        records = held.get(component, [])
+        if len(records) > 1:
+            refused.append({"component": component, "amount": text, "stored": None,
+                            "reason": "Waldur holds %d records for this component this month; not overwriting "
+                                      "an ambiguous value" % len(records)})
+            continue
+        if records:
+            current = records[0]
+            if abs(current - amount) <= TOLERANCE:
+                unchanged.append(component)
+                continue
+            if amount < current:
+                refused.append({"component": component, "amount": text, "stored": "%.2f" % current,
+                                "reason": "lower than the %.2f Waldur stores for this month; usage never "
+                                          "decreases" % current})
+                continue
+        sent[component] = text
+    return sent, unchanged, refused, omitted
+
+
+def summary_message(sent, unchanged, refused, omitted, verb="sent"):
+    parts = []
+    if sent:
+        parts.append("%s %s" % (verb, ", ".join(sorted(sent))))
+    if unchanged and not sent:
+        parts.append("unchanged")
+    elif unchanged:
+        parts.append("%d unchanged" % len(unchanged))
+    if refused:
+        parts.append("%d refused (%s)" % (len(refused), ", ".join(r["component"] for r in refused)))
+    if omitted:
+        parts.append("%d omitted (%s)" % (len(omitted), ", ".join(o["component"] for o in omitted)))
+    return "; ".join(parts) or "nothing to report"
+
+
+def main():
+    argument_spec = dict(
+        offering_uuid=dict(type="str", required=True),
+        usages=dict(type="list", elements="dict", required=True, options=dict(
+            resource_uuid=dict(type="str", required=True),
+            usages=dict(type="dict", required=True),
+        )),
+        billing_period=dict(type="str"),
+        timezone=dict(type="str", default="UTC"),
+        max_workers=dict(type="int", default=8),
+        deadline=dict(type="int", default=900),
+        fail_on_item_error=dict(type="bool", default=False),
+    )
+    module = WaldurModule(argument_spec=argument_spec)
+    params = module.params
+    offering_uuid = module.uuid_param(params["offering_uuid"], "offering_uuid")
+    try:
+        year, month, tzinfo = billing_month(params["billing_period"], params["timezone"])
+    except ValueError as exc:
+        module.fail_json(msg=str(exc))
+    period = "%04d-%02d" % (year, month)
+    period_start = period + "-01"
+    date = usage_date(year, month, tzinfo)
+    items = parse_items(module, params["usages"])
+    client = module.client(pool_size=params["max_workers"])
+
+    base = dict(billing_period=period, date=date)
+    if not items:
+        module.exit_json(changed=False, results=[], totals=dict(resources=0, submitted=0, sent=0, unchanged=0,
+                                                                refused=0, omitted=0, failed=0), **base)
+    try:
+        components = dict((component.get("type"), component.get("billing_type"))
+                          for component in offering_components(client, offering_uuid))
+        stored = stored_usages(client, offering_uuid, period_start)
+    except WaldurApiError as exc:
+        module.fail_from_error(exc, msg="could not read the components and stored usage of offering %s"
+                               % offering_uuid, **base)
+
+    def submit(item):
+        sent, unchanged, refused, omitted = plan_rows(item, components, stored)
+        result = {"resource_uuid": item["resource_uuid"], "changed": bool(sent), "failed": False,
+                  "sent": sent, "unchanged": unchanged, "refused": refused, "omitted": omitted}
+        if not sent or module.check_mode:
+            result["msg"] = summary_message(sent, unchanged, refused, omitted,
+                                            "would send" if module.check_mode else "sent")
+            return result
+        body = {"usages": [{"type": component, "amount": sent[component]} for component in sorted(sent)],
+                "resource": item["resource_uuid"], "date": date}
+        try:
+            client.post("marketplace-component-usages/set_usage/", json=body)
+        except WaldurApiError as exc:
+            if exc.status == 400 and any(marker in exc.message.lower() for marker in PAST_PERIOD_MARKERS):
+                result.update(changed=False, sent={}, msg="Waldur does not accept usage for %s any more: %s"
+                              % (period, exc.message))
+                return result
+            raise
+        result["msg"] = summary_message(sent, unchanged, refused, omitted)
+        return result
+
+    def on_error(item, exc):
+        return {"resource_uuid": item["resource_uuid"], "changed": False, "failed": True,
+                "msg": error_message(exc), "sent": {}, "unchanged": [], "refused": [], "omitted": []}
+
+    results = run_batch(items, submit, max_workers=params["max_workers"], deadline_seconds=params["deadline"],
+                        on_error=on_error)
+    for item, result in zip(items, results):
+        result.setdefault("resource_uuid", item["resource_uuid"])
+        for key, empty in (("sent", {}), ("unchanged", []), ("refused", []), ("omitted", [])):
+            result.setdefault(key, empty)
+    for result in results:
+        if result.get("refused"):
+            module.warn("usage of resource %s not sent for %s: %s" % (
+                result["resource_uuid"], period,
+                "; ".join("%s %s (%s)" % (r["component"], r["amount"], r["reason"]) for r in result["refused"])))
+    totals = dict(
+        resources=len(results),
+        submitted=sum(1 for result in results if result["sent"] and not result.get("failed")),
+        sent=sum(len(result["sent"]) for result in results if not result.get("failed")),
+        unchanged=sum(len(result["unchanged"]) for result in results),
+        refused=sum(len(result["refused"]) for result in results),
+        omitted=sum(len(result["omitted"]) for result in results),
+        failed=sum(1 for result in results if result.get("failed")),
+    )
+    summary = dict(changed=any(result.get("changed") for result in results), results=results, totals=totals, **base)
+    if totals["failed"] and params["fail_on_item_error"]:
+        module.fail_json(msg="usage of %d of %d resource(s) could not be submitted" % (totals["failed"], len(results)),
+                         **summary)
+    module.exit_json(**summary)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,91 @@
+"""A stateful Waldur marketplace simulator (werkzeug), for the site agent's tests and demo.
+
+It speaks Waldur's REST API as a site agent (provider token) and as a consumer placing
+orders (consumer token) sees it; shapes, states and quirks follow a real Waldur
+(../shared/reference/real-waldur-samples.md) and the official 8.0.5 OpenAPI schema, which
+``tests/contract`` checks every recorded exchange against.
+
+Auth: ``Authorization: Token <key>`` with three users (``presets.py``): the provider
+organisation's owner (``sim-provider-token``), the consumer organisation's owner
+(``sim-consumer-token``) and staff (``sim-staff-token``). No header → 401 "Authentication
+credentials were not provided."; an unknown key → 401 "Invalid token.". An object the caller
+cannot see is a 404 (the provider sees nothing under ``/api/marketplace-resources/``, the
+consumer nothing under ``/api/marketplace-provider-*``); one it can see but may not act on is
+a 403 (the consumer approving as provider, the provider setting the staff-only flags).
+
+UUIDs are accepted dashed or undashed in paths and query values; responses use 32 hex.
+Lists page like Waldur (``page``, ``page_size`` default 10 max 300, ``Link`` first/prev/
+next/last keeping every query parameter, ``X-Result-Count``) and every object honours
+``field=`` (sparse objects). Unknown filters are ignored (django-filter); an invalid
+``state`` is a 400.
+
+Operation names (call log, ``add_fault``):
+
+=====================================  ========================================================
+operation                              endpoint
+=====================================  ========================================================
+``orders.list``                        GET  /api/marketplace-orders/
+``orders.create``                      POST /api/marketplace-orders/  (consumer; 201)
+``orders.get``                         GET  /api/marketplace-orders/{uuid}/
+``orders.approve_by_consumer``         POST .../{uuid}/approve_by_consumer/
+``orders.approve_by_provider``         POST .../{uuid}/approve_by_provider/
+``orders.reject_by_provider``          POST .../{uuid}/reject_by_provider/
+``orders.set_state_executing``         POST .../{uuid}/set_state_executing/
+``orders.set_state_done``              POST .../{uuid}/set_state_done/
+``orders.set_state_erred``             POST .../{uuid}/set_state_erred/
+``resources.list``                     GET  /api/marketplace-provider-resources/
+``resources.get``                      GET  /api/marketplace-provider-resources/{uuid}/
+``resources.team``                     GET  .../{uuid}/team/
+``resources.set_backend_id``           POST .../{uuid}/set_backend_id/
+``resources.set_backend_metadata``     POST .../{uuid}/set_backend_metadata/
+``resources.set_limits``               POST .../{uuid}/set_limits/
+``resources.set_paused``               POST .../{uuid}/set_paused/  (staff)
+``resources.set_downscaled``           POST .../{uuid}/set_downscaled/  (staff)
+``consumer_resources.list``            GET  /api/marketplace-resources/
+``consumer_resources.get``             GET  /api/marketplace-resources/{uuid}/
+``consumer_resources.update_limits``   POST .../{uuid}/update_limits/  (Update order)
+``consumer_resources.terminate``       POST .../{uuid}/terminate/  (Terminate order)
+``offering.get``                       GET  /api/marketplace-provider-offerings/{uuid}/
+``offering.create_offering_component`` POST .../{uuid}/create_offering_component/  (201)
+``offering.update_offering_component`` POST .../{uuid}/update_offering_component/
+``plans.get``                          GET  /api/marketplace-plans/{uuid}/
+``service_provider.list``              GET  /api/marketplace-service-providers/
+``service_provider.get``               GET  /api/marketplace-service-providers/{uuid}/
+``service_provider.keys``              GET  /api/marketplace-service-providers/{uuid}/keys/
+``users.me``                           GET  /api/users/me/
+``usages.list``                        GET  /api/marketplace-component-usages/
+``usages.get``                         GET  /api/marketplace-component-usages/{uuid}/
+``usages.set_usage``                   POST /api/marketplace-component-usages/set_usage/ (201)
+=====================================  ========================================================
+
+Order state machine (409 ``{"detail": "Valid states for operation: ..."}`` otherwise):
+``approve_by_consumer`` pending-consumer → pending-provider; ``approve_by_provider``
+pending-provider → executing (Update/Terminate move the resource to Updating/Terminating,
+a Create gets its plugin scope, so the order's ``resource_uuid`` differs from
+``marketplace_resource_uuid`` as in real Waldur); ``reject_by_provider`` from
+pending-consumer/pending-provider → rejected (a Create's resource → Terminated);
+``set_state_executing`` from pending-consumer/pending-provider/erred; ``set_state_done``
+only from executing (Create/Restore → resource OK, Update → OK and limits = the order's,
+Terminate → Terminated); ``set_state_erred`` from any state, storing ``error_message`` and
+``error_traceback`` (a Create's resource → Erred, or removed when it has no backend id; an
+Update's → Erred; a Terminate's stays OK). Orders the consumer places start in
+pending-provider: the consumer token is an owner of the consumer organisation, for whom
+Waldur skips consumer approval. One order in progress per resource (409 otherwise).
+
+Quirks (constructor options, ``set_quirks()`` or ``POST /_sim/quirks``), reset with the
+state: ``empty_bodies=True`` makes the order transitions answer 200 with an empty body as
+Waldur 7.0.7 did (by default they answer ``{"detail": ...}``).
+
+Python handle for tests: ``seed_resource(offering_uuid, name, backend_id=, state="OK",
+attributes=, limits=, ...)``, ``seed_order(offering_uuid, type=, state=, resource_uuid=,
+attributes=, limits=, ...)`` (also ``POST /_sim/seed/resource`` and ``/_sim/seed/order``),
+``order(uuid)``, ``resource(uuid)`` (None once gone), ``usages(resource_uuid, billing_period)``,
+``market`` (the model), and ``exchanges``: every API call with method, full URL, request
+headers and body bytes, response status, headers and body bytes (cleared on reset), which
+``tests/contract/waldur_openapi.py`` validates. ``dump_state()`` (``GET /_sim/state``) gives
+orders, resources, usages and offering components.
+"""
+
+from tests.simulators.waldur.simulator import WaldurSimulator
+
+__all__ = ["WaldurSimulator"]

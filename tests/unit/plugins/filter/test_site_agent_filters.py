@@ -1,0 +1,185 @@
+"""The order/resource glue filters: backend_settings fallbacks and the rules of the behaviour page."""
+
+import pytest
+
+from ansible_collections.waldur.site_agent.plugins.filter.site_agent import (
+    droplet_items,
+    droplet_membership_items,
+    metadata_updates,
+    usage_rows,
+    vm_items,
+    vm_membership_items,
+)
+
+RESOURCE_UUID = "1234abcd-0000-4000-8000-000000000001"
+RESOURCE_HEX = RESOURCE_UUID.replace("-", "")
+ORDER_UUID = "0000aaaa000040008000000000000002"
+KEY_UUID = "e0000000000000000000000000000001"
+PUBLIC_KEY = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIPlaceholderPlaceholderPlaceholder demo"
+
+
+def order(order_type="Create", attributes=None, options=None, limits=None, backend_id="",
+          resource_limits=None, target_limits=None, name="web-1"):
+    result = {
+        "uuid": ORDER_UUID, "type": order_type, "marketplace_resource_uuid": RESOURCE_UUID,
+        "resource_name": name, "limits": limits or {},
+        "resource": {"uuid": RESOURCE_HEX, "name": name, "slug": "web-1", "backend_id": backend_id,
+                     "attributes": attributes or {}, "options": options or {},
+                     "limits": resource_limits or limits or {}},
+    }
+    if target_limits is not None:
+        result["target_limits"] = target_limits
+    return result
+
+
+DO_SETTINGS = {"token": "x", "default_region": "ams3", "default_image": "ubuntu-22-04-x64",
+               "default_size": "s-1vcpu-1gb", "default_tags": ["waldur"],
+               "size_mapping": {"s-1vcpu-1gb": {"cpu": 1, "ram": 1024}, "s-2vcpu-4gb": {"cpu": 2, "ram": 4096}}}
+
+
+class TestDropletItems:
+    def test_create_uses_defaults_and_normalises_uuids(self):
+        [item] = droplet_items([order()], DO_SETTINGS)
+        assert item["order_uuid"] == ORDER_UUID
+        assert item["resource_uuid"] == RESOURCE_HEX
+        assert (item["state"], item["region"], item["image"], item["size"]) == (
+            "present", "ams3", "ubuntu-22-04-x64", "s-1vcpu-1gb")
+        assert item["tags"] == ["waldur"]
+        assert item["name"] == "web-1"
+        assert "error" not in item
+
+    def test_attributes_override_options_and_defaults(self):
+        [item] = droplet_items([order(options={"region": "nyc3", "image": "debian-12-x64"},
+                                      attributes={"backend_region_id": "fra1", "size_slug": "s-2vcpu-4gb",
+                                                  "cloud_init": "#cloud-config", "tags": "solo"})], DO_SETTINGS)
+        assert (item["region"], item["image"], item["size"]) == ("fra1", "debian-12-x64", "s-2vcpu-4gb")
+        assert item["user_data"] == "#cloud-config"
+        assert item["tags"] == ["solo"]
+
+    def test_size_falls_back_to_the_size_mapping_entry_matching_the_limits(self):
+        settings = dict(DO_SETTINGS, default_size=None)
+        [item] = droplet_items([order(limits={"cpu": 2, "ram": 4096})], settings)
+        assert item["size"] == "s-2vcpu-4gb"
+
+    @pytest.mark.parametrize("missing", ["region", "image", "size"])
+    def test_missing_region_image_or_size_is_an_error_item(self, missing):
+        settings = dict(DO_SETTINGS, size_mapping={})
+        settings["default_" + missing] = None
+        [item] = droplet_items([order()], settings)
+        assert item["error"] == "DigitalOcean droplet %s is not specified" % missing
+
+    def test_reserved_resource_tags_are_dropped_and_reported(self):
+        planted = "waldur-resource:" + "f" * 32
+        [item] = droplet_items([order(attributes={"tags": ["web", planted]})], DO_SETTINGS)
+        assert item["tags"] == ["web"]
+        assert planted in item["comment"]
+
+    def test_ssh_key_by_public_key_id_fingerprint_or_provider_key_uuid(self):
+        keys = [{"uuid": KEY_UUID, "public_key": PUBLIC_KEY}]
+        [by_public] = droplet_items([order(attributes={"ssh_public_key": PUBLIC_KEY})], DO_SETTINGS)
+        [by_id] = droplet_items([order(attributes={"ssh_key_id": 42})], DO_SETTINGS)
+        [by_uuid] = droplet_items([order(attributes={"ssh_key": "E0000000-0000-0000-0000-000000000001"})],
+                                  DO_SETTINGS, keys)
+        assert by_public["ssh_keys"] == [PUBLIC_KEY]
+        assert by_id["ssh_keys"] == ["42"]
+        assert by_uuid["ssh_keys"] == [PUBLIC_KEY]
+
+    def test_existing_backend_id_is_passed_on_so_the_module_checks_it(self):
+        [item] = droplet_items([order(backend_id="123")], DO_SETTINGS)
+        assert item["backend_id"] == "123"
+
+    def test_update_with_matching_size_mapping_resizes(self):
+        [item] = droplet_items([order("Update", backend_id="123", resource_limits={"cpu": 1, "ram": 1024},
+                                      target_limits={"cpu": 2, "ram": 4096})], DO_SETTINGS)
+        assert (item["state"], item["backend_id"], item["size"]) == ("present", "123", "s-2vcpu-4gb")
+        assert "skip" not in item
+
+    def test_update_without_a_match_is_skipped_and_says_so(self):
+        [item] = droplet_items([order("Update", backend_id="123", resource_limits={"cpu": 1, "ram": 1024},
+                                      target_limits={"cpu": 3, "ram": 999})], DO_SETTINGS)
+        assert "match no size_mapping entry" in item["skip"]
+        assert "size" not in item
+
+    def test_update_with_unchanged_limits_needs_no_backend_call(self):
+        [item] = droplet_items([order("Update", backend_id="123", resource_limits={"cpu": 1, "ram": 1024},
+                                      target_limits={"cpu": 1.0, "ram": 1024})], DO_SETTINGS)
+        assert "unchanged" in item["skip"]
+
+    def test_terminate(self):
+        [item] = droplet_items([order("Terminate", backend_id="123")], DO_SETTINGS)
+        assert (item["state"], item["backend_id"]) == ("absent", "123")
+
+    def test_membership_items_follow_the_flags(self):
+        resources = [{"uuid": "a" * 32, "backend_id": "1", "paused": True},
+                     {"uuid": "b" * 32, "backend_id": "2", "downscaled": True},
+                     {"uuid": "c" * 32, "backend_id": "3"},
+                     {"uuid": "d" * 32, "backend_id": ""}]
+        assert [i["state"] for i in droplet_membership_items(resources)] == ["off", "off", "active"]
+
+
+AZURE_SETTINGS = {"subscription_id": "s", "tenant_id": "t", "client_id": "c", "client_secret": "x",
+                  "default_location": "westeurope", "default_size": "Standard_B1s",
+                  "default_image": "Canonical:0001-com-ubuntu-server-jammy:22_04-lts:latest",
+                  "allowed_ssh_ranges": "203.0.113.0/24"}
+
+
+class TestVmItems:
+    def test_create_with_provider_key_in_any_form(self):
+        keys = [{"uuid": KEY_UUID, "public_key": PUBLIC_KEY}]
+        [item] = vm_items([order(attributes={"ssh_key_uuid": KEY_UUID.upper()})], AZURE_SETTINGS, keys)
+        assert item["ssh_public_key"] == PUBLIC_KEY
+        assert (item["location"], item["size"], item["admin_username"]) == ("westeurope", "Standard_B1s", "waldur")
+        assert item["allowed_ssh_ranges"] == ["203.0.113.0/24"]
+        assert (item["network_cidr"], item["subnet_cidr"]) == ("10.0.0.0/16", "10.0.0.0/24")
+        assert item["resource_group"] is None
+
+    def test_keyless_order_is_refused(self):
+        [item] = vm_items([order()], AZURE_SETTINGS)
+        assert "carries no SSH key" in item["error"]
+
+    def test_unknown_key_uuid_is_refused(self):
+        [item] = vm_items([order(attributes={"ssh_key": "f" * 32})], AZURE_SETTINGS, [])
+        assert "carries no SSH key" in item["error"] and "f" * 32 in item["error"]
+
+    def test_missing_location_is_named(self):
+        settings = dict(AZURE_SETTINGS, default_location=None)
+        [item] = vm_items([order(attributes={"ssh_public_key": PUBLIC_KEY})], settings)
+        assert item["error"] == "Azure location is set neither on the order nor in backend_settings"
+
+    def test_update_with_changed_limits_is_refused(self):
+        [item] = vm_items([order("Update", backend_id="/x", resource_limits={"cpu": 1},
+                                 target_limits={"cpu": 2})], AZURE_SETTINGS)
+        assert item["error"] == "resizing is not supported on Azure"
+
+    def test_update_with_same_limits_is_skipped(self):
+        [item] = vm_items([order("Update", backend_id="/x", resource_limits={"cpu": 1},
+                                 target_limits={"cpu": 1})], AZURE_SETTINGS)
+        assert "unchanged" in item["skip"]
+
+    def test_shared_group_and_user_data(self):
+        settings = dict(AZURE_SETTINGS, default_resource_group="shared-rg")
+        [item] = vm_items([order(attributes={"ssh_public_key": PUBLIC_KEY, "user_data": "#!/bin/sh",
+                                             "username": "alice"})], settings)
+        assert (item["resource_group"], item["custom_data"], item["admin_username"]) == (
+            "shared-rg", "#!/bin/sh", "alice")
+
+    def test_membership_items(self):
+        resources = [{"uuid": "a" * 32, "backend_id": "/v1", "downscaled": True},
+                     {"uuid": "b" * 32, "backend_id": "/v2"}]
+        assert [i["state"] for i in vm_membership_items(resources)] == ["deallocated", "running"]
+
+
+def test_metadata_updates_only_where_changed():
+    resources = [{"uuid": "a" * 32, "backend_metadata": {"x": 1}}, {"uuid": "b" * 32, "backend_metadata": {}}]
+    results = [{"resource_uuid": "a" * 32, "backend_metadata": {"x": 1}},
+               {"resource_uuid": "b" * 32, "backend_metadata": {"x": 2}},
+               {"resource_uuid": "b" * 32, "failed": True, "backend_metadata": {"x": 3}}]
+    assert metadata_updates(results, resources) == [
+        {"resource_uuid": "b" * 32, "backend_metadata": {"x": 2}, "current_metadata": {}}]
+
+
+def test_usage_rows_leave_out_unmeasured_machines():
+    resources = [{"uuid": "a" * 32, "backend_id": "/SUBSCRIPTIONS/S/VM1"}, {"uuid": "b" * 32, "backend_id": "/vm2"}]
+    machines = [{"backend_id": "/subscriptions/s/vm1", "found": True, "usages": {"cpu": 2}},
+                {"backend_id": "/vm2", "found": False, "usages": {}}]
+    assert usage_rows(machines, resources) == [{"resource_uuid": "a" * 32, "usages": {"cpu": 2}}]

@@ -1,0 +1,75 @@
+"""Figures onto components (upstream test_metering.py examples) and sizes for limits."""
+
+from ansible_collections.waldur.site_agent.plugins.module_utils.components import (
+    figure_for_component,
+    figures_to_usages,
+    size_for_limits,
+)
+
+# Standard_B2s: 2 cores, 4096 MiB, OS disk 30720 MiB + resource disk 8192 MiB
+B2S = {"cores": 2, "ram_mb": 4096, "disk_mb": 30720 + 8192}
+COMPONENTS = {
+    "cpu": {"measured_unit": "Cores", "unit_factor": 1, "accounting_type": "limit"},
+    "ram": {"measured_unit": "MiB", "unit_factor": 1, "accounting_type": "limit"},
+    "disk": {"measured_unit": "MiB", "unit_factor": 1, "accounting_type": "limit"},
+}
+
+
+def test_standard_b2s_maps_onto_cpu_ram_disk():
+    assert figures_to_usages(B2S, COMPONENTS) == {"cpu": 2, "ram": 4096, "disk": 38912}
+
+
+def test_unit_factor_divides():
+    components = {"ram": {"unit_factor": 1024}, "disk": {"unit_factor": 1024}}
+    assert figures_to_usages(B2S, components) == {"ram": 4, "disk": 38}
+    assert figures_to_usages({"ram_mb": 1536}, {"ram": {"unit_factor": 1024}}) == {"ram": 1.5}
+
+
+def test_names_are_matched_by_alias_any_case():
+    components = {"vCPU": {}, "VCores": {}, "Memory": {}, "mem": {}, "Storage": {}}
+    assert figures_to_usages(B2S, components) == {
+        "vCPU": 2, "VCores": 2, "Memory": 4096, "mem": 4096, "Storage": 38912}
+
+
+def test_backend_name_wins_over_the_name():
+    components = {"cpu": {"backend_name": "ram_mb"}, "gpu_hours": {"backend_name": "cores"}}
+    assert figures_to_usages(B2S, components) == {"cpu": 4096, "gpu_hours": 2}
+
+
+def test_a_backend_name_that_names_nothing_is_not_rescued_by_the_name():
+    assert figure_for_component("cpu", {"backend_name": "gpus"}) is None
+    assert figures_to_usages(B2S, {"cpu": {"backend_name": "gpus"}}) == {}
+
+
+def test_unknown_components_are_left_out_not_zero():
+    usages = figures_to_usages(B2S, {"cpu": {}, "licenses": {"unit_factor": 1}})
+    assert usages == {"cpu": 2}
+    assert "licenses" not in usages
+
+
+def test_zero_is_a_value_and_missing_figures_are_left_out():
+    assert figures_to_usages({"cores": 0, "ram_mb": None}, COMPONENTS) == {"cpu": 0}
+
+
+def test_zero_or_missing_unit_factor_means_one():
+    assert figures_to_usages(B2S, {"cpu": {"unit_factor": 0}, "ram": {"unit_factor": None}}) == {
+        "cpu": 2, "ram": 4096}
+
+
+MAPPING = {
+    "s-1vcpu-1gb": {"cpu": 1, "ram": 1024},
+    "s-2vcpu-2gb": {"cpu": 2, "ram": 2048},
+    "s-2vcpu-2gb-dup": {"cpu": 2, "ram": 2048},
+}
+
+
+def test_size_for_limits_first_exact_match_numeric():
+    assert size_for_limits(MAPPING, {"cpu": "2", "ram": 2048.0}) == "s-2vcpu-2gb"
+    assert size_for_limits(MAPPING, {"cpu": 1, "ram": 1024, "disk": 25}) == "s-1vcpu-1gb"
+
+
+def test_size_for_limits_none_when_nothing_matches():
+    assert size_for_limits(MAPPING, {"cpu": 4, "ram": 8192}) is None
+    assert size_for_limits(MAPPING, {"cpu": 2}) is None  # every key of the entry must be in the limits
+    assert size_for_limits({}, {"cpu": 1}) is None
+    assert size_for_limits({"empty": {}}, {"cpu": 1}) is None

@@ -1,0 +1,333 @@
+"""waldur_api: pagination, retries, error messages, empty bodies, against a scripted local HTTP server."""
+
+from __future__ import annotations
+
+import json
+import socket
+import subprocess
+import threading
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from urllib.parse import parse_qs, urlsplit
+
+import pytest
+
+from ansible_collections.waldur.site_agent.plugins.module_utils.retry import RetryPolicy
+from ansible_collections.waldur.site_agent.plugins.module_utils.waldur_api import (
+    WaldurApiError,
+    WaldurClient,
+    normalize_api_root,
+    normalize_resource,
+    ssh_key_fingerprint,
+)
+
+TOKEN = "tok-3f9a1c77-never-shown"
+
+
+class Scripted:
+    """Answers requests from a queue of (status, headers, body) per path; records every request."""
+
+    def __init__(self):
+        self.replies = {}
+        self.requests = []
+        self.default = (404, {}, {"detail": "Not found."})
+
+    def on(self, path, *replies):
+        self.replies.setdefault(path, []).extend(replies)
+
+    def answer(self, method, raw_path, headers, body):
+        parts = urlsplit(raw_path)
+        self.requests.append({"method": method, "path": parts.path, "query": parse_qs(parts.query),
+                              "headers": dict(headers), "body": body})
+        queue = self.replies.get(parts.path)
+        if not queue:
+            return self.default
+        return queue.pop(0) if len(queue) > 1 else queue[0]
+
+
+@pytest.fixture
+def server():
+    script = Scripted()
+
+    class Handler(BaseHTTPRequestHandler):
+        protocol_version = "HTTP/1.1"
+
+        def _handle(self):
+            length = int(self.headers.get("Content-Length") or 0)
+            body = self.rfile.read(length) if length else b""
+            status, headers, payload = script.answer(self.command, self.path, self.headers, body)
+            data = payload if isinstance(payload, bytes) else (b"" if payload is None else json.dumps(payload).encode())
+            self.send_response(status)
+            for key, value in headers.items():
+                self.send_header(key, value.replace("{base}", script.base) if isinstance(value, str) else value)
+            if payload is not None and not isinstance(payload, bytes):
+                self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(data)))
+            self.end_headers()
+            self.wfile.write(data)
+
+        do_GET = do_POST = _handle
+
+        def log_message(self, *args):
+            pass
+
+    httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    script.base = "http://127.0.0.1:%d" % httpd.server_port
+    thread = threading.Thread(target=httpd.serve_forever, kwargs={"poll_interval": 0.02}, daemon=True)
+    thread.start()
+    yield script
+    httpd.shutdown()
+    httpd.server_close()
+
+
+class FakeTime:
+    """A clock that only moves when the client sleeps, so retry tests take no real time."""
+
+    def __init__(self):
+        self.now = 0.0
+        self.sleeps = []
+
+    def clock(self):
+        return self.now
+
+    def sleep(self, seconds):
+        self.sleeps.append(seconds)
+        self.now += seconds
+
+
+def make_client(server, max_retry_seconds=60, fake_time=None, **kwargs):
+    fake_time = fake_time or FakeTime()
+    policy = RetryPolicy(max_retry_seconds=max_retry_seconds, sleep=fake_time.sleep, clock=fake_time.clock)
+    return WaldurClient(server.base + "/api/", TOKEN, retry_policy=policy, **kwargs), fake_time
+
+
+@pytest.mark.parametrize("given, root", [
+    ("https://waldur.example.com", "https://waldur.example.com/"),
+    ("https://waldur.example.com/", "https://waldur.example.com/"),
+    ("https://waldur.example.com/api", "https://waldur.example.com/"),
+    ("https://waldur.example.com/api/", "https://waldur.example.com/"),
+    ("http://127.0.0.1:8000/waldur/api/", "http://127.0.0.1:8000/waldur/"),
+])
+def test_api_url_is_normalised_with_or_without_api(given, root):
+    assert normalize_api_root(given) == root
+
+
+@pytest.mark.parametrize("bad", ["", "waldur.example.com", "ftp://waldur.example.com/api/"])
+def test_api_url_must_be_http(bad):
+    with pytest.raises(ValueError, match="api_url"):
+        normalize_api_root(bad)
+
+
+def test_both_url_forms_reach_the_same_endpoint(server):
+    server.on("/api/users/me/", (200, {}, {"username": "agent"}))
+    for api_url in (server.base, server.base + "/api"):
+        client = WaldurClient(api_url, TOKEN)
+        assert client.get("users/me/") == {"username": "agent"}
+        assert client.get("/api/users/me/") == {"username": "agent"}
+    assert [r["path"] for r in server.requests] == ["/api/users/me/"] * 4
+
+
+def test_token_header_and_user_agent_are_sent(server):
+    server.on("/api/users/me/", (200, {}, {"username": "agent"}))
+    client, _ = make_client(server)
+    client.get("users/me/")
+    headers = server.requests[0]["headers"]
+    assert headers["Authorization"] == "Token " + TOKEN
+    assert headers["User-Agent"].startswith("waldur-site-agent-ansible/")
+
+
+def test_list_follows_link_next_and_keeps_repeated_params(server):
+    path = "/api/marketplace-orders/"
+    link = '<{base}%s?page=%d&page_size=100&state=pending-provider&state=executing>; rel="next"'
+    server.on(path,
+              (200, {"Link": link % (path, 2)}, [{"uuid": "1"}, {"uuid": "2"}]),
+              (200, {"Link": link % (path, 3)}, [{"uuid": "3"}]),
+              (200, {}, [{"uuid": "4"}]))
+    client, _ = make_client(server)
+    items = client.list("marketplace-orders/", params={"state": ["pending-provider", "executing"]})
+    assert [item["uuid"] for item in items] == ["1", "2", "3", "4"]
+    assert [r["query"].get("page") for r in server.requests] == [None, ["2"], ["3"]]
+    for request in server.requests:
+        assert request["query"]["page_size"] == ["100"]
+        assert request["query"]["state"] == ["pending-provider", "executing"]
+    assert client.calls["reads"] == 3
+
+
+def test_list_stays_on_api_url_when_link_names_another_host(server):
+    # a TLS-terminating proxy may emit links with the wrong scheme or host; the token must not follow them
+    path = "/api/marketplace-provider-resources/"
+    server.on(path,
+              (200, {"Link": '<http://elsewhere.invalid:9%s?page=2&page_size=100>; rel="next"' % path}, [{"uuid": "a"}]),
+              (200, {}, [{"uuid": "b"}]))
+    client, _ = make_client(server)
+    assert [item["uuid"] for item in client.list("marketplace-provider-resources/")] == ["a", "b"]
+    assert len(server.requests) == 2
+
+
+def test_list_respects_an_explicit_page_size(server):
+    server.on("/api/marketplace-orders/", (200, {}, []))
+    client, _ = make_client(server)
+    client.list("marketplace-orders/", params={"page_size": 7})
+    assert server.requests[0]["query"]["page_size"] == ["7"]
+
+
+def test_503_then_success_is_retried(server):
+    server.on("/api/marketplace-orders/x/", (503, {}, {"detail": "down"}), (503, {}, {"detail": "down"}),
+              (200, {}, {"uuid": "x"}))
+    client, fake_time = make_client(server)
+    assert client.get("marketplace-orders/x/") == {"uuid": "x"}
+    assert len(server.requests) == 3
+    assert len(fake_time.sleeps) == 2
+    assert client.calls == {"reads": 3, "writes": 0, "retries": 2}
+
+
+def test_429_waits_for_retry_after(server):
+    server.on("/api/marketplace-orders/x/", (429, {"Retry-After": "7"}, {"detail": "slow down"}),
+              (200, {}, {"uuid": "x"}))
+    client, fake_time = make_client(server)
+    assert client.get("marketplace-orders/x/") == {"uuid": "x"}
+    assert fake_time.sleeps == [7.0]
+
+
+def test_retry_after_beyond_the_bound_fails_at_once(server):
+    server.on("/api/marketplace-orders/x/", (429, {"Retry-After": "500"}, {"detail": "Request was throttled."}))
+    client, fake_time = make_client(server, max_retry_seconds=20)
+    with pytest.raises(WaldurApiError) as caught:
+        client.get("marketplace-orders/x/")
+    assert caught.value.status == 429
+    assert fake_time.sleeps == []
+    assert "Retry-After 500" in str(caught.value) and "max_retry_seconds=20" in str(caught.value)
+
+
+def test_retries_stop_within_max_retry_seconds(server):
+    server.on("/api/marketplace-orders/", (502, {}, {"detail": "Bad gateway"}))
+    client, fake_time = make_client(server, max_retry_seconds=3)
+    with pytest.raises(WaldurApiError) as caught:
+        client.post("marketplace-orders/", json={})
+    assert caught.value.status == 502 and caught.value.transient
+    assert sum(fake_time.sleeps) <= 3
+    assert len(server.requests) == len(fake_time.sleeps) + 1 >= 2
+
+
+def test_non_idempotent_post_is_not_resent_after_a_500(server):
+    server.on("/api/marketplace-orders/", (500, {}, {"detail": "boom"}), (201, {}, {"uuid": "o"}))
+    client, _ = make_client(server)
+    with pytest.raises(WaldurApiError) as caught:
+        client.post("marketplace-orders/", json={"offering": "x"}, idempotent=False)
+    assert caught.value.status == 500
+    assert len(server.requests) == 1
+
+
+def test_non_idempotent_post_is_resent_after_a_503(server):
+    server.on("/api/marketplace-orders/", (503, {}, {"detail": "maintenance"}), (201, {}, {"uuid": "o"}))
+    client, _ = make_client(server)
+    assert client.post("marketplace-orders/", json={}, idempotent=False) == {"uuid": "o"}
+    assert len(server.requests) == 2
+
+
+def test_connection_errors_are_retried_then_reported_without_the_token():
+    with socket.socket() as probe:  # a port nobody listens on
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    fake_time = FakeTime()
+    policy = RetryPolicy(max_retry_seconds=5, sleep=fake_time.sleep, clock=fake_time.clock)
+    client = WaldurClient("http://127.0.0.1:%d/api/" % port, TOKEN, retry_policy=policy, timeout=2)
+    with pytest.raises(WaldurApiError) as caught:
+        client.get("users/me/")
+    assert caught.value.status is None and caught.value.transient
+    assert client.calls["retries"] >= 1
+    assert "GET /api/users/me/" in str(caught.value)
+    assert TOKEN not in str(caught.value)
+
+
+def test_error_carries_method_path_status_and_detail_but_not_the_token(server):
+    server.on("/api/marketplace-orders/abc/approve_by_provider/",
+              (409, {}, {"detail": "Valid states for operation: pending-provider."}))
+    client, _ = make_client(server)
+    with pytest.raises(WaldurApiError) as caught:
+        client.post("marketplace-orders/abc/approve_by_provider/", json={})
+    text = str(caught.value)
+    assert text == ("Waldur POST /api/marketplace-orders/abc/approve_by_provider/ failed (HTTP 409): "
+                    "Valid states for operation: pending-provider.")
+    assert caught.value.conflict and not caught.value.transient
+    assert TOKEN not in text
+
+
+def test_field_and_non_field_errors_are_rendered(server):
+    server.on("/api/marketplace-component-usages/set_usage/",
+              (400, {}, {"non_field_errors": ["These components are invalid: gpu."],
+                         "usages": [{"amount": ["A valid number is required."]}]}))
+    client, _ = make_client(server)
+    with pytest.raises(WaldurApiError) as caught:
+        client.post("marketplace-component-usages/set_usage/", json={})
+    assert "These components are invalid: gpu." in str(caught.value)
+    assert "usages: amount: A valid number is required." in str(caught.value)
+
+
+def test_a_server_echoing_the_token_is_scrubbed(server):
+    server.on("/api/users/me/", (401, {}, {"detail": "Invalid token %s." % TOKEN}))
+    client, _ = make_client(server)
+    with pytest.raises(WaldurApiError) as caught:
+        client.get("users/me/")
+    assert caught.value.status == 401
+    assert TOKEN not in str(caught.value) and "********" in str(caught.value)
+
+
+def test_html_error_pages_are_named_not_dumped(server):
+    server.on("/api/nothing/", (404, {"Content-Type": "text/html"}, b"<!DOCTYPE html><html>" + b"x" * 5000))
+    client, _ = make_client(server)
+    with pytest.raises(WaldurApiError) as caught:
+        client.get("nothing/")
+    assert "HTML page instead of JSON" in str(caught.value)
+    assert len(str(caught.value)) < 300
+
+
+def test_redirects_are_not_followed(server):
+    server.on("/api/users/me/", (301, {"Location": "https://login.example.com/"}, None))
+    client, _ = make_client(server)
+    with pytest.raises(WaldurApiError, match="unexpected redirect to https://login.example.com/"):
+        client.get("users/me/")
+    assert len(server.requests) == 1
+
+
+def test_empty_bodies_are_tolerated(server):
+    server.on("/api/marketplace-orders/x/set_state_done/", (200, {}, None))
+    server.on("/api/marketplace-component-usages/set_usage/", (201, {}, None))
+    server.on("/api/marketplace-orders/x/", (200, {}, None))
+    client, _ = make_client(server)
+    assert client.post("marketplace-orders/x/set_state_done/") == {}
+    assert client.post("marketplace-component-usages/set_usage/", json={"usages": []}) == {}
+    assert client.get("marketplace-orders/x/") is None
+    assert client.calls == {"reads": 1, "writes": 2, "retries": 0}
+
+
+def test_boolean_params_are_sent_as_waldur_expects(server):
+    server.on("/api/marketplace-orders/", (200, {}, []))
+    client, _ = make_client(server)
+    client.get("marketplace-orders/", params={"can_approve_as_provider": True, "skip": None})
+    assert server.requests[0]["query"] == {"can_approve_as_provider": ["true"]}
+
+
+def test_empty_token_is_refused_before_any_call():
+    with pytest.raises(ValueError, match="api_token is empty"):
+        WaldurClient("https://waldur.example.com/api/", "")
+
+
+def test_md5_fingerprint_matches_ssh_keygen(tmp_path):
+    public_key = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIBEuTwxJTYm/Nsv8VbRz/qmlHdTN0o05Qz481oLSKeBv alice@example"
+    key_file = tmp_path / "key.pub"
+    key_file.write_text(public_key + "\n")
+    output = subprocess.run(["ssh-keygen", "-l", "-E", "md5", "-f", str(key_file)],
+                            capture_output=True, text=True, check=True).stdout
+    expected = output.split()[1][len("MD5:"):]
+    assert ssh_key_fingerprint(public_key) == expected
+    assert ssh_key_fingerprint("not a key") is None
+
+
+def test_resources_are_normalised_to_the_contract_shape():
+    resource = normalize_resource({"uuid": "7B1E0C9D-8A7F-4E3D-2C1B-0A9F8E7D6C5B", "backend_id": None,
+                                   "limits": None, "paused": None, "project_uuid": "",
+                                   "backend_metadata": {"ip": "203.0.113.1"}})
+    assert resource["uuid"] == "7b1e0c9d8a7f4e3d2c1b0a9f8e7d6c5b"
+    assert resource["backend_id"] == "" and resource["limits"] == {} and resource["paused"] is False
+    assert resource["project_uuid"] is None
+    assert resource["backend_metadata"] == {"ip": "203.0.113.1"}
