@@ -20,7 +20,7 @@ options:
     required: true
   api_token:
     description:
-      - Waldur API token, sent as C(Authorization: Token <token>).
+      - "Waldur API token, sent as C(Authorization: Token <token>)."
       - For the provider-side modules this is the token of the offering's service provider
         (an offering manager or the provider organisation owner).
       - If not set, the value of the E(WALDUR_API_TOKEN) environment variable is used.

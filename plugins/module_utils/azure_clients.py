@@ -32,7 +32,6 @@ from ansible_collections.waldur.site_agent.plugins.module_utils.azure_naming imp
 AZURE_IMPORT_ERROR = None
 try:
     from azure.core.exceptions import AzureError as SdkAzureError
-    from azure.core.exceptions import HttpResponseError
     from azure.identity import ClientSecretCredential
     from azure.mgmt.compute import ComputeManagementClient
     from azure.mgmt.network import NetworkManagementClient
@@ -42,7 +41,7 @@ try:
         from azure.mgmt.resource import ResourceManagementClient
 except ImportError:
     AZURE_IMPORT_ERROR = traceback.format_exc()
-    SdkAzureError = HttpResponseError = Exception
+    SdkAzureError = Exception
     ClientSecretCredential = ComputeManagementClient = NetworkManagementClient = None
     ResourceManagementClient = None
 
@@ -288,7 +287,6 @@ def power_state(instance_view):
         if code.lower().startswith("powerstate/"):
             return code.split("/", 1)[1]
     return None
-
 
 
 def normalize_location(location):

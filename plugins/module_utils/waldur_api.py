@@ -38,6 +38,7 @@ from ansible_collections.waldur.site_agent.plugins.module_utils.retry import (
 
 try:
     import requests
+    import urllib3
     from requests.adapters import HTTPAdapter
 except ImportError:
     HAS_REQUESTS = False
@@ -148,6 +149,9 @@ class WaldurClient:
         self.retry_policy = retry_policy or RetryPolicy(max_retry_seconds=max_retry_seconds)
         self.session = requests.Session()
         self.session.verify = verify_ssl
+        if not verify_ssl:
+            # the operator chose this for the offering; one warning per request would drown the output
+            urllib3.disable_warnings(urllib3.exceptions.InsecureRequestWarning)
         self.session.headers.update({
             "Authorization": "Token %s" % token,
             "Accept": "application/json",
@@ -263,13 +267,10 @@ class WaldurClient:
                     method, url, params=self._encode_params(params), json=json,
                     timeout=self.timeout, allow_redirects=False)
             except requests.exceptions.RequestException as exc:
-                # A request that never reached the server is safe to resend; after a read
-                # timeout a non-idempotent POST may have been applied, so it is not resent.
-                unsent = isinstance(exc, (requests.exceptions.ConnectionError,
-                                          requests.exceptions.ConnectTimeout)) \
-                    and not isinstance(exc, requests.exceptions.ReadTimeout)
+                # A request that never reached the server is safe to resend; after a lost reply a
+                # non-idempotent POST may have been applied, so it is not resent.
                 error = WaldurApiError(None, method, api_path, self._scrub(self._describe_exception(exc)))
-                if not (idempotent or unsent):
+                if not (idempotent or self._never_sent(exc)):
                     raise error
             else:
                 status = response.status_code
@@ -289,6 +290,14 @@ class WaldurClient:
                     error.message = "%s (gave up after %d attempts)" % (error.message, attempt)
                 raise error
             self.retry_policy.sleep(wait)
+
+    @staticmethod
+    def _never_sent(exc):
+        """True when the connection could not even be opened (nothing reached Waldur)."""
+        if isinstance(exc, requests.exceptions.ConnectTimeout):
+            return True
+        reason = getattr(exc.args[0], "reason", None) if exc.args else None
+        return isinstance(reason, urllib3.exceptions.NewConnectionError)
 
     @staticmethod
     def _describe_exception(exc):

@@ -16,12 +16,12 @@ description:
   - Works on a list of machines at once, concurrently, and returns one result per machine in input order.
     One machine failing never stops the others.
   - O(machines[].state=present) builds the chain of one machine, in this order, each step reading before
-    it writes so that a rerun adopts what exists: resource group, virtual network, subnet, Standard static
-    public IP address, network security group (only with O(machines[].allowed_ssh_ranges)), network
-    interface, virtual machine. An existing virtual machine is never written again.
+    it writes so that a rerun adopts what exists. The chain is resource group, virtual network, subnet,
+    Standard static public IP address, network security group (only with O(machines[].allowed_ssh_ranges)),
+    network interface, virtual machine. An existing virtual machine is never written again.
   - Location, size, image and SSH key are checked before anything is created. A chain that fails part-way
-    is rolled back (dedicated group, the group; shared group, the machine's own objects) and the item fails
-    with the cause.
+    is rolled back (in a dedicated group the group is deleted, in a shared group the machine's own objects
+    are) and the item fails with the cause.
   - Without O(machines[].resource_group) every machine gets a group of its own,
     C(group-<first 4 hex of the resource uuid>-<name>); in a shared group the machine name carries the
     first 8 hex digits of the resource uuid.
@@ -29,11 +29,11 @@ description:
     key is installed for the admin user, custom data is sent base64-encoded. A random administrator
     password satisfies Azure and is never reported.
   - O(machines[].state=absent) reads the deletion route from the machine's ARM id, never from the current
-    settings: a dedicated group is deleted whole, in a shared group exactly the machine's objects are.
+    settings. A dedicated group is deleted whole, in a shared group exactly the machine's objects are.
   - O(machines[].state=deallocated) and O(machines[].state=running) deallocate or start a machine only when
     its instance view says otherwise.
 author:
-  - Waldur site agent developers
+  - Waldur site agent developers (@waldur)
 extends_documentation_fragment:
   - waldur.site_agent.azure
 options:

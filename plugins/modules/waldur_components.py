@@ -23,15 +23,17 @@ description:
     one Waldur has.
   - Components that Waldur has and the configuration does not are left alone.
 author:
-  - Waldur site agent developers
+  - Waldur site agent developers (@waldur)
 extends_documentation_fragment:
   - waldur.site_agent.waldur
 attributes:
   check_mode:
+    description: Can run in check mode and return the changes it would make, without making them.
     support: full
     details:
       - Reads and compares; RV(results[].action) says what would be done, nothing is written.
   diff_mode:
+    description: Returns details on what has changed (or would change in check mode) with C(--diff).
     support: full
 options:
   offering_uuid:
@@ -97,7 +99,7 @@ results:
       description: What happened.
       type: str
     changes:
-      description: For C(updated), the fields that differ as C({field: {before, after}}).
+      description: For C(updated), the fields that differ, each with its C(before) and C(after) value.
       type: dict
   sample:
     - type: cpu

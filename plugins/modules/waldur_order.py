@@ -29,15 +29,17 @@ notes:
   - Like the Waldur CLI's C(provision), O(state=present) submits a new Create order on every run;
     use O(state=updated) and O(state=absent) on the returned resource afterwards.
 author:
-  - Waldur site agent developers
+  - Waldur site agent developers (@waldur)
 extends_documentation_fragment:
   - waldur.site_agent.waldur
 attributes:
   check_mode:
+    description: Can run in check mode and return the changes it would make, without making them.
     support: full
     details:
       - Submits nothing; returns in RV(request) the order body that would be submitted.
   diff_mode:
+    description: Returns details on what has changed (or would change in check mode) with C(--diff).
     support: none
 options:
   state:
@@ -68,8 +70,8 @@ options:
     type: dict
   limits:
     description:
-      - Component limits, for example C({cpu: 2, ram: 4096, disk: 51200}). Required with
-        O(state=updated).
+      - "Component limits, for example C({cpu: 2, ram: 4096, disk: 51200}). Required with
+        O(state=updated)."
     type: dict
   resource:
     description:
@@ -236,9 +238,8 @@ def wait_for(module, client, order_uuid, timeout, interval):
                                  "go on with it" % (order_uuid, state, timeout), order=order, order_uuid=order_uuid)
         time.sleep(interval)
     if state != "done":
-        module.fail_json(msg="order %s is %s: %s" % (order_uuid, state, order.get("error_message") or
-                                                      "Waldur gives no error message"),
-                         order=order, order_uuid=order_uuid)
+        reason = order.get("error_message") or "Waldur gives no error message"
+        module.fail_json(msg="order %s is %s: %s" % (order_uuid, state, reason), order=order, order_uuid=order_uuid)
     return order
 
 

@@ -26,16 +26,18 @@ description:
     terminal).
   - Orders are worked on concurrently; one order failing never stops the others.
 author:
-  - Waldur site agent developers
+  - Waldur site agent developers (@waldur)
 extends_documentation_fragment:
   - waldur.site_agent.waldur
 attributes:
   check_mode:
+    description: Can run in check mode and return the changes it would make, without making them.
     support: full
     details:
       - With O(state=claimed), lists and reads but approves nothing (pending orders stay C(pending-provider)).
       - With O(state=settled), writes nothing and reports in C(results[].actions) what it would write.
   diff_mode:
+    description: Returns details on what has changed (or would change in check mode) with C(--diff).
     support: none
 options:
   state:
@@ -60,11 +62,13 @@ options:
   outcomes:
     description:
       - Required with O(state=settled). One entry per order; other keys are ignored.
-      - C(order_uuid) (required) is the order; C(failed) (bool) whether the backend failed; C(msg) the
-        message (stored as the order's C(error_message) when failed); C(backend_id) the id to record on
-        the resource; C(backend_metadata) (dict) the metadata to record; C(resource_uuid) the provider
-        resource (default the order's); C(exception) an optional traceback, shortened into
+      - C(order_uuid) (required) is the order.
+      - C(failed) (bool) says whether the backend failed, C(msg) is the message (stored as the order's
+        C(error_message) when failed) and C(exception) an optional traceback, shortened into
         C(error_traceback).
+      - C(backend_id) is the id to record on the resource, C(backend_metadata) (dict) the metadata to
+        record (an empty one is not written), C(resource_uuid) the provider resource (default the
+        order's).
     type: list
     elements: dict
   max_workers:
@@ -335,7 +339,8 @@ class Claim:
                     if exc.not_found:
                         return {"skip": {"uuid": uuid, "state": None, "msg": "order not found"}}
                     raise
-            fetched = run_batch(order_uuids, read, max_workers=max_workers, deadline_seconds=deadline)
+            fetched = run_batch(order_uuids, read, max_workers=max_workers, deadline_seconds=deadline,
+                                on_error=lambda uuid, exc: {"failed": True, "msg": error_message(exc)})
             raws = []
             for uuid, result in zip(order_uuids, fetched):
                 if result.get("failed"):
@@ -505,7 +510,7 @@ class Settle:
 
         actions, notes = [], []
         resource_uuid = outcome["resource_uuid"] or order["marketplace_resource_uuid"]
-        if resource_uuid and (outcome["backend_id"] or outcome["backend_metadata"] is not None):
+        if resource_uuid and (outcome["backend_id"] or outcome["backend_metadata"]):
             resource = normalize_resource(self.client.get(provider_resource_path(resource_uuid)))
             backend_id = outcome["backend_id"]
             if backend_id and backend_id != resource["backend_id"]:
@@ -523,7 +528,8 @@ class Settle:
                                            None, actions)
                 notes.append("backend id %s recorded" % backend_id)
             metadata = outcome["backend_metadata"]
-            if metadata is not None and metadata != resource["backend_metadata"]:
+            # an empty mapping means the backend knows nothing new, not "erase what Waldur has"
+            if metadata and metadata != resource["backend_metadata"]:
                 actions.append("set_backend_metadata")
                 if not self.check_mode:
                     try:

@@ -18,15 +18,17 @@ description:
     M(waldur.site_agent.waldur_resources_info)), so no read is needed; otherwise the resource is read.
   - Resources are worked on concurrently; one failing never stops the others.
 author:
-  - Waldur site agent developers
+  - Waldur site agent developers (@waldur)
 extends_documentation_fragment:
   - waldur.site_agent.waldur
 attributes:
   check_mode:
+    description: Can run in check mode and return the changes it would make, without making them.
     support: full
     details:
       - Reads and compares, writes nothing; RV(results[].changed) says what would be written.
   diff_mode:
+    description: Returns details on what has changed (or would change in check mode) with C(--diff).
     support: none
 options:
   resources:

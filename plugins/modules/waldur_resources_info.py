@@ -17,15 +17,17 @@ description:
     of the collection use.
   - The first task of the report and membership passes.
 author:
-  - Waldur site agent developers
+  - Waldur site agent developers (@waldur)
 extends_documentation_fragment:
   - waldur.site_agent.waldur
 attributes:
   check_mode:
+    description: Can run in check mode and return the changes it would make, without making them.
     support: full
     details:
       - The module only reads.
   diff_mode:
+    description: Returns details on what has changed (or would change in check mode) with C(--diff).
     support: none
 options:
   offering_uuid:

@@ -22,19 +22,22 @@ description:
   - Rounds amounts to 2 decimals and skips those equal to what Waldur stores (RV(results[].unchanged)).
   - Refuses an amount lower than the stored one (usage never decreases within a month) and reports
     it in RV(results[].refused); the resource's other components still go.
-  - Sends the rest as C({usages: [{type, amount}], resource, date}), C(date) being the first day of
-    the billing month at midnight in O(timezone).
+  - Sends the rest in one C(set_usage) call per resource, with C(usages) (C(type) and C(amount) of
+    each component), C(resource) and C(date), the first day of the billing month at midnight in
+    O(timezone).
   - Resources are worked on concurrently; one failing never stops the others.
 author:
-  - Waldur site agent developers
+  - Waldur site agent developers (@waldur)
 extends_documentation_fragment:
   - waldur.site_agent.waldur
 attributes:
   check_mode:
+    description: Can run in check mode and return the changes it would make, without making them.
     support: full
     details:
       - Reads and compares; RV(results[].sent) lists the rows that would be sent, nothing is sent.
   diff_mode:
+    description: Returns details on what has changed (or would change in check mode) with C(--diff).
     support: none
 options:
   offering_uuid:
@@ -56,8 +59,8 @@ options:
         required: true
       usages:
         description:
-          - Amount per component type (for example C({cpu: 2, ram: 4096, disk: 51200})), in the
-            offering's units. A null amount is left out.
+          - "Amount per component type (for example C({cpu: 2, ram: 4096, disk: 51200})), in the
+            offering's units. A null amount is left out."
         type: dict
         required: true
   billing_period:

@@ -178,7 +178,7 @@ class TokenAuthority:
         if not authorization:
             raise ArmError(401, "AuthenticationFailed",
                            "Authentication failed. The 'Authorization' header is missing.")
-        scheme, _, token = authorization.partition(" ")
+        scheme, _space, token = authorization.partition(" ")
         if scheme.lower() != "bearer" or not token.strip():
             raise ArmError(401, "AuthenticationFailedInvalidHeader",
                            "Authentication failed. The 'Authorization' header is provided in an "

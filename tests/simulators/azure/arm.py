@@ -115,5 +115,5 @@ def page(request: Request, items: list, page_size: int) -> dict:
     if offset + page_size < len(items):
         args = [(k, v) for k, v in request.args.items(multi=True) if k != "$skiptoken"]
         args.append(("$skiptoken", str(offset + page_size)))
-        body["nextLink"] = request.host_url.rstrip("/") + request.path + "?" + urlencode(args)
+        body["nextLink"] = request.host_url.rstrip("/") + request.path + "?" + urlencode(args, safe="$")
     return body

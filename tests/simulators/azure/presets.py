@@ -172,7 +172,7 @@ MASTERMIND_VMS = [
 ]
 MASTERMIND_VM_IDS = [
     f"/subscriptions/{SUBSCRIPTION_ID}/resourceGroups/{group}/providers/Microsoft.Compute/virtualMachines/{name}"
-    for name, group, _, _ in MASTERMIND_VMS
+    for name, group, _power, _nsg in MASTERMIND_VMS
 ]
 
 PRESETS = ("default", "mastermind")

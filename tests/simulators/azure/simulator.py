@@ -40,7 +40,7 @@ from werkzeug.wrappers import Request, Response
 from tests.simulators.azure import presets
 from tests.simulators.azure.aad import AadError, TokenAuthority, aad_error_body, openid_configuration
 from tests.simulators.azure.arm import (STATUS_CODES, ArmError, CaseInsensitiveMap, new_guid,
-                                       normalize_location, now_iso, page)
+                                        normalize_location, now_iso, page)
 from tests.simulators.azure.compute import ComputeProvider
 from tests.simulators.azure.lro import LRO_MODES, LroEngine, LroFailure, Operation
 from tests.simulators.azure.network import NetworkProvider
@@ -99,7 +99,7 @@ class AzureSimulator(NetworkProvider, ComputeProvider, Simulator):
         self.records.clear()
         self.children.clear()
         self.lro.clear()
-        self._refs_cache = None
+        self._refs: dict[str, list[tuple[str, str]]] = {}
         self._ip_counter = 0
         if preset == "mastermind":
             for name, group, power, nsg in presets.MASTERMIND_VMS:
@@ -222,11 +222,15 @@ class AzureSimulator(NetworkProvider, ComputeProvider, Simulator):
         """Insert or replace a record under its id (case-insensitive key)."""
         key = record["id"].lower()
         record["key"] = key
+        previous = self.records.get(key)
+        if previous is not None:
+            self._unindex(previous)
         self.records[key] = record
         parent = record.get("parent")
         if parent:
             self.children.setdefault(parent, {})[key] = None
-        self._refs_cache = None
+        for target, role, source in self._references_of(record):
+            self._refs.setdefault(target.lower(), []).append((role, source))
         return record
 
     def _remove(self, key: str) -> None:
@@ -235,9 +239,16 @@ class AzureSimulator(NetworkProvider, ComputeProvider, Simulator):
             self._remove(child)
         self.children.pop(key, None)
         record = self.records.pop(key, None)
-        if record and record.get("parent") in self.children:
-            self.children[record["parent"]].pop(key, None)
-        self._refs_cache = None
+        if record is not None:
+            self._unindex(record)
+            if record.get("parent") in self.children:
+                self.children[record["parent"]].pop(key, None)
+
+    def _unindex(self, record: dict) -> None:
+        for target, role, source in self._references_of(record):
+            users = self._refs.get(target.lower(), [])
+            if (role, source) in users:
+                users.remove((role, source))
 
     def _children(self, key: str, kind: str | None = None) -> list[dict]:
         found = [self.records[k] for k in self.children.get(key, {}) if k in self.records]
@@ -301,19 +312,13 @@ class AzureSimulator(NetworkProvider, ComputeProvider, Simulator):
             raise ArmError(400, "InvalidRequestContent", "The 'tags' property must be an object.")
         return tags
 
-    def _refs(self) -> dict[str, list[tuple[str, str]]]:
-        """Back-references, rebuilt after any change: target key -> [(role, source id)].
-        Roles: ``ipconfig`` (subnet/public IP used by a NIC IP configuration), ``nic``
-        (NSG of a NIC), ``subnet`` (NSG of a subnet), ``vm`` (NIC used by a VM)."""
-        if self._refs_cache is None:
-            refs: dict[str, list[tuple[str, str]]] = {}
-            for record in self.records.values():
-                for target, role, source in self._references_of(record):
-                    refs.setdefault(target.lower(), []).append((role, source))
-            self._refs_cache = refs
-        return self._refs_cache
-
-    def _references_of(self, record: dict):
+    @staticmethod
+    def _references_of(record: dict):
+        """What a record points at, as (target id, role, source id). Roles: ``ipconfig``
+        (subnet/public IP used by a NIC IP configuration), ``nic`` (NSG of a NIC),
+        ``subnet`` (NSG of a subnet), ``vm`` (NIC used by a VM). Records are replaced,
+        never edited, where these fields change, so ``_add``/``_remove`` keep the
+        reverse index (``self._refs``) exact."""
         kind = record["kind"]
         if kind == "nic":
             for config in record["ip_configurations"]:
@@ -330,7 +335,7 @@ class AzureSimulator(NetworkProvider, ComputeProvider, Simulator):
                 yield nic["id"], "vm", record["id"]
 
     def _users(self, key: str, role: str | None = None) -> list[str]:
-        return [source for r, source in self._refs().get(key, []) if role is None or r == role]
+        return [source for r, source in self._refs.get(key, []) if role is None or r == role]
 
     # ---- LRO plumbing -------------------------------------------------------------------
     def _begin(self, operation: str, provider: str | None, location: str,
@@ -536,12 +541,12 @@ class AzureSimulator(NetworkProvider, ComputeProvider, Simulator):
             else:
                 self._remove(record["key"])
 
-    def _render(self, record: dict) -> dict:
+    def _render(self, record: dict, instance_view: bool = True) -> dict:
         kind = record["kind"]
         if kind == "resource_group":
             return self._render_group(record)
         if kind == "vm":
-            return self._render_vm(record, instance_view=True)
+            return self._render_vm(record, instance_view=instance_view)
         if kind == "disk":
             return self._render_disk(record)
         return self._render_network(record)

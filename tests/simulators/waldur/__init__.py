@@ -81,8 +81,9 @@ attributes=, limits=, ...)``, ``seed_order(offering_uuid, type=, state=, resourc
 attributes=, limits=, ...)`` (also ``POST /_sim/seed/resource`` and ``/_sim/seed/order``),
 ``order(uuid)``, ``resource(uuid)`` (None once gone), ``usages(resource_uuid, billing_period)``,
 ``market`` (the model), and ``exchanges``: every API call with method, full URL, request
-headers and body bytes, response status, headers and body bytes (cleared on reset), which
-``tests/contract/waldur_openapi.py`` validates. ``dump_state()`` (``GET /_sim/state``) gives
+headers and body bytes, response status, headers and body bytes (cleared on reset; the
+newest ``max_exchanges``, default 20000, are kept), which ``tests/contract/waldur_openapi.py``
+validates. ``dump_state()`` (``GET /_sim/state``) gives
 orders, resources, usages and offering components.
 """
 

@@ -27,7 +27,6 @@ RESOURCE_STATES = ("Creating", "OK", "Erred", "Updating", "Terminating", "Termin
 BILLING_TYPES = ("fixed", "usage", "limit", "one", "few")
 LIMIT_PERIODS = ("month", "quarterly", "annual", "total", "", None)
 USAGE_STATES = ("OK", "Updating", "Terminating")  # resource states that accept usage
-_COMPONENT_TYPE = re.compile(r"^[a-zA-Z0-9_\-/:]+$")
 _HEX32 = re.compile(r"^[0-9a-f]{32}$")
 _TWO_PLACES = Decimal("0.01")
 
@@ -263,7 +262,7 @@ class Marketplace:
         if order["state"] not in states:
             raise valid_states_error(states)
 
-    def _touch(self, *records) -> None:
+    def touch(self, *records) -> None:
         stamp = now()
         for record in records:
             record["modified"] = stamp
@@ -274,7 +273,7 @@ class Marketplace:
     def approve_by_consumer(self, order: dict, user: dict) -> None:
         self._require(order, ("pending-consumer",))
         order.update(state="pending-provider", consumer_reviewed_by=user["uuid"], consumer_reviewed_at=now())
-        self._touch(order)
+        self.touch(order)
 
     def approve_by_provider(self, order: dict, user: dict) -> None:
         """pending-provider -> executing, then what Waldur's processor does at once:
@@ -291,8 +290,8 @@ class Marketplace:
                 resource["state"] = "Updating"
             elif order["type"] == "Terminate":
                 resource["state"] = "Terminating"
-            self._touch(resource)
-        self._touch(order)
+            self.touch(resource)
+        self.touch(order)
 
     def reject_by_provider(self, order: dict, user: dict) -> None:
         self._require(order, ("pending-consumer", "pending-provider"))
@@ -301,14 +300,14 @@ class Marketplace:
         resource = self._resource_of(order)
         if resource is not None and order["type"] == "Create":
             resource["state"] = "Terminated"
-            self._touch(resource)
-        self._touch(order)
+            self.touch(resource)
+        self.touch(order)
 
     def set_state_executing(self, order: dict) -> None:
         """Moves the order only: unlike approve_by_provider no processor runs."""
         self._require(order, ("pending-consumer", "pending-provider", "erred"))
         order["state"] = "executing"
-        self._touch(order)
+        self.touch(order)
 
     def set_state_done(self, order: dict) -> None:
         self._require(order, ("executing",))
@@ -326,8 +325,8 @@ class Marketplace:
             elif order["type"] == "Terminate":
                 resource["state"] = "Terminated"
             resource.update(error_message="", error_traceback="")
-            self._touch(resource)
-        self._touch(order)
+            self.touch(resource)
+        self.touch(order)
 
     def set_state_erred(self, order: dict, error_message: str, error_traceback: str) -> None:
         """Any state -> erred (as Waldur allows). A Create's resource becomes Erred, or is
@@ -341,11 +340,11 @@ class Marketplace:
                 del self.resources[resource["uuid"]]
             elif order["type"] in ("Create", "Update"):
                 resource.update(state="Erred", error_message=error_message, error_traceback=error_traceback)
-                self._touch(resource)
+                self.touch(resource)
             elif order["type"] == "Terminate":
                 resource["state"] = "OK"
-                self._touch(resource)
-        self._touch(order)
+                self.touch(resource)
+        self.touch(order)
 
     # ------------------------------------------------------------------ consumer actions
     def create_order(self, user: dict, offering_uuid: str, project_uuid: str, plan_uuid: str | None,

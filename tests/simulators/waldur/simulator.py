@@ -9,10 +9,10 @@ from datetime import date, datetime, timezone
 from typing import Any, Callable
 from urllib.parse import parse_qs, urlencode, urlsplit
 
+from werkzeug.exceptions import HTTPException
 from werkzeug.wrappers import Request, Response
 
 from tests.simulators.common import Simulator, json_response
-from tests.simulators.waldur import presets
 from tests.simulators.waldur.model import (
     BILLING_TYPES, LIMIT_PERIODS, ORDER_STATES, ORDER_TYPES, RESOURCE_STATES, ApiError, Marketplace,
     month_start, normalize_uuid, not_found, now)
@@ -55,8 +55,9 @@ class WaldurSimulator(Simulator):
     name = "waldur"
 
     def __init__(self, preset: str | None = "default", latency: float = 0.0, empty_bodies: Any = False,
-                 **options: Any):
+                 max_exchanges: Any = 20000, **options: Any):
         self.exchanges: list[dict] = []
+        self.max_exchanges = int(max_exchanges)
         self.default_quirks = {"empty_bodies": _as_bool(empty_bodies)}
         self.quirks = dict(self.default_quirks)
         self.market = Marketplace(self.url)
@@ -137,10 +138,16 @@ class WaldurSimulator(Simulator):
     def _dispatch(self, request: Request) -> Response:
         request_body = request.get_data(cache=True)
         response = super()._dispatch(request)
+        try:
+            (operation, _handler), _args = self._map.bind_to_environ(request.environ).match()
+        except HTTPException:
+            operation = "unknown"
         with self.lock:
+            if len(self.exchanges) >= self.max_exchanges:  # a long-running demo server stays bounded
+                del self.exchanges[:len(self.exchanges) - self.max_exchanges + 1]
             self.exchanges.append({
-                "seq": len(self.exchanges),
-                "operation": self.calls[-1]["operation"] if self.calls else "unknown",
+                "seq": self.exchanges[-1]["seq"] + 1 if self.exchanges else 0,
+                "operation": operation,
                 "method": request.method,
                 "url": request.url,
                 "request_headers": dict(request.headers),
@@ -263,6 +270,19 @@ class WaldurSimulator(Simulator):
         if key is None:
             raise ApiError(400, {name: ["Enter a valid UUID."]})
         return key
+
+    @staticmethod
+    def _uuid_args(request: Request, name: str) -> list[str]:
+        """A filter that may repeat (``offering_uuid=a&offering_uuid=b`` in Waldur 8.1)."""
+        keys = []
+        for value in request.args.getlist(name):
+            if value == "":
+                continue
+            key = normalize_uuid(value)
+            if key is None:
+                raise ApiError(400, {name: ["Enter a valid UUID."]})
+            keys.append(key)
+        return keys
 
     @staticmethod
     def _choice_args(request: Request, name: str, choices) -> list[str]:
@@ -425,8 +445,7 @@ class WaldurSimulator(Simulator):
         elif not isinstance(attributes.get("name"), str) or not attributes["name"].strip():
             # the Slurm create processor reads attributes["name"]
             errors["attributes"] = {"name": ["This field is required."]}
-        limits = body.get("limits", {})
-        limit_error = self._limits_error(limits, offering_uuid)
+        limits, limit_error = self._clean_limits(body.get("limits", {}), offering_uuid)
         if limit_error:
             errors["limits"] = [limit_error]
         if errors:
@@ -434,20 +453,24 @@ class WaldurSimulator(Simulator):
         order = self.market.create_order(user, offering_uuid, project_uuid, plan_uuid, attributes, limits)
         return json_response(self.market.order_repr(order), 201)
 
-    def _limits_error(self, limits, offering_uuid: str | None, integers: bool = True) -> str | None:
+    def _clean_limits(self, limits, offering_uuid: str | None) -> tuple[dict, str | None]:
+        """Limits as Waldur's integer fields read them (``2.0`` is 2, ``2.5`` an error):
+        the cleaned dict and an error message, or None."""
         if not isinstance(limits, dict):
-            return "Expected a dictionary of items."
+            return {}, "Expected a dictionary of items."
+        cleaned = {}
         for key, value in limits.items():
-            number_ok = _is_int(value) or (not integers and isinstance(value, float))
-            if not number_ok or value < 0:
-                return f"Limit of {key} must be a non-negative integer." if integers else \
-                    f"Limit of {key} must be a non-negative number."
+            if isinstance(value, float) and value.is_integer():
+                value = int(value)
+            if not _is_int(value) or value < 0:
+                return {}, f"Limit of {key} must be a non-negative integer."
+            cleaned[key] = value
         if offering_uuid:
             known = self.market.offering_component_types(offering_uuid)
             invalid = [key for key in limits if key not in known]
             if invalid:
-                return "Invalid components: %s." % ", ".join(invalid)
-        return None
+                return {}, "Invalid components: %s." % ", ".join(invalid)
+        return cleaned, None
 
     def orders_approve_by_consumer(self, request: Request, user: dict, uuid: str) -> Response:
         order = self._visible_order(user, uuid)
@@ -490,7 +513,7 @@ class WaldurSimulator(Simulator):
 
     # ------------------------------------------------------------------ provider resources
     def _resource_filters(self, request: Request, resources) -> list[dict]:
-        offering_uuid = self._uuid_arg(request, "offering_uuid")
+        offering_uuids = self._uuid_args(request, "offering_uuid")
         project_uuid = self._uuid_arg(request, "project_uuid")
         customer_uuid = self._uuid_arg(request, "customer_uuid")
         states = self._choice_args(request, "state", RESOURCE_STATES)
@@ -498,7 +521,7 @@ class WaldurSimulator(Simulator):
         name = request.args.get("name")
         return self._newest_first(
             r for r in resources
-            if (offering_uuid is None or r["offering_uuid"] == offering_uuid)
+            if (not offering_uuids or r["offering_uuid"] in offering_uuids)
             and (project_uuid is None or r["project_uuid"] == project_uuid)
             and (customer_uuid is None or self.market.projects[r["project_uuid"]]["customer_uuid"] == customer_uuid)
             and (not states or r["state"] in states)
@@ -525,7 +548,7 @@ class WaldurSimulator(Simulator):
         if len(backend_id) > 255:
             raise ApiError(400, {"backend_id": ["Ensure this field has no more than 255 characters."]})
         resource["backend_id"] = backend_id
-        self.market._touch(resource)
+        self.market.touch(resource)
         return json_response({"status": "Resource backend_id has been changed."})
 
     def resources_set_backend_metadata(self, request: Request, user: dict, uuid: str) -> Response:
@@ -536,7 +559,7 @@ class WaldurSimulator(Simulator):
         if not isinstance(body["backend_metadata"], dict):
             raise ApiError(400, {"backend_metadata": ["Expected a dictionary of items."]})
         resource["backend_metadata"] = body["backend_metadata"]
-        self.market._touch(resource)
+        self.market.touch(resource)
         return json_response({"status": "The backend metadata is updated"})
 
     def resources_set_limits(self, request: Request, user: dict, uuid: str) -> Response:
@@ -544,11 +567,11 @@ class WaldurSimulator(Simulator):
         body = self._json(request)
         if "limits" not in body:
             raise ApiError(400, {"limits": ["This field is required."]})
-        error = self._limits_error(body["limits"], resource["offering_uuid"], integers=False)
+        limits, error = self._clean_limits(body["limits"], resource["offering_uuid"])
         if error:
             raise ApiError(400, {"limits": [error]})
-        resource["limits"] = dict(body["limits"])
-        self.market._touch(resource)
+        resource["limits"] = limits
+        self.market.touch(resource)
         return json_response({"status": "Resource limits have been updated."})
 
     def _set_flag(self, request: Request, user: dict, uuid: str, flag: str) -> Response:
@@ -560,7 +583,7 @@ class WaldurSimulator(Simulator):
         if not isinstance(value, bool):
             raise ApiError(400, {flag: ["Must be a valid boolean."]})
         resource[flag] = value
-        self.market._touch(resource)
+        self.market.touch(resource)
         return json_response({"status": f"Resource {flag} flag has been set to {str(value).lower()}."})
 
     def resources_set_paused(self, request: Request, user: dict, uuid: str) -> Response:
@@ -583,8 +606,7 @@ class WaldurSimulator(Simulator):
         body = self._json(request)
         if "limits" not in body:
             raise ApiError(400, {"limits": ["This field is required."]})
-        limits = body["limits"]
-        error = self._limits_error(limits, resource["offering_uuid"])
+        limits, error = self._clean_limits(body["limits"], resource["offering_uuid"])
         if error is None:
             limit_types = self.market.offering_component_types(resource["offering_uuid"], ("limit",))
             invalid = [key for key in limits if key not in limit_types]
@@ -763,4 +785,4 @@ class WaldurSimulator(Simulator):
         return json_response(None, 201)
 
 
-__all__ = ["WaldurSimulator", "presets"]
+__all__ = ["WaldurSimulator"]

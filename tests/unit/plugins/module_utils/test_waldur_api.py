@@ -97,7 +97,7 @@ class FakeTime:
 def make_client(server, max_retry_seconds=60, fake_time=None, **kwargs):
     fake_time = fake_time or FakeTime()
     policy = RetryPolicy(max_retry_seconds=max_retry_seconds, sleep=fake_time.sleep, clock=fake_time.clock)
-    return WaldurClient(server.base + "/api/", TOKEN, retry_policy=policy, **kwargs), fake_time
+    return WaldurClient(server.base + "/api/", TOKEN, retry_policy=policy, **kwargs)
 
 
 @pytest.mark.parametrize("given, root", [
@@ -128,7 +128,7 @@ def test_both_url_forms_reach_the_same_endpoint(server):
 
 def test_token_header_and_user_agent_are_sent(server):
     server.on("/api/users/me/", (200, {}, {"username": "agent"}))
-    client, _ = make_client(server)
+    client = make_client(server)
     client.get("users/me/")
     headers = server.requests[0]["headers"]
     assert headers["Authorization"] == "Token " + TOKEN
@@ -142,7 +142,7 @@ def test_list_follows_link_next_and_keeps_repeated_params(server):
               (200, {"Link": link % (path, 2)}, [{"uuid": "1"}, {"uuid": "2"}]),
               (200, {"Link": link % (path, 3)}, [{"uuid": "3"}]),
               (200, {}, [{"uuid": "4"}]))
-    client, _ = make_client(server)
+    client = make_client(server)
     items = client.list("marketplace-orders/", params={"state": ["pending-provider", "executing"]})
     assert [item["uuid"] for item in items] == ["1", "2", "3", "4"]
     assert [r["query"].get("page") for r in server.requests] == [None, ["2"], ["3"]]
@@ -158,14 +158,14 @@ def test_list_stays_on_api_url_when_link_names_another_host(server):
     server.on(path,
               (200, {"Link": '<http://elsewhere.invalid:9%s?page=2&page_size=100>; rel="next"' % path}, [{"uuid": "a"}]),
               (200, {}, [{"uuid": "b"}]))
-    client, _ = make_client(server)
+    client = make_client(server)
     assert [item["uuid"] for item in client.list("marketplace-provider-resources/")] == ["a", "b"]
     assert len(server.requests) == 2
 
 
 def test_list_respects_an_explicit_page_size(server):
     server.on("/api/marketplace-orders/", (200, {}, []))
-    client, _ = make_client(server)
+    client = make_client(server)
     client.list("marketplace-orders/", params={"page_size": 7})
     assert server.requests[0]["query"]["page_size"] == ["7"]
 
@@ -173,7 +173,8 @@ def test_list_respects_an_explicit_page_size(server):
 def test_503_then_success_is_retried(server):
     server.on("/api/marketplace-orders/x/", (503, {}, {"detail": "down"}), (503, {}, {"detail": "down"}),
               (200, {}, {"uuid": "x"}))
-    client, fake_time = make_client(server)
+    fake_time = FakeTime()
+    client = make_client(server, fake_time=fake_time)
     assert client.get("marketplace-orders/x/") == {"uuid": "x"}
     assert len(server.requests) == 3
     assert len(fake_time.sleeps) == 2
@@ -183,14 +184,16 @@ def test_503_then_success_is_retried(server):
 def test_429_waits_for_retry_after(server):
     server.on("/api/marketplace-orders/x/", (429, {"Retry-After": "7"}, {"detail": "slow down"}),
               (200, {}, {"uuid": "x"}))
-    client, fake_time = make_client(server)
+    fake_time = FakeTime()
+    client = make_client(server, fake_time=fake_time)
     assert client.get("marketplace-orders/x/") == {"uuid": "x"}
     assert fake_time.sleeps == [7.0]
 
 
 def test_retry_after_beyond_the_bound_fails_at_once(server):
     server.on("/api/marketplace-orders/x/", (429, {"Retry-After": "500"}, {"detail": "Request was throttled."}))
-    client, fake_time = make_client(server, max_retry_seconds=20)
+    fake_time = FakeTime()
+    client = make_client(server, max_retry_seconds=20, fake_time=fake_time)
     with pytest.raises(WaldurApiError) as caught:
         client.get("marketplace-orders/x/")
     assert caught.value.status == 429
@@ -200,7 +203,8 @@ def test_retry_after_beyond_the_bound_fails_at_once(server):
 
 def test_retries_stop_within_max_retry_seconds(server):
     server.on("/api/marketplace-orders/", (502, {}, {"detail": "Bad gateway"}))
-    client, fake_time = make_client(server, max_retry_seconds=3)
+    fake_time = FakeTime()
+    client = make_client(server, max_retry_seconds=3, fake_time=fake_time)
     with pytest.raises(WaldurApiError) as caught:
         client.post("marketplace-orders/", json={})
     assert caught.value.status == 502 and caught.value.transient
@@ -210,7 +214,7 @@ def test_retries_stop_within_max_retry_seconds(server):
 
 def test_non_idempotent_post_is_not_resent_after_a_500(server):
     server.on("/api/marketplace-orders/", (500, {}, {"detail": "boom"}), (201, {}, {"uuid": "o"}))
-    client, _ = make_client(server)
+    client = make_client(server)
     with pytest.raises(WaldurApiError) as caught:
         client.post("marketplace-orders/", json={"offering": "x"}, idempotent=False)
     assert caught.value.status == 500
@@ -219,7 +223,7 @@ def test_non_idempotent_post_is_not_resent_after_a_500(server):
 
 def test_non_idempotent_post_is_resent_after_a_503(server):
     server.on("/api/marketplace-orders/", (503, {}, {"detail": "maintenance"}), (201, {}, {"uuid": "o"}))
-    client, _ = make_client(server)
+    client = make_client(server)
     assert client.post("marketplace-orders/", json={}, idempotent=False) == {"uuid": "o"}
     assert len(server.requests) == 2
 
@@ -242,7 +246,7 @@ def test_connection_errors_are_retried_then_reported_without_the_token():
 def test_error_carries_method_path_status_and_detail_but_not_the_token(server):
     server.on("/api/marketplace-orders/abc/approve_by_provider/",
               (409, {}, {"detail": "Valid states for operation: pending-provider."}))
-    client, _ = make_client(server)
+    client = make_client(server)
     with pytest.raises(WaldurApiError) as caught:
         client.post("marketplace-orders/abc/approve_by_provider/", json={})
     text = str(caught.value)
@@ -256,7 +260,7 @@ def test_field_and_non_field_errors_are_rendered(server):
     server.on("/api/marketplace-component-usages/set_usage/",
               (400, {}, {"non_field_errors": ["These components are invalid: gpu."],
                          "usages": [{"amount": ["A valid number is required."]}]}))
-    client, _ = make_client(server)
+    client = make_client(server)
     with pytest.raises(WaldurApiError) as caught:
         client.post("marketplace-component-usages/set_usage/", json={})
     assert "These components are invalid: gpu." in str(caught.value)
@@ -265,7 +269,7 @@ def test_field_and_non_field_errors_are_rendered(server):
 
 def test_a_server_echoing_the_token_is_scrubbed(server):
     server.on("/api/users/me/", (401, {}, {"detail": "Invalid token %s." % TOKEN}))
-    client, _ = make_client(server)
+    client = make_client(server)
     with pytest.raises(WaldurApiError) as caught:
         client.get("users/me/")
     assert caught.value.status == 401
@@ -274,7 +278,7 @@ def test_a_server_echoing_the_token_is_scrubbed(server):
 
 def test_html_error_pages_are_named_not_dumped(server):
     server.on("/api/nothing/", (404, {"Content-Type": "text/html"}, b"<!DOCTYPE html><html>" + b"x" * 5000))
-    client, _ = make_client(server)
+    client = make_client(server)
     with pytest.raises(WaldurApiError) as caught:
         client.get("nothing/")
     assert "HTML page instead of JSON" in str(caught.value)
@@ -283,7 +287,7 @@ def test_html_error_pages_are_named_not_dumped(server):
 
 def test_redirects_are_not_followed(server):
     server.on("/api/users/me/", (301, {"Location": "https://login.example.com/"}, None))
-    client, _ = make_client(server)
+    client = make_client(server)
     with pytest.raises(WaldurApiError, match="unexpected redirect to https://login.example.com/"):
         client.get("users/me/")
     assert len(server.requests) == 1
@@ -293,7 +297,7 @@ def test_empty_bodies_are_tolerated(server):
     server.on("/api/marketplace-orders/x/set_state_done/", (200, {}, None))
     server.on("/api/marketplace-component-usages/set_usage/", (201, {}, None))
     server.on("/api/marketplace-orders/x/", (200, {}, None))
-    client, _ = make_client(server)
+    client = make_client(server)
     assert client.post("marketplace-orders/x/set_state_done/") == {}
     assert client.post("marketplace-component-usages/set_usage/", json={"usages": []}) == {}
     assert client.get("marketplace-orders/x/") is None
@@ -302,7 +306,7 @@ def test_empty_bodies_are_tolerated(server):
 
 def test_boolean_params_are_sent_as_waldur_expects(server):
     server.on("/api/marketplace-orders/", (200, {}, []))
-    client, _ = make_client(server)
+    client = make_client(server)
     client.get("marketplace-orders/", params={"can_approve_as_provider": True, "skip": None})
     assert server.requests[0]["query"] == {"can_approve_as_provider": ["true"]}
 
@@ -331,3 +335,48 @@ def test_resources_are_normalised_to_the_contract_shape():
     assert resource["backend_id"] == "" and resource["limits"] == {} and resource["paused"] is False
     assert resource["project_uuid"] is None
     assert resource["backend_metadata"] == {"ip": "203.0.113.1"}
+
+
+def test_a_lost_reply_to_a_non_idempotent_post_is_not_resent():
+    """The server reads the order and hangs up: it may have created it, so the client must not send it again."""
+    listener = socket.socket()
+    listener.bind(("127.0.0.1", 0))
+    listener.listen(5)
+    received = []
+
+    def serve():
+        while True:
+            try:
+                connection = listener.accept()[0]
+            except OSError:
+                return
+            received.append(connection.recv(65536))
+            connection.close()
+
+    threading.Thread(target=serve, daemon=True).start()
+    fake_time = FakeTime()
+    policy = RetryPolicy(max_retry_seconds=30, sleep=fake_time.sleep, clock=fake_time.clock)
+    client = WaldurClient("http://127.0.0.1:%d/api/" % listener.getsockname()[1], TOKEN, retry_policy=policy)
+    try:
+        with pytest.raises(WaldurApiError) as caught:
+            client.post("marketplace-orders/", json={"offering": "x"}, idempotent=False)
+        assert caught.value.status is None
+        assert len(received) == 1 and fake_time.sleeps == []
+        # the same failure on an idempotent call is retried
+        with pytest.raises(WaldurApiError):
+            client.post("marketplace-orders/x/set_state_done/")
+        assert len(received) > 2
+    finally:
+        listener.close()
+
+
+def test_a_non_idempotent_post_is_resent_when_nothing_was_sent():
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    fake_time = FakeTime()
+    policy = RetryPolicy(max_retry_seconds=5, sleep=fake_time.sleep, clock=fake_time.clock)
+    client = WaldurClient("http://127.0.0.1:%d/api/" % port, TOKEN, retry_policy=policy)
+    with pytest.raises(WaldurApiError, match="no response"):
+        client.post("marketplace-orders/", json={}, idempotent=False)
+    assert client.calls["retries"] >= 1

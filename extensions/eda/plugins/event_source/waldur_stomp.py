@@ -1,0 +1,851 @@
+# -*- coding: utf-8 -*-
+# Copyright: Waldur site agent developers
+# MIT License (see LICENSE)
+"""Event-Driven Ansible source: the Waldur offering's event queue over STOMP.
+
+ansible-rulebook loads this file with ``runpy.run_path``, outside any package, so
+it cannot import the collection's ``module_utils``; it talks to Waldur with
+``requests`` directly and keeps its pure helpers (argument parsing, message
+filtering, backoff) at module level where the unit tests reach them.
+"""
+
+import asyncio
+import functools
+import json
+import logging
+import random
+import re
+import ssl
+import time
+from collections import namedtuple
+from datetime import datetime, timezone
+from urllib.parse import urlsplit
+
+try:
+    import requests
+except ImportError:  # pragma: no cover - reported by main()
+    requests = None
+
+try:
+    import stomp
+except ImportError:  # pragma: no cover - reported by main()
+    stomp = None
+
+DOCUMENTATION = r"""
+---
+short_description: Receive a Waldur offering's marketplace events over STOMP
+description:
+  - An ansible-rulebook event source that registers the offering's site agent identity
+    (C(agent-<offering uuid>)) and its event queue with Waldur, connects to Waldur's
+    RabbitMQ over STOMP (web-STOMP over a WebSocket by default, or plain STOMP over TCP),
+    subscribes to the queue and turns each message into an event.
+  - Events are dictionaries with one key, C(waldur). C(waldur.type) is C(order),
+    C(resource) or C(sweep). Order and resource events carry C(offering_uuid),
+    C(order_uuid), C(order_state), C(order_type), C(resource_uuid) (UUIDs as 32 lower-case
+    hex digits) and the original C(message). Sweep events carry C(reason)
+    (C(startup) or C(interval)) and ask for a full order pass of the offering.
+  - Order messages whose state needs nothing from the provider (C(pending-consumer),
+    C(pending-project), C(pending-start-date), C(done), C(erred), C(canceled),
+    C(rejected)) are dropped. Each message is acknowledged after its event is on the
+    rulebook's queue; malformed messages are logged and acknowledged.
+  - A sweep event is emitted at startup and every O(sweep_interval) seconds, so orders
+    whose message was lost are still processed, even while the broker is unreachable.
+  - On a lost connection the source reconnects after 1 s, doubling up to 120 s, each delay
+    shortened by up to 25 % at random. A subscription the broker refuses (an ERROR frame
+    with C(NOT_FOUND), or the connection closed before the subscription receipt) makes the
+    source register the queue again before the next attempt.
+  - The Waldur token is the STOMP passcode. It never appears in logs or events.
+options:
+  waldur_api_url:
+    description:
+      - Waldur API URL, with or without the trailing C(/api/).
+    type: str
+    required: true
+  waldur_api_token:
+    description:
+      - Token of the offering's service provider user (OFFERING.MANAGER). Also the STOMP passcode.
+    type: str
+    required: true
+  offering_uuid:
+    description:
+      - UUID of the offering, dashed or not. The identity is named C(agent-<offering_uuid>)
+        with the value as given, as the upstream agent names it.
+    type: str
+    required: true
+  verify_ssl:
+    description:
+      - Verify TLS certificates of Waldur and of the broker.
+    type: bool
+    default: true
+  ca_path:
+    description:
+      - CA bundle for Waldur and the broker. Default the system trust store
+        (E(REQUESTS_CA_BUNDLE) is honoured for Waldur, E(SSL_CERT_FILE) for the broker).
+    type: str
+  object_types:
+    description:
+      - Event types to register the queue for.
+    type: list
+    elements: str
+    choices: [order, resource]
+    default: [order, resource]
+  stomp_host:
+    description:
+      - Broker host. Default the host of O(waldur_api_url).
+    type: str
+  stomp_port:
+    description:
+      - Broker port. Default 443 (WebSocket with TLS), 80 (WebSocket), 61614 (TCP with TLS)
+        or 61613 (TCP).
+    type: int
+  stomp_ws_path:
+    description:
+      - Path of the web-STOMP endpoint.
+    type: str
+    default: /rmqws-stomp
+  use_websocket:
+    description:
+      - Speak STOMP over a WebSocket (RabbitMQ web-STOMP, as Waldur publishes it). False
+        speaks plain STOMP over TCP.
+    type: bool
+    default: true
+  websocket_use_tls:
+    description:
+      - Use TLS to the broker (C(wss://) for the WebSocket, TLS on the TCP socket otherwise).
+    type: bool
+    default: true
+  sweep_interval:
+    description:
+      - Seconds between sweep events. C(0) emits only the startup sweep.
+    type: float
+    default: 3600
+  heartbeat:
+    description:
+      - STOMP heart-beat interval in seconds, both ways.
+    type: float
+    default: 10
+  connect_timeout:
+    description:
+      - Seconds to wait for the broker to accept the connection and the subscription.
+    type: float
+    default: 30
+  request_timeout:
+    description:
+      - Seconds per Waldur API request.
+    type: float
+    default: 30
+notes:
+  - Requires the C(stomp-py) and C(requests) Python packages in the decision environment.
+  - Registers with C(GET/POST/PUT /api/marketplace-site-agent-identities/),
+    C(POST .../register_service/) (best effort) and C(POST .../register_queue/).
+"""
+
+EXAMPLES = r"""
+- name: Orders of one Waldur offering
+  hosts: all
+  sources:
+    - waldur.site_agent.waldur_stomp:
+        waldur_api_url: https://waldur.example.com/api/
+        waldur_api_token: "{{ waldur_api_token }}"
+        offering_uuid: d0000000000000000000000000000001
+  rules:
+    - name: Process the order the event names
+      condition: event.waldur.type == "order"
+      action:
+        run_playbook:
+          name: waldur.site_agent.order_process
+          extra_vars:
+            waldur_offering_name: d0000000000000000000000000000001
+            order_process_order_uuids:
+              - "{{ event.waldur.order_uuid }}"
+
+- name: Plain STOMP over TCP to a broker on the same network, hourly sweeps off
+  hosts: all
+  sources:
+    - waldur.site_agent.waldur_stomp:
+        waldur_api_url: https://waldur.example.com/
+        waldur_api_token: "{{ waldur_api_token }}"
+        offering_uuid: d0000000-0000-0000-0000-000000000001
+        use_websocket: false
+        websocket_use_tls: false
+        stomp_host: rabbitmq.internal
+        stomp_port: 61613
+        sweep_interval: 0
+  rules:
+    - name: Print the events
+      condition: event.waldur is defined
+      action:
+        print_event:
+"""
+
+VERSION = "0.1.0"
+LOGGER_NAME = "waldur.site_agent.waldur_stomp"
+logger = logging.getLogger(LOGGER_NAME)
+
+SUPPORTED_OBJECT_TYPES = ("order", "resource")
+# Every object type Waldur's event queues know (ObservableObjectTypeEnum of the 8.x API):
+# a message of one of these that we did not ask for is ignored, anything else is malformed.
+KNOWN_OBJECT_TYPES = frozenset((
+    "call", "course_account", "importable_resources", "offering_resources_sync", "offering_user",
+    "order", "proposal", "resource", "resource_api_key_rotation", "resource_end_date_change_request",
+    "resource_periodic_limits", "service_account", "service_provider_account",
+    "service_provider_project_group", "user_lifecycle", "user_profile", "user_role", "user_ssh_key",
+))
+# Order states in which the provider has nothing to do (yet, or any more).
+NOT_ACTIONABLE_ORDER_STATES = frozenset((
+    "pending-consumer", "pending-project", "pending-start-date",
+    "done", "erred", "canceled", "rejected",
+))
+DEFAULT_WS_PATH = "/rmqws-stomp"
+BACKOFF_INITIAL = 1.0
+BACKOFF_FACTOR = 2.0
+BACKOFF_MAX = 120.0
+BACKOFF_JITTER = 0.25
+_HEX32 = re.compile(r"^[0-9a-f]{32}$")
+_TRUE = ("1", "true", "yes", "on")
+_FALSE = ("0", "false", "no", "off")
+
+Settings = namedtuple("Settings", [
+    "api_root", "token", "offering_uuid", "offering_uuid_hex", "verify_ssl", "ca_path", "object_types",
+    "stomp_host", "stomp_port", "stomp_ws_path", "use_websocket", "use_tls", "sweep_interval",
+    "heartbeat", "connect_timeout", "request_timeout",
+])
+QueueRegistration = namedtuple("QueueRegistration", ["identity_uuid", "queue_name", "rmq_username", "vhost",
+                                                     "object_types"])
+Decision = namedtuple("Decision", ["event", "outcome", "reason"])
+EVENT, IGNORED, MALFORMED = "event", "ignored", "malformed"
+
+
+# ---------------------------------------------------------------------------------------------
+# Pure helpers
+# ---------------------------------------------------------------------------------------------
+def normalize_uuid(value):
+    """32 lower-case hex digits for a dashed or undashed UUID, else None."""
+    if not isinstance(value, str):
+        return None
+    text = value.strip().lower().replace("-", "")
+    return text if _HEX32.match(text) else None
+
+
+def api_root(url):
+    """``https://host/`` for ``https://host``, ``https://host/api``, ``https://host/api/``."""
+    if not isinstance(url, str) or not url.strip():
+        raise ValueError("waldur_api_url is required: an http(s) URL such as https://waldur.example.com/api/")
+    parts = urlsplit(url.strip())
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        raise ValueError("waldur_api_url must be an http(s) URL such as https://waldur.example.com/api/, "
+                         "got %r" % url)
+    path = parts.path.rstrip("/")
+    if path.endswith("/api"):
+        path = path[:-len("/api")]
+    return "%s://%s%s/" % (parts.scheme, parts.netloc, path)
+
+
+def _given(args, name):
+    value = args.get(name)
+    return None if value is None or (isinstance(value, str) and not value.strip()) else value
+
+
+def _bool(args, name, default):
+    value = _given(args, name)
+    if value is None:
+        return default
+    if isinstance(value, bool):
+        return value
+    text = str(value).strip().lower()
+    if text in _TRUE:
+        return True
+    if text in _FALSE:
+        return False
+    raise ValueError("%s must be a boolean, got %r" % (name, value))
+
+
+def _number(args, name, default, minimum, kind=float):
+    value = _given(args, name)
+    if value is None:
+        return default
+    try:
+        if isinstance(value, bool):
+            raise ValueError
+        number = kind(value)
+    except (TypeError, ValueError):
+        raise ValueError("%s must be a number, got %r" % (name, value)) from None
+    if number < minimum:
+        raise ValueError("%s must be at least %s, got %r" % (name, minimum, value))
+    return number
+
+
+def parse_args(args):
+    """The plugin's arguments as :class:`Settings`; ValueError names the bad argument."""
+    args = dict(args or {})
+    root = api_root(_given(args, "waldur_api_url"))
+    token = _given(args, "waldur_api_token")
+    if not isinstance(token, str):
+        raise ValueError("waldur_api_token is required: the token of the offering's service provider user")
+    offering_uuid = _given(args, "offering_uuid")
+    offering_hex = normalize_uuid(offering_uuid)
+    if offering_hex is None:
+        raise ValueError("offering_uuid is required: the offering's UUID (dashed or not), got %r"
+                         % (offering_uuid,))
+    object_types = _given(args, "object_types")
+    if object_types is None:
+        object_types = list(SUPPORTED_OBJECT_TYPES)
+    if isinstance(object_types, str):
+        object_types = [item.strip() for item in object_types.split(",") if item.strip()]
+    if not isinstance(object_types, (list, tuple)) or not object_types:
+        raise ValueError("object_types must be a non-empty list of %s" % ", ".join(SUPPORTED_OBJECT_TYPES))
+    unknown = [item for item in object_types if item not in SUPPORTED_OBJECT_TYPES]
+    if unknown:
+        raise ValueError("object_types: %s not supported; choose from %s"
+                         % (", ".join(map(str, unknown)), ", ".join(SUPPORTED_OBJECT_TYPES)))
+    use_websocket = _bool(args, "use_websocket", True)
+    use_tls = _bool(args, "websocket_use_tls", True)
+    if use_websocket:
+        default_port = 443 if use_tls else 80
+    else:
+        default_port = 61614 if use_tls else 61613
+    port = _number(args, "stomp_port", default_port, 1, int)
+    if port > 65535:
+        raise ValueError("stomp_port must be a TCP port (1-65535), got %r" % port)
+    ws_path = _given(args, "stomp_ws_path") or DEFAULT_WS_PATH
+    if not str(ws_path).startswith("/"):
+        ws_path = "/" + str(ws_path)
+    ca_path = _given(args, "ca_path")
+    return Settings(
+        api_root=root,
+        token=token.strip(),
+        offering_uuid=offering_uuid.strip(),
+        offering_uuid_hex=offering_hex,
+        verify_ssl=_bool(args, "verify_ssl", True),
+        ca_path=str(ca_path) if ca_path else None,
+        object_types=tuple(dict.fromkeys(object_types)),
+        stomp_host=str(_given(args, "stomp_host") or urlsplit(root).hostname),
+        stomp_port=port,
+        stomp_ws_path=str(ws_path),
+        use_websocket=use_websocket,
+        use_tls=use_tls,
+        sweep_interval=_number(args, "sweep_interval", 3600.0, 0),
+        heartbeat=_number(args, "heartbeat", 10.0, 0),
+        connect_timeout=_number(args, "connect_timeout", 30.0, 0.1),
+        request_timeout=_number(args, "request_timeout", 30.0, 0.1),
+    )
+
+
+def backoff_delay(attempt, rand=random.random, initial=BACKOFF_INITIAL, factor=BACKOFF_FACTOR,
+                  maximum=BACKOFF_MAX, jitter=BACKOFF_JITTER):
+    """Seconds before reconnect attempt ``attempt`` (0 = the first after a failure):
+    ``min(maximum, initial * factor ** attempt)``, shortened by up to ``jitter`` at random
+    so agents disconnected together do not reconnect together. Never above ``maximum``."""
+    exponent = min(max(int(attempt), 0), 64)
+    base = min(maximum, initial * factor ** exponent)
+    return base * (1.0 - jitter * rand())
+
+
+def sweep_event(offering_uuid_hex, reason):
+    return {"waldur": {"type": "sweep", "offering_uuid": offering_uuid_hex, "reason": reason}}
+
+
+def message_to_event(body, offering_uuid_hex, object_types):
+    """Decide what one queue message becomes: ``Decision(event, outcome, reason)`` where
+    outcome is ``event`` (put ``event`` on the rulebook queue), ``ignored`` (valid, nothing
+    to do) or ``malformed`` (logged as a warning). Either way the message is acknowledged."""
+    if isinstance(body, bytes):
+        try:
+            body = body.decode("utf-8")
+        except UnicodeDecodeError:
+            return Decision(None, MALFORMED, "the body is not UTF-8 text")
+    try:
+        message = json.loads(body)
+    except (TypeError, ValueError):
+        return Decision(None, MALFORMED, "the body is not JSON")
+    if not isinstance(message, dict):
+        return Decision(None, MALFORMED, "the body is JSON but not an object")
+    object_type = message.get("object_type")
+    if not isinstance(object_type, str) or not object_type:
+        return Decision(None, MALFORMED, "the message has no object_type")
+    if object_type not in KNOWN_OBJECT_TYPES:
+        return Decision(None, MALFORMED, "unknown object_type %r" % object_type[:64])
+    if object_type not in object_types:
+        return Decision(None, IGNORED, "object_type %s was not asked for" % object_type)
+    if "offering_uuid" in message and message["offering_uuid"] not in (None, ""):
+        message_offering = normalize_uuid(message["offering_uuid"])
+        if message_offering is None:
+            return Decision(None, MALFORMED, "offering_uuid is not a UUID")
+        if message_offering != offering_uuid_hex:
+            return Decision(None, IGNORED, "the message is for offering %s" % message_offering)
+    event = {"type": object_type, "object_type": object_type, "offering_uuid": offering_uuid_hex,
+             "message": message}
+    if object_type == "order":
+        order_uuid = normalize_uuid(message.get("order_uuid"))
+        if order_uuid is None:
+            return Decision(None, MALFORMED, "order message without a valid order_uuid")
+        state = message.get("order_state")
+        state = state if isinstance(state, str) and state else None
+        if state in NOT_ACTIONABLE_ORDER_STATES:
+            return Decision(None, IGNORED, "order %s is %s" % (order_uuid, state))
+        order_type = message.get("order_type")
+        event.update(order_uuid=order_uuid, order_state=state,
+                     order_type=order_type if isinstance(order_type, str) else None,
+                     resource_uuid=normalize_uuid(message.get("marketplace_resource_uuid"))
+                     or normalize_uuid(message.get("resource_uuid")))
+        return Decision({"waldur": event}, EVENT, "order %s is %s" % (order_uuid, state or "in an unnamed state"))
+    resource_uuid = normalize_uuid(message.get("resource_uuid"))
+    if resource_uuid is None:
+        return Decision(None, MALFORMED, "resource message without a valid resource_uuid")
+    event.update(resource_uuid=resource_uuid, order_uuid=None, order_state=None, order_type=None)
+    return Decision({"waldur": event}, EVENT, "resource %s changed" % resource_uuid)
+
+
+def is_not_found(headers, body):
+    """A broker ERROR frame saying the subscribed queue does not exist."""
+    text = " ".join(str(part) for part in ((headers or {}).get("message", ""), body or ""))
+    return "NOT_FOUND" in text.upper().replace("NOT FOUND", "NOT_FOUND")
+
+
+def redact(text, secrets):
+    text = str(text)
+    for secret in secrets:
+        if secret:
+            text = text.replace(secret, "********")
+    return text
+
+
+class _RedactingFilter(logging.Filter):
+    """Masks the token in every record of a logger (stomp.py logs whole frames at DEBUG)."""
+
+    def __init__(self, secret):
+        super().__init__()
+        self.secret = secret
+
+    def filter(self, record):
+        try:
+            message = record.getMessage()
+        except Exception:  # a record with bad args: leave it to the handler
+            return True
+        if self.secret and self.secret in message:
+            record.msg = redact(message, [self.secret])
+            record.args = ()
+        return True
+
+
+# ---------------------------------------------------------------------------------------------
+# Waldur: identity and queue registration
+# ---------------------------------------------------------------------------------------------
+class WaldurApiError(Exception):
+    """A failed Waldur call. ``transient``: worth retrying later (connection, 5xx, 429)."""
+
+    def __init__(self, message, transient=False, status=None):
+        super().__init__(message)
+        self.transient = transient
+        self.status = status
+
+
+def _detail(response):
+    try:
+        body = response.json()
+    except ValueError:
+        return (response.text or "").strip()[:300]
+    if isinstance(body, dict) and "detail" in body:
+        return str(body["detail"])[:300]
+    return json.dumps(body)[:300]
+
+
+class WaldurEventsApi:
+    """The Waldur calls of event mode, with ``requests``. Messages carry the method, path,
+    status and Waldur's message, never the token."""
+
+    def __init__(self, settings, session=None):
+        self.settings = settings
+        self.session = session or requests.Session()
+        self.session.headers.update({
+            "Authorization": "Token %s" % settings.token,
+            "Accept": "application/json",
+            "User-Agent": "waldur-site-agent-ansible/%s event_process" % VERSION,
+        })
+        self.verify = (settings.ca_path or True) if settings.verify_ssl else False
+
+    def call(self, method, path, params=None, body=None, ok=(200,)):
+        url = self.settings.api_root + path.lstrip("/")
+        try:
+            response = self.session.request(method, url, params=params, json=body, verify=self.verify,
+                                            timeout=self.settings.request_timeout, allow_redirects=False)
+        except requests.RequestException as exc:
+            raise WaldurApiError("%s %s failed: %s" % (method, path, redact(type(exc).__name__ + ": " + str(exc),
+                                                                             [self.settings.token])),
+                                 transient=True) from None
+        if response.status_code not in ok:
+            status = response.status_code
+            raise WaldurApiError("%s %s returned %s: %s" % (method, path, status,
+                                                            redact(_detail(response), [self.settings.token])),
+                                 transient=status == 429 or status >= 500, status=status)
+        try:
+            return response.json()
+        except ValueError:
+            raise WaldurApiError("%s %s returned %s with a body that is not JSON"
+                                 % (method, path, response.status_code), transient=True) from None
+
+    def identity_body(self):
+        return {
+            "offering": self.settings.offering_uuid_hex,
+            "name": "agent-%s" % self.settings.offering_uuid,
+            "version": VERSION,
+            "last_restarted": datetime.now(timezone.utc).isoformat(),
+            "dependencies": [{"package": "stomp-py", "version": getattr(stomp, "__version__", "")},
+                             {"package": "requests", "version": getattr(requests, "__version__", "")}],
+            "config_file_path": "",
+            "config_file_content": "",
+        }
+
+    def ensure_identity(self):
+        """The offering's agent identity: found by name (and offering) and refreshed with
+        PUT, or created."""
+        body = self.identity_body()
+        path = "api/marketplace-site-agent-identities/"
+        found = self.call("GET", path, params={"name": body["name"]})
+        if not isinstance(found, list):
+            raise WaldurApiError("GET /%s returned %s instead of a list" % (path, type(found).__name__))
+        for identity in found:
+            if (isinstance(identity, dict) and identity.get("name") == body["name"]
+                    and normalize_uuid(identity.get("offering")) in (None, self.settings.offering_uuid_hex)
+                    and normalize_uuid(identity.get("uuid"))):
+                identity_uuid = normalize_uuid(identity["uuid"])
+                return self.call("PUT", "%s%s/" % (path, identity_uuid), body=body)
+        return self.call("POST", path, body=body, ok=(200, 201))
+
+    def register_service(self, identity_uuid):
+        """Telemetry only (as upstream): a failure is logged, never fatal."""
+        try:
+            self.call("POST", "api/marketplace-site-agent-identities/%s/register_service/" % identity_uuid,
+                      body={"name": "event_process", "mode": "event_process"}, ok=(200, 201))
+        except WaldurApiError as exc:
+            logger.warning("Could not register the event_process service (continuing): %s", exc)
+
+    def register_queue(self, identity_uuid):
+        path = "api/marketplace-site-agent-identities/%s/register_queue/" % identity_uuid
+        data = self.call("POST", path, body={"object_types": list(self.settings.object_types)}, ok=(200, 201))
+        missing = [key for key in ("queue_name", "rmq_username", "vhost")
+                   if not isinstance(data, dict) or not isinstance(data.get(key), str) or not data.get(key)]
+        if missing:
+            raise WaldurApiError("POST /%s answered without %s" % (path, ", ".join(missing)))
+        return QueueRegistration(identity_uuid, data["queue_name"], data["rmq_username"], data["vhost"],
+                                 tuple(data.get("observable_object_types") or ()))
+
+    def register(self):
+        identity = self.ensure_identity()
+        identity_uuid = normalize_uuid(identity.get("uuid")) if isinstance(identity, dict) else None
+        if identity_uuid is None:
+            raise WaldurApiError("the site agent identity has no uuid in Waldur's answer")
+        self.register_service(identity_uuid)
+        return self.register_queue(identity_uuid)
+
+
+# ---------------------------------------------------------------------------------------------
+# STOMP
+# ---------------------------------------------------------------------------------------------
+class StompConnectError(Exception):
+    pass
+
+
+def tls_context(settings):
+    context = ssl.create_default_context(cafile=settings.ca_path)
+    if not settings.verify_ssl:
+        context.check_hostname = False
+        context.verify_mode = ssl.CERT_NONE
+    return context
+
+
+def stomp_connection(settings, registration):
+    """A stomp-py 1.2 connection for the settings (not yet connected). Reconnecting is ours,
+    so the transport tries exactly once."""
+    host_port = (settings.stomp_host, settings.stomp_port)
+    beat = int(settings.heartbeat * 1000)
+    common = dict(prefer_localhost=False, try_loopback_connect=False, reconnect_attempts_max=1,
+                  timeout=settings.connect_timeout, heartbeats=(beat, beat), vhost=registration.vhost)
+    if settings.use_websocket:
+        connection = stomp.WSConnection([host_port], ws_path=settings.stomp_ws_path, **common)
+        if settings.use_tls:
+            connection.set_ssl(for_hosts=[host_port])
+            # websocket-client takes a ready SSLContext from the transport's per-host options.
+            connection.transport.get_ssl(host_port)["context"] = tls_context(settings)
+    else:
+        connection = stomp.Connection12([host_port], **common)
+        if settings.use_tls:
+            connection.set_ssl(for_hosts=[host_port], ca_certs=settings.ca_path, verify=settings.verify_ssl)
+    return connection
+
+
+def close_connection(connection):
+    """Say DISCONNECT if still connected, then drop the socket without waiting on threads."""
+    if connection is None:
+        return
+    try:
+        if connection.is_connected():
+            connection.disconnect()
+    except Exception:  # the socket is going away anyway
+        pass
+    try:
+        connection.transport.disconnect_socket()
+    except Exception:
+        pass
+
+
+class _Listener(object):
+    """Forwards stomp-py callbacks (its receiver thread) to the event loop, tagged with
+    the connection's generation so frames of a dropped connection are never acked.
+    stomp-py skips the ``on_*`` hooks a listener does not define."""
+
+    def __init__(self, loop, inbox, generation):
+        self.loop = loop
+        self.inbox = inbox
+        self.generation = generation
+
+    def _post(self, kind, frame=None):
+        try:
+            self.loop.call_soon_threadsafe(self.inbox.put_nowait, (self.generation, kind, frame))
+        except RuntimeError:  # the loop is closed: the source is shutting down
+            pass
+
+    def on_connecting(self, host_and_port):
+        pass
+
+    def on_connected(self, frame):
+        self._post("connected", frame)
+
+    def on_message(self, frame):
+        self._post("message", frame)
+
+    def on_receipt(self, frame):
+        self._post("receipt", frame)
+
+    def on_error(self, frame):
+        self._post("error", frame)
+
+    def on_disconnected(self):
+        self._post("disconnected")
+
+    def on_heartbeat_timeout(self):
+        logger.warning("No heart-beat from the STOMP broker: reconnecting")
+
+
+class WaldurStompSource:
+    """Registration, connection, subscription and reconnection for one offering.
+
+    ``api`` (``register()`` -> :class:`QueueRegistration`), ``connection_factory``
+    (settings, registration -> stomp-py connection) and ``sleep`` are injectable so the
+    unit tests can drive every path without a broker.
+    """
+
+    def __init__(self, queue, settings, api=None, connection_factory=stomp_connection, sleep=asyncio.sleep,
+                 rand=random.random):
+        self.queue = queue
+        self.settings = settings
+        self.api = api or WaldurEventsApi(settings)
+        self.connection_factory = connection_factory
+        self.sleep = sleep
+        self.rand = rand
+        self.registration = None
+        self.registration_stale = True
+        self.registrations = 0
+        self.connection = None
+        self.generation = 0
+        self.inbox = None
+        self.loop = None
+        self.counts = {EVENT: 0, IGNORED: 0, MALFORMED: 0, "sweep": 0}
+
+    async def run(self):
+        self.loop = asyncio.get_running_loop()
+        self.inbox = asyncio.Queue()
+        sweeper = asyncio.ensure_future(self._sweep_loop())
+        try:
+            await self._consume_forever()
+        finally:
+            sweeper.cancel()
+            close_connection(self.connection)
+            self.connection = None
+
+    # -- sweeps --------------------------------------------------------------------------
+    async def _sweep_loop(self):
+        await self._emit_sweep("startup")
+        interval = self.settings.sweep_interval
+        if interval <= 0:
+            return
+        while True:
+            await asyncio.sleep(interval)
+            await self._emit_sweep("interval")
+
+    async def _emit_sweep(self, reason):
+        logger.info("Sweep (%s): a full order pass for offering %s", reason, self.settings.offering_uuid_hex)
+        await self.queue.put(sweep_event(self.settings.offering_uuid_hex, reason))
+        self.counts["sweep"] += 1
+
+    # -- the connection loop ---------------------------------------------------------------
+    async def _consume_forever(self):
+        failures = 0
+        while True:
+            try:
+                if self.registration is None or self.registration_stale:
+                    await self._register()
+                if await self._session(self.registration):
+                    failures = 0
+            except WaldurApiError as exc:
+                if self.registration is None and not exc.transient:
+                    # Wrong URL, token or offering: stop with the reason rather than retry forever.
+                    raise RuntimeError("Cannot register the event queue of offering %s: %s"
+                                       % (self.settings.offering_uuid_hex, exc)) from None
+                logger.warning("Event queue registration failed: %s", exc)
+            except StompConnectError as exc:
+                logger.warning("STOMP connection to %s:%s failed: %s", self.settings.stomp_host,
+                               self.settings.stomp_port, exc)
+            delay = backoff_delay(failures, rand=self.rand)
+            failures += 1
+            logger.info("Reconnecting to the STOMP broker in %.1f s", delay)
+            await self.sleep(delay)
+
+    async def _register(self):
+        registration = await self.loop.run_in_executor(None, self.api.register)
+        self.registration, self.registration_stale = registration, False
+        self.registrations += 1
+        logger.info("Registered event queue %s (vhost %s, object types %s) for offering %s",
+                    registration.queue_name, registration.vhost,
+                    ", ".join(registration.object_types) or "-", self.settings.offering_uuid_hex)
+
+    async def _next(self, generation, timeout=None):
+        """The next callback of this connection; older connections' callbacks are dropped."""
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while True:
+            remaining = None if deadline is None else max(0.0, deadline - time.monotonic())
+            try:
+                item = await asyncio.wait_for(self.inbox.get(), remaining)
+            except asyncio.TimeoutError:
+                return None
+            if item[0] == generation:
+                return item[1], item[2]
+
+    async def _session(self, registration):
+        """One connection: connect, subscribe, consume until it ends. Returns True when the
+        broker accepted the subscription (the backoff starts over)."""
+        self.generation += 1
+        generation = self.generation
+        connection = self.connection_factory(self.settings, registration)
+        connection.set_listener("waldur", _Listener(self.loop, self.inbox, generation))
+        self.connection = connection
+        try:
+            try:
+                await self.loop.run_in_executor(None, functools.partial(
+                    connection.connect, registration.rmq_username, self.settings.token, wait=False,
+                    headers={"accept-version": "1.2"}))
+            except Exception as exc:
+                detail = "%s: %s" % (type(exc).__name__, exc) if str(exc) else type(exc).__name__
+                raise StompConnectError(redact(detail, [self.settings.token])) from None
+            item = await self._next(generation, self.settings.connect_timeout)
+            if item is None:
+                raise StompConnectError("no CONNECTED frame within %s s" % self.settings.connect_timeout)
+            kind, frame = item
+            if kind != "connected":
+                raise StompConnectError("the broker refused the connection: %s" % self._frame_text(frame))
+            return await self._consume(connection, generation, registration)
+        finally:
+            close_connection(connection)
+            if self.connection is connection:
+                self.connection = None
+
+    def _frame_text(self, frame):
+        if frame is None:
+            return "the connection closed"
+        message = (frame.headers or {}).get("message", "")
+        body = (frame.body or "").strip() if isinstance(frame.body, str) else ""
+        return redact(" - ".join(part for part in (message, body) if part) or "no details", [self.settings.token])
+
+    async def _consume(self, connection, generation, registration):
+        destination = "/amq/queue/%s" % registration.queue_name
+        receipt = "subscribe-%s-%d" % (registration.queue_name, generation)
+        connection.subscribe(destination, id=registration.queue_name, ack="client-individual",
+                             headers={"prefetch-count": "1", "receipt": receipt})
+        subscribed = False
+        while True:
+            item = await self._next(generation, None if subscribed else self.settings.connect_timeout)
+            if item is None:
+                logger.warning("No receipt for the subscription to %s within %s s", destination,
+                               self.settings.connect_timeout)
+                self.registration_stale = True
+                return False
+            kind, frame = item
+            if kind == "receipt" and (frame.headers or {}).get("receipt-id") == receipt:
+                subscribed = True
+                logger.info("Subscribed to %s on %s:%s", destination, self.settings.stomp_host,
+                            self.settings.stomp_port)
+            elif kind == "message":
+                subscribed = True
+                await self._handle_message(connection, generation, frame, registration)
+            elif kind == "error":
+                text = self._frame_text(frame)
+                if is_not_found(frame.headers, frame.body):
+                    logger.warning("The broker does not know queue %s (%s): registering it again",
+                                   registration.queue_name, text)
+                    self.registration_stale = True
+                else:
+                    logger.warning("STOMP ERROR frame: %s", text)
+                    if not subscribed:
+                        self.registration_stale = True
+            elif kind == "disconnected":
+                if not subscribed:
+                    # web-STOMP may close without an ERROR frame when it refuses a subscription.
+                    logger.warning("The broker closed the connection before accepting the subscription to %s",
+                                   destination)
+                    self.registration_stale = True
+                else:
+                    logger.warning("Lost the connection to the STOMP broker")
+                return subscribed
+
+    async def _handle_message(self, connection, generation, frame, registration):
+        headers = frame.headers or {}
+        decision = message_to_event(frame.body, self.settings.offering_uuid_hex, self.settings.object_types)
+        self.counts[decision.outcome] += 1
+        if decision.outcome == EVENT:
+            logger.info("Event: %s", decision.reason)
+            await self.queue.put(decision.event)
+        elif decision.outcome == IGNORED:
+            logger.info("Ignored a message: %s", decision.reason)
+        else:
+            logger.warning("Malformed message on queue %s acknowledged and dropped: %s",
+                           registration.queue_name, decision.reason)
+        ack_id = headers.get("ack") or headers.get("message-id")
+        if ack_id is None or generation != self.generation:
+            return  # its connection is gone: the broker redelivers it
+        try:
+            connection.ack(ack_id)
+        except Exception as exc:  # the connection dropped meanwhile: redelivered later
+            logger.info("Could not acknowledge a message (%s); the broker will redeliver it", type(exc).__name__)
+
+
+async def main(queue, args):
+    """ansible-rulebook entry point."""
+    if stomp is None or requests is None:
+        raise ImportError("waldur.site_agent.waldur_stomp needs the Python packages stomp-py and requests "
+                          "in the decision environment")
+    settings = parse_args({key: value for key, value in (args or {}).items() if not key.startswith("eda_")})
+    secret_filter = _RedactingFilter(settings.token)
+    guarded = [logging.getLogger(name) for name in (LOGGER_NAME, "stomp.py", "websocket")]
+    for guarded_logger in guarded:
+        guarded_logger.addFilter(secret_filter)
+    try:
+        await WaldurStompSource(queue, settings).run()
+    finally:
+        for guarded_logger in guarded:
+            guarded_logger.removeFilter(secret_filter)
+
+
+if __name__ == "__main__":
+    import os
+    import sys
+
+    class MockQueue:
+        async def put(self, event):
+            print(json.dumps(event), flush=True)
+
+    logging.basicConfig(level=logging.INFO, stream=sys.stderr)
+    asyncio.run(main(MockQueue(), {
+        "waldur_api_url": os.environ.get("WALDUR_API_URL", ""),
+        "waldur_api_token": os.environ.get("WALDUR_API_TOKEN", ""),
+        "offering_uuid": os.environ.get("WALDUR_OFFERING_UUID", ""),
+    }))

@@ -1,0 +1,224 @@
+"""An in-memory stand-in for ``AzureClients`` for unit tests of the chain logic.
+
+Objects are stored as the REST bodies the modules send and handed back as the
+SDK's own model classes, so attribute access behaves as with the real SDK. The
+wire protocol itself is covered by the integration tests against the simulator.
+"""
+
+import copy
+import itertools
+
+from azure.mgmt.compute import models as compute_models
+from azure.mgmt.network import models as network_models
+from azure.mgmt.resource.resources import models as resource_models
+
+from ansible_collections.waldur.site_agent.plugins.module_utils.azure_clients import AzureClients, AzureError
+
+SUBSCRIPTION = "5ab5c71d-0000-4000-a000-000000000001"
+SIZES = [
+    {"name": "Standard_B1s", "numberOfCores": 1, "memoryInMB": 1024, "osDiskSizeInMB": 1047552,
+     "resourceDiskSizeInMB": 4096, "maxDataDiskCount": 2},
+    {"name": "Standard_B2s", "numberOfCores": 2, "memoryInMB": 4096, "osDiskSizeInMB": 30720,
+     "resourceDiskSizeInMB": 8192, "maxDataDiskCount": 4},
+]
+PROVIDERS = {
+    "vnet": ("Microsoft.Network", "virtualNetworks", network_models.VirtualNetwork),
+    "public_ip": ("Microsoft.Network", "publicIPAddresses", network_models.PublicIPAddress),
+    "nsg": ("Microsoft.Network", "networkSecurityGroups", network_models.NetworkSecurityGroup),
+    "nic": ("Microsoft.Network", "networkInterfaces", network_models.NetworkInterface),
+    "vm": ("Microsoft.Compute", "virtualMachines", compute_models.VirtualMachine),
+}
+
+
+def not_found(what):
+    return AzureError("%s was not found" % what, status=404, code="ResourceNotFound")
+
+
+class Operations:
+    """One SDK operation group over the fake's store (``kind`` objects in a group)."""
+
+    def __init__(self, fake, kind):
+        self.fake, self.kind = fake, kind
+
+    def _key(self, group, name, parent=None):
+        return (self.kind, group.lower(), (parent or "").lower(), name.lower())
+
+    def _id(self, group, name, parent=None):
+        if self.kind == "subnet":
+            return "/subscriptions/%s/resourceGroups/%s/providers/Microsoft.Network/virtualNetworks/%s/subnets/%s" % (
+                SUBSCRIPTION, group, parent, name)
+        namespace, type_name, dummy = PROVIDERS[self.kind]
+        return "/subscriptions/%s/resourceGroups/%s/providers/%s/%s/%s" % (SUBSCRIPTION, group, namespace,
+                                                                             type_name, name)
+
+    def _model(self, body):
+        if self.kind == "subnet":
+            return network_models.Subnet(copy.deepcopy(body))
+        return PROVIDERS[self.kind][2](copy.deepcopy(body))
+
+    def _get(self, group, name, parent=None, **kwargs):
+        self.fake.record("get", self.kind, name)
+        self.fake.maybe_fail("get", self.kind)
+        if group.lower() not in self.fake.groups:
+            raise not_found("resource group %s" % group)
+        body = self.fake.store.get(self._key(group, name, parent))
+        if body is None:
+            raise not_found(name)
+        model = self._model(body)
+        if self.kind == "vm" and kwargs.get("expand") == "instanceView":
+            model = compute_models.VirtualMachine(dict(copy.deepcopy(body), properties=dict(
+                body["properties"], instanceView=self.fake.instance_view_body(name))))
+        return model
+
+    def _put(self, group, name, body, parent=None):
+        self.fake.record("put", self.kind, name)
+        self.fake.maybe_fail("put", self.kind)
+        if group.lower() not in self.fake.groups:
+            raise AzureError("Resource group '%s' could not be found." % group, 404, "ResourceGroupNotFound")
+        stored = copy.deepcopy(body)
+        stored.update(id=self._id(group, name, parent), name=name)
+        if self.kind == "public_ip":
+            stored["properties"]["ipAddress"] = "20.0.0.%d" % next(self.fake.counter)
+        if self.kind == "nic":
+            stored["properties"]["ipConfigurations"][0]["properties"]["privateIPAddress"] = "10.0.0.4"
+        if self.kind == "vm":
+            self.fake.power[name.lower()] = "running"
+        self.fake.store[self._key(group, name, parent)] = stored
+        return self._model(stored)
+
+    def _delete(self, group, name, parent=None):
+        self.fake.record("delete", self.kind, name)
+        self.fake.maybe_fail("delete", self.kind)
+        if self.fake.store.pop(self._key(group, name, parent), None) is None:
+            raise not_found(name)
+
+    # the SDK's method names
+    def get(self, group, *args, **kwargs):
+        if self.kind == "subnet":
+            return self._get(group, args[1], parent=args[0])
+        return self._get(group, args[0], **kwargs)
+
+    def begin_create_or_update(self, group, *args):
+        if self.kind == "subnet":
+            return self._put(group, args[1], args[2], parent=args[0])
+        return self._put(group, args[0], args[1])
+
+    def begin_delete(self, group, *args):
+        if self.kind == "subnet":
+            return self._delete(group, args[1], parent=args[0])
+        return self._delete(group, args[0])
+
+    def list(self, group):
+        self.fake.record("list", self.kind, group)
+        for key, body in sorted(self.fake.store.items()):
+            if key[0] == self.kind and key[1] == group.lower():
+                yield self._model(body)
+
+    def list_all(self, status_only=None):
+        self.fake.record("list_all" if not status_only else "list_all_status", self.kind, "*")
+        self.fake.maybe_fail("list_all", self.kind)
+        for key, body in sorted(self.fake.store.items()):
+            if key[0] != self.kind:
+                continue
+            if self.kind == "vm" and status_only:
+                yield compute_models.VirtualMachine({"id": body["id"], "name": body["name"], "properties": {
+                    "instanceView": self.fake.instance_view_body(body["name"])}})
+            else:
+                yield self._model(body)
+
+    # virtual machines only
+    def instance_view(self, group, name):
+        self.fake.record("instance_view", "vm", name)
+        return compute_models.VirtualMachineInstanceView(self.fake.instance_view_body(name))
+
+    def begin_deallocate(self, group, name):
+        self.fake.record("deallocate", "vm", name)
+        self.fake.maybe_fail("deallocate", "vm")
+        self.fake.power[name.lower()] = "deallocated"
+
+    def begin_start(self, group, name):
+        self.fake.record("start", "vm", name)
+        self.fake.power[name.lower()] = "running"
+
+
+class Groups:
+    def __init__(self, fake):
+        self.fake = fake
+
+    def get(self, group):
+        self.fake.record("get", "group", group)
+        self.fake.maybe_fail("get", "group")
+        if group.lower() not in self.fake.groups:
+            raise not_found("resource group %s" % group)
+        return resource_models.ResourceGroup(dict(self.fake.groups[group.lower()]))
+
+    def create_or_update(self, group, body):
+        self.fake.record("put", "group", group)
+        self.fake.maybe_fail("put", "group")
+        self.fake.groups[group.lower()] = dict(body, name=group, id="/subscriptions/%s/resourceGroups/%s" % (
+            SUBSCRIPTION, group))
+        return resource_models.ResourceGroup(dict(self.fake.groups[group.lower()]))
+
+    def begin_delete(self, group):
+        self.fake.record("delete", "group", group)
+        self.fake.maybe_fail("delete", "group")
+        if self.fake.groups.pop(group.lower(), None) is None:
+            raise not_found("resource group %s" % group)
+        for key in [key for key in self.fake.store if key[1] == group.lower()]:
+            del self.fake.store[key]
+
+
+class Sizes:
+    def __init__(self, fake):
+        self.fake = fake
+
+    def list(self, location):
+        self.fake.record("list", "sizes", location)
+        if location not in ("westeurope", "northeurope"):
+            raise AzureError("No registered resource provider found for location '%s'." % location, 404,
+                             "NoRegisteredProviderFound")
+        return [compute_models.VirtualMachineSize(dict(size)) for size in SIZES]
+
+
+class Namespace:
+    def __init__(self, **groups):
+        self.__dict__.update(groups)
+
+
+class FakeAzure(AzureClients):
+    """``AzureClients`` whose service clients are in-memory fakes; ``call``/``read`` are the real ones."""
+
+    def __init__(self):
+        super().__init__(SUBSCRIPTION, "tenant", "client", "fake-secret")
+        self.store, self.groups, self.power = {}, {}, {}
+        self.calls, self.faults = [], {}
+        self.counter = itertools.count(10)
+        self._clients = {
+            "resource": Namespace(resource_groups=Groups(self)),
+            "network": Namespace(**dict((attr, Operations(self, kind)) for attr, kind in (
+                ("virtual_networks", "vnet"), ("subnets", "subnet"), ("public_ip_addresses", "public_ip"),
+                ("network_security_groups", "nsg"), ("network_interfaces", "nic")))),
+            "compute": Namespace(virtual_machines=Operations(self, "vm"), virtual_machine_sizes=Sizes(self)),
+        }
+        self._credential = object()
+
+    def record(self, verb, kind, name):
+        self.calls.append((verb, kind, name))
+
+    def maybe_fail(self, verb, kind):
+        error = self.faults.get((verb, kind))
+        if error is not None:
+            raise error
+
+    def instance_view_body(self, name):
+        return {"statuses": [{"code": "ProvisioningState/succeeded"},
+                             {"code": "PowerState/%s" % self.power.get(name.lower(), "running")}]}
+
+    def writes(self):
+        return [call for call in self.calls if call[0] in ("put", "delete", "deallocate", "start")]
+
+    def names(self, kind):
+        return sorted(key[3] for key in self.store if key[0] == kind)
+
+    def body(self, kind, name):
+        return next(body for key, body in self.store.items() if key[0] == kind and key[3] == name.lower())

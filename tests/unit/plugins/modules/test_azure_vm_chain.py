@@ -1,0 +1,427 @@
+"""azure_vm_chain: the chain, adoption, rollback, deletion routes and power, on an in-memory Azure."""
+
+import base64
+import json
+
+import pytest
+
+from ansible.module_utils.testing import patch_module_args
+
+from ansible_collections.waldur.site_agent.plugins.modules import azure_vm_chain
+from ansible_collections.waldur.site_agent.plugins.modules.azure_vm_chain import (
+    VmChain,
+    admin_password,
+    creation_problem,
+    duplicate_errors,
+    ssh_key_problem,
+)
+from ansible_collections.waldur.site_agent.plugins.module_utils.azure_clients import AzureError
+from tests.unit.plugins.modules.azure_fake import SUBSCRIPTION, FakeAzure
+
+UUID = "1234abcd5678ef901234abcd5678ef90"
+OTHER_UUID = "99998888777766665555444433332222"
+KEY = ("ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIMvXn2Qm1bTeM0N3z6yC3mD0pS3y3b2c6dVw9ZpR3Q1x user@host")
+CHAIN = ["group", "vnet", "subnet", "public_ip", "nsg", "nic", "vm"]
+
+
+class FakeModule:
+    def __init__(self, check_mode=False):
+        self.check_mode = check_mode
+        self.no_log_values = set()
+
+
+def machine(**overrides):
+    item = dict(resource_uuid=UUID, order_uuid=None, name="Web", state="present", backend_id=None,
+                location="westeurope", size="Standard_B1s", image="Canonical:ubuntu:22_04-lts:latest",
+                ssh_public_key=KEY, admin_username="waldur", custom_data=None, resource_group=None,
+                network_cidr="10.0.0.0/16", subnet_cidr="10.0.0.0/24", allowed_ssh_ranges=["203.0.113.0/24"],
+                error=None, skip=None, comment=None)
+    item.update(overrides)
+    return item
+
+
+def run(fake, item, check_mode=False):
+    module = FakeModule(check_mode)
+    return VmChain(module, fake, None).run(item), module
+
+
+def dedicated_id(group="group-1234-web", vm="web"):
+    return "/subscriptions/%s/resourceGroups/%s/providers/Microsoft.Compute/virtualMachines/%s" % (
+        SUBSCRIPTION, group, vm)
+
+
+# ---- create -----------------------------------------------------------------------------------
+
+def test_create_builds_the_chain_in_order_and_returns_the_vm_id():
+    fake = FakeAzure()
+    result, module = run(fake, machine(custom_data="#cloud-config\npackages: [htop]\n"))
+    assert not result["failed"], result["msg"]
+    assert [(verb, kind) for verb, kind, name in fake.writes()] == [("put", kind) for kind in CHAIN]
+    assert [name for verb, kind, name in fake.writes()] == [
+        "group-1234-web", "netweb", "subnetweb", "pubipweb", "nsgweb", "nicweb", "web"]
+    assert result["backend_id"] == dedicated_id()
+    assert result["action"] == "created" and result["changed"]
+    vm = result["backend_metadata"]["virtual_machine"]
+    assert result["backend_metadata"]["backend_type"] == "azure"
+    assert (vm["name"], vm["location"], vm["size"], vm["power_state"]) == ("web", "westeurope", "Standard_B1s",
+                                                                            "running")
+    assert vm["public_ip"].startswith("20.0.0.") and vm["private_ip"] == "10.0.0.4"
+
+
+def test_the_vm_body_follows_the_rules():
+    fake = FakeAzure()
+    result, module = run(fake, machine(custom_data="#cloud-config\n", admin_username="ops"))
+    body = fake.body("vm", "web")["properties"]
+    assert body["hardwareProfile"] == {"vmSize": "Standard_B1s"}
+    assert body["storageProfile"]["imageReference"] == {"publisher": "Canonical", "offer": "ubuntu",
+                                                        "sku": "22_04-lts", "version": "latest"}
+    assert body["storageProfile"]["osDisk"]["deleteOption"] == "Delete"
+    assert body["networkProfile"]["networkInterfaces"][0]["properties"]["deleteOption"] == "Delete"
+    assert body["networkProfile"]["networkInterfaces"][0]["id"].endswith("/networkInterfaces/nicweb")
+    linux = body["osProfile"]["linuxConfiguration"]
+    assert linux["disablePasswordAuthentication"] is True
+    assert linux["ssh"]["publicKeys"] == [{"path": "/home/ops/.ssh/authorized_keys", "keyData": KEY}]
+    assert base64.b64decode(body["osProfile"]["customData"]).decode() == "#cloud-config\n"
+    password = body["osProfile"]["adminPassword"]
+    assert len(password) == 24
+    assert password in module.no_log_values
+    assert password not in json.dumps(result)
+
+
+def test_nsg_admits_exactly_the_configured_ranges_on_22_and_is_attached():
+    fake = FakeAzure()
+    run(fake, machine(allowed_ssh_ranges=["203.0.113.0/24", "198.51.100.7"]))
+    rules = fake.body("nsg", "nsgweb")["properties"]["securityRules"]
+    assert len(rules) == 1
+    rule = rules[0]["properties"]
+    assert rule["sourceAddressPrefixes"] == ["203.0.113.0/24", "198.51.100.7"]
+    assert (rule["destinationPortRange"], rule["protocol"], rule["direction"], rule["access"]) == (
+        "22", "Tcp", "Inbound", "Allow")
+    nic = fake.body("nic", "nicweb")["properties"]
+    assert nic["networkSecurityGroup"]["id"].endswith("/networkSecurityGroups/nsgweb")
+
+
+def test_without_ranges_there_is_no_nsg():
+    fake = FakeAzure()
+    result, module = run(fake, machine(allowed_ssh_ranges=[]))
+    assert not result["failed"]
+    assert fake.names("nsg") == []
+    assert "networkSecurityGroup" not in fake.body("nic", "nicweb")["properties"]
+
+
+def test_public_ip_is_standard_and_static():
+    fake = FakeAzure()
+    run(fake, machine())
+    body = fake.body("public_ip", "pubipweb")
+    assert body["sku"] == {"name": "Standard"}
+    assert body["properties"]["publicIPAllocationMethod"] == "Static"
+
+
+def test_a_second_run_adopts_and_writes_nothing():
+    fake = FakeAzure()
+    first, module = run(fake, machine())
+    password = fake.body("vm", "web")["properties"]["osProfile"]["adminPassword"]
+    before = len(fake.calls)
+    second, module = run(fake, machine())
+    assert [call for call in fake.calls[before:] if call[0] != "get" and call[0] != "list"] == []
+    assert second["action"] == "adopted" and not second["changed"]
+    assert second["backend_id"] == first["backend_id"]
+    assert fake.body("vm", "web")["properties"]["osProfile"]["adminPassword"] == password
+
+
+def test_a_killed_chain_is_finished_not_duplicated():
+    fake = FakeAzure()
+    # what a run killed after the NSG left behind
+    fake.groups["group-1234-web"] = {"name": "group-1234-web", "location": "westeurope"}
+    network = fake._clients["network"]
+    network.virtual_networks.begin_create_or_update("group-1234-web", "netweb", {"location": "westeurope",
+                                                                                 "properties": {}})
+    network.subnets.begin_create_or_update("group-1234-web", "netweb", "subnetweb", {"properties": {}})
+    network.public_ip_addresses.begin_create_or_update("group-1234-web", "pubipweb", {"location": "westeurope",
+                                                                                      "properties": {}})
+    network.network_security_groups.begin_create_or_update("group-1234-web", "nsgweb", {
+        "location": "westeurope", "properties": {}})
+    before = len(fake.calls)
+    result, module = run(fake, machine())
+    assert not result["failed"], result["msg"]
+    assert [(verb, kind) for verb, kind, name in fake.calls[before:] if verb == "put"] == [("put", "nic"),
+                                                                                          ("put", "vm")]
+    assert "adopted: resource group, virtual network, subnet, public IP address" in result["msg"]
+    assert fake.names("vnet") == ["netweb"] and fake.names("vm") == ["web"]
+
+
+def test_an_existing_shared_group_is_not_rewritten():
+    fake = FakeAzure()
+    fake.groups["shared"] = {"name": "shared", "location": "northeurope"}
+    result, module = run(fake, machine(resource_group="shared"))
+    assert not result["failed"], result["msg"]
+    assert ("put", "group", "shared") not in fake.calls
+    assert fake.groups["shared"]["location"] == "northeurope"
+    assert result["backend_id"].endswith("/resourceGroups/shared/providers/Microsoft.Compute/virtualMachines/"
+                                         "web-1234abcd")
+
+
+@pytest.mark.parametrize("failing", CHAIN)
+def test_a_failure_at_any_step_rolls_the_dedicated_group_back(failing):
+    fake = FakeAzure()
+    fake.faults[("put", failing)] = AzureError("Operation could not be completed", 409, "Conflict")
+    result, module = run(fake, machine())
+    assert result["failed"]
+    assert "Operation could not be completed" in result["msg"]
+    assert result["backend_id"] is None
+    assert fake.groups == {} and fake.store == {}
+    if failing != "group":
+        assert ("delete", "group", "group-1234-web") in fake.calls
+        assert "rolled back: deleted resource group group-1234-web" in result["msg"]
+
+
+def test_a_shared_rollback_deletes_only_this_machines_objects_in_order():
+    fake = FakeAzure()
+    fake.groups["shared"] = {"name": "shared", "location": "westeurope"}
+    neighbour, module = run(fake, machine(resource_group="shared", resource_uuid=OTHER_UUID))
+    assert not neighbour["failed"]
+    neighbour_objects = dict(fake.store)
+    fake.faults[("put", "vm")] = AzureError("Allocation failed", 409, "AllocationFailed")
+    before = len(fake.calls)
+    result, module = run(fake, machine(resource_group="shared"))
+    assert result["failed"] and "Allocation failed" in result["msg"]
+    deletes = [(kind, name) for verb, kind, name in fake.calls[before:] if verb == "delete"]
+    # the VM PUT failed before anything of the VM existed, so its delete finds nothing
+    assert deletes == [("nic", "nicweb-1234abcd"), ("nsg", "nsgweb-1234abcd"),
+                       ("public_ip", "pubipweb-1234abcd"), ("subnet", "subnetweb-1234abcd"),
+                       ("vnet", "netweb-1234abcd")]
+    assert ("get", "vm", "web-1234abcd") in fake.calls[before:]
+    assert fake.store == neighbour_objects
+    assert "shared" in fake.groups
+
+
+def test_rollback_tolerates_objects_already_gone():
+    fake = FakeAzure()
+    fake.groups["shared"] = {"name": "shared", "location": "westeurope"}
+    fake.faults[("put", "nic")] = AzureError("Subnet is full", 400, "SubnetIsFull")
+    fake.faults[("delete", "nsg")] = AzureError("gone", 404, "NotFound")
+    result, module = run(fake, machine(resource_group="shared"))
+    assert result["failed"] and "Subnet is full" in result["msg"] and "rollback failed" not in result["msg"]
+    assert fake.names("vnet") == [] and fake.names("public_ip") == []
+
+
+# ---- validation before anything ---------------------------------------------------------------
+
+@pytest.mark.parametrize("overrides, message", [
+    ({"location": None}, "Azure location is set neither on the order nor in backend_settings"),
+    ({"size": ""}, "Azure size is set neither"),
+    ({"image": "Canonical:ubuntu"}, "is not of the form publisher:offer:sku:version"),
+    ({"ssh_public_key": None}, "carries no SSH key"),
+    ({"ssh_public_key": "not a key"}, "not an OpenSSH public key"),
+    ({"admin_username": "root"}, "reserved"),
+    ({"subnet_cidr": "10.1.0.0/24"}, "not inside network_cidr"),
+    ({"location": "mars"}, "Azure location 'mars' is not available"),
+    ({"size": "Standard_Z9"}, "Azure size 'Standard_Z9' is not offered in location 'westeurope'"),
+])
+def test_bad_input_fails_before_anything_is_written(overrides, message):
+    fake = FakeAzure()
+    result, module = run(fake, machine(**overrides))
+    assert result["failed"] and message in result["msg"]
+    assert fake.writes() == []
+
+
+def test_sizes_are_listed_once_per_location():
+    fake = FakeAzure()
+    chain = VmChain(FakeModule(), fake, None)
+    for index in range(3):
+        chain.run(machine(resource_uuid="%032x" % (index + 1), name="vm%d" % index))
+    assert [call for call in fake.calls if call[1] == "sizes"] == [("list", "sizes", "westeurope")]
+
+
+def test_pure_checks():
+    assert creation_problem(machine()) is None
+    assert ssh_key_problem("ssh-rsa not-base64!") is not None
+    password = admin_password()
+    assert len(password) == 24 and password.isalnum()
+    assert any(c.isupper() for c in password) and any(c.islower() for c in password)
+    assert any(c.isdigit() for c in password)
+
+
+# ---- present with a backend id ----------------------------------------------------------------
+
+def test_present_with_a_live_backend_id_creates_nothing():
+    fake = FakeAzure()
+    created, module = run(fake, machine())
+    before = len(fake.writes())
+    result, module = run(fake, machine(backend_id=created["backend_id"]))
+    assert not result["failed"] and not result["changed"] and result["action"] == "none"
+    assert len(fake.writes()) == before
+    assert result["backend_metadata"]["virtual_machine"]["id"] == created["backend_id"]
+
+
+def test_present_with_a_stale_backend_id_fails_and_never_recreates():
+    fake = FakeAzure()
+    result, module = run(fake, machine(backend_id=dedicated_id()))
+    assert result["failed"] and "no longer exists" in result["msg"] and "not re-created" in result["msg"]
+    assert fake.writes() == []
+
+
+def test_a_backend_id_of_another_subscription_is_refused():
+    fake = FakeAzure()
+    other = dedicated_id().replace(SUBSCRIPTION, "00000000-0000-0000-0000-000000000000")
+    result, module = run(fake, machine(backend_id=other))
+    assert result["failed"] and "not to the configured subscription" in result["msg"]
+
+
+def test_a_non_arm_backend_id_fails_clearly():
+    result, module = run(FakeAzure(), machine(backend_id="12345", state="absent"))
+    assert result["failed"] and "Not an Azure virtual machine id" in result["msg"]
+
+
+# ---- absent -----------------------------------------------------------------------------------
+
+def test_absent_dedicated_deletes_the_group_whatever_the_id_case():
+    fake = FakeAzure()
+    created, module = run(fake, machine())
+    upper = created["backend_id"].replace("group-1234-web", "GROUP-1234-WEB")
+    result, module = run(fake, machine(state="absent", backend_id=upper))
+    assert result["action"] == "deleted" and result["changed"]
+    assert [call for call in fake.writes() if call[0] == "delete"] == [("delete", "group", "GROUP-1234-WEB")]
+    assert fake.groups == {}
+    again, module = run(fake, machine(state="absent", backend_id=upper))
+    assert again["action"] == "absent" and not again["changed"] and not again["failed"]
+
+
+def test_absent_shared_deletes_exactly_this_machine_and_leaves_neighbours():
+    fake = FakeAzure()
+    fake.groups["shared"] = {"name": "shared", "location": "westeurope"}
+    mine, module = run(fake, machine(resource_group="shared"))
+    run(fake, machine(resource_group="shared", resource_uuid=OTHER_UUID))
+    before = len(fake.calls)
+    result, module = run(fake, machine(state="absent", backend_id=mine["backend_id"]))
+    deletes = [(kind, name) for verb, kind, name in fake.calls[before:] if verb == "delete"]
+    assert deletes == [("vm", "web-1234abcd"), ("nic", "nicweb-1234abcd"), ("nsg", "nsgweb-1234abcd"),
+                       ("public_ip", "pubipweb-1234abcd"), ("subnet", "subnetweb-1234abcd"),
+                       ("vnet", "netweb-1234abcd")]
+    assert fake.names("vm") == ["web-99998888"] and fake.names("vnet") == ["netweb-99998888"]
+    assert "shared" in fake.groups
+
+
+def test_absent_shared_finds_a_mastermind_upper_case_nsg():
+    fake = FakeAzure()
+    fake.groups["shared"] = {"name": "shared", "location": "westeurope"}
+    run(fake, machine(resource_group="shared", allowed_ssh_ranges=[]))
+    nsgs = fake._clients["network"].network_security_groups
+    nsgs.begin_create_or_update("shared", "NSGweb-1234abcd", {"location": "westeurope", "properties": {}})
+    vm_id = "/subscriptions/%s/resourceGroups/shared/providers/Microsoft.Compute/virtualMachines/web-1234abcd" % (
+        SUBSCRIPTION)
+    result, module = run(fake, machine(state="absent", backend_id=vm_id))
+    assert not result["failed"], result["msg"]
+    assert fake.names("nsg") == []
+    assert "network security group nsgweb-1234abcd" in result["msg"]
+
+
+def test_the_deletion_route_follows_the_id_not_the_item():
+    fake = FakeAzure()
+    created, module = run(fake, machine())
+    # a shared group configured later must not turn this into a per-object deletion, or vice versa
+    result, module = run(fake, machine(state="absent", backend_id=created["backend_id"], resource_group="shared"))
+    assert ("delete", "group", "group-1234-web") in fake.calls
+    fake2 = FakeAzure()
+    fake2.groups["group-1234-web-shared"] = {"name": "group-1234-web-shared", "location": "westeurope"}
+    created, module = run(fake2, machine(resource_group="group-1234-web-shared"))
+    result, module = run(fake2, machine(state="absent", backend_id=created["backend_id"]))
+    assert not any(kind == "group" for verb, kind, name in fake2.writes() if verb == "delete")
+    assert "group-1234-web-shared" in fake2.groups
+
+
+def test_absent_without_backend_id_is_a_no_op():
+    fake = FakeAzure()
+    result, module = run(fake, machine(state="absent"))
+    assert result["action"] == "absent" and not result["failed"] and fake.calls == []
+
+
+# ---- power ------------------------------------------------------------------------------------
+
+def test_deallocate_and_start_only_when_needed():
+    fake = FakeAzure()
+    created, module = run(fake, machine())
+    backend_id = created["backend_id"]
+    result, module = run(fake, machine(state="deallocated", backend_id=backend_id))
+    assert result["action"] == "powered_off" and result["changed"]
+    assert result["backend_metadata"]["virtual_machine"]["power_state"] == "deallocated"
+    result, module = run(fake, machine(state="deallocated", backend_id=backend_id))
+    assert result["action"] == "none" and not result["changed"]
+    assert [call[0] for call in fake.writes()].count("deallocate") == 1
+    result, module = run(fake, machine(state="running", backend_id=backend_id))
+    assert result["action"] == "powered_on"
+    result, module = run(fake, machine(state="running", backend_id=backend_id))
+    assert not result["changed"]
+    assert [call[0] for call in fake.writes()].count("start") == 1
+
+
+def test_power_of_a_missing_machine_fails():
+    result, module = run(FakeAzure(), machine(state="running", backend_id=dedicated_id()))
+    assert result["failed"] and "does not exist" in result["msg"]
+
+
+# ---- check mode -------------------------------------------------------------------------------
+
+def test_check_mode_reports_and_writes_nothing():
+    fake = FakeAzure()
+    result, module = run(fake, machine(), check_mode=True)
+    assert result["changed"] and result["action"] == "created" and not result["failed"]
+    assert fake.writes() == []
+    assert result["msg"].startswith("would create resource group group-1234-web, virtual network netweb")
+    created, module = run(fake, machine())
+    for item in (machine(state="absent", backend_id=created["backend_id"]),
+                 machine(state="deallocated", backend_id=created["backend_id"])):
+        before = len(fake.writes())
+        result, module = run(fake, item, check_mode=True)
+        assert result["changed"] and result["msg"].startswith("would ")
+        assert len(fake.writes()) == before
+
+
+# ---- the module entry point -------------------------------------------------------------------
+
+def run_module(capsys, **args):
+    base = dict(subscription_id=SUBSCRIPTION, tenant="t", client_id="c", secret="module-secret")
+    base.update(args)
+    with patch_module_args(base):
+        with pytest.raises(SystemExit):
+            azure_vm_chain.main()
+    return json.loads(capsys.readouterr().out)
+
+
+def test_error_skip_and_comment_items_make_no_call(capsys):
+    output = run_module(capsys, machines=[
+        {"resource_uuid": UUID, "order_uuid": "0f0e0d0c-0b0a-0908-0706-050403020100",
+         "error": "resizing is not supported on Azure"},
+        {"resource_uuid": OTHER_UUID, "skip": "limits are unchanged", "backend_id": dedicated_id(),
+         "comment": "noted"},
+    ])
+    first, second = output["results"]
+    assert first["failed"] and first["msg"] == "resizing is not supported on Azure"
+    assert first["order_uuid"] == "0f0e0d0c0b0a09080706050403020100"
+    assert not second["failed"] and second["msg"] == "limits are unchanged; noted"
+    assert second["backend_id"] == dedicated_id() and not second["changed"]
+    assert not output.get("failed") and "module-secret" not in json.dumps(output)
+
+
+def test_fail_on_item_error_fails_the_task(capsys):
+    output = run_module(capsys, fail_on_item_error=True, machines=[{"resource_uuid": UUID, "error": "nope"}])
+    assert output["failed"] and "1 of 1 machine(s) failed: nope" in output["msg"]
+
+
+def test_a_malformed_uuid_fails_the_module_naming_the_key(capsys):
+    output = run_module(capsys, machines=[{"resource_uuid": UUID, "skip": "x"}, {"resource_uuid": "web"}])
+    assert output["failed"] and output["msg"] == "machines[1].resource_uuid: 'web' is not a UUID"
+
+
+def test_missing_credentials_fail_the_module(capsys, monkeypatch):
+    for name in ("AZURE_SUBSCRIPTION_ID", "AZURE_TENANT", "AZURE_CLIENT_ID", "AZURE_SECRET"):
+        monkeypatch.delenv(name, raising=False)
+    output = run_module(capsys, subscription_id=None, client_id=None, machines=[{"resource_uuid": UUID}])
+    assert output["failed"]
+    assert "subscription_id (env AZURE_SUBSCRIPTION_ID)" in output["msg"] and "client_id" in output["msg"]
+
+
+def test_two_items_for_one_resource():
+    items = [{"resource_uuid": UUID}, {"resource_uuid": UUID}]
+    duplicate_errors(items)
+    assert "error" not in items[0] and "machines[0] acts on resource" in items[1]["error"]

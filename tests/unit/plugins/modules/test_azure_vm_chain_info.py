@@ -1,0 +1,109 @@
+"""azure_vm_chain_info: figures, usages, not-found handling and the number of calls."""
+
+import pytest
+
+from ansible_collections.waldur.site_agent.plugins.modules.azure_vm_chain import VmChain
+from ansible_collections.waldur.site_agent.plugins.modules.azure_vm_chain_info import Reader
+from tests.unit.plugins.modules.azure_fake import SUBSCRIPTION, FakeAzure
+
+KEY = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIMvXn2Qm1bTeM0N3z6yC3mD0pS3y3b2c6dVw9ZpR3Q1x user@host"
+COMPONENTS = {"cpu": {"unit_factor": 1}, "ram": {"unit_factor": 1024}, "disk": {}, "licenses": {}}
+
+
+class FakeModule:
+    check_mode = False
+
+    def __init__(self, components=None):
+        self.no_log_values = set()
+        self.params = {"components": components if components is not None else COMPONENTS, "max_workers": 4}
+
+    def fail_json(self, **kwargs):
+        raise SystemExit(kwargs)
+
+
+def make_machines(fake, count, size="Standard_B2s"):
+    chain = VmChain(FakeModule(), fake, None)
+    ids = []
+    for index in range(count):
+        result = chain.run(dict(resource_uuid="%032x" % (index + 1), name="vm%d" % index, state="present",
+                                location="westeurope", size=size, image="a:b:c:d", ssh_public_key=KEY))
+        assert not result["failed"], result["msg"]
+        ids.append(result["backend_id"])
+    return ids
+
+
+def read(fake, backend_ids, components=None):
+    module = FakeModule(components)
+    before = len(fake.calls)
+    entries = Reader(module, fake, float("inf")).run(backend_ids)
+    return entries, fake.calls[before:]
+
+
+def test_one_machine_is_read_directly_with_figures_and_usages():
+    fake = FakeAzure()
+    [backend_id] = make_machines(fake, 1)
+    [entry], calls = read(fake, [backend_id])
+    assert entry["found"] and entry["size"] == "Standard_B2s" and entry["power_state"] == "running"
+    assert (entry["cores"], entry["memory_mb"], entry["disk_mb"]) == (2, 4096, 30720 + 8192)
+    assert entry["usages"] == {"cpu": 2, "ram": 4, "disk": 38912}
+    assert "licenses" not in entry["usages"]
+    assert entry["backend_metadata"]["virtual_machine"]["public_ip"].startswith("20.0.0.")
+    assert not any(verb.startswith("list_all") for verb, kind, name in calls)
+
+
+def test_many_machines_are_read_from_listings_not_one_by_one():
+    fake = FakeAzure()
+    ids = make_machines(fake, 5)
+    entries, calls = read(fake, ids)
+    assert all(entry["found"] for entry in entries)
+    assert [entry["backend_id"] for entry in entries] == ids
+    assert not any(verb == "get" and kind == "vm" for verb, kind, name in calls)
+    assert sorted((verb, kind) for verb, kind, name in calls if verb.startswith("list_all")) == [
+        ("list_all", "vm"), ("list_all_status", "vm")]
+    assert [call for call in calls if call[0] == "list" and call[1] == "sizes"] == [("list", "sizes", "westeurope")]
+    # addresses: one listing of NICs and one of public IPs per resource group, never a GET per machine
+    assert sorted(call for call in calls if call[0] == "list" and call[1] == "nic") == sorted(
+        ("list", "nic", "group-0000-vm%d" % index) for index in range(5))
+    assert not any(verb == "get" for verb, kind, name in calls)
+    assert all(entry["backend_metadata"]["virtual_machine"]["private_ip"] == "10.0.0.4" for entry in entries)
+
+
+def test_missing_and_malformed_ids_are_not_found_and_not_measured():
+    fake = FakeAzure()
+    ids = make_machines(fake, 2)
+    gone = ids[0].replace("vm0", "gone")
+    other = ids[0].replace(SUBSCRIPTION, "00000000-0000-0000-0000-000000000000")
+    entries, calls = read(fake, [ids[1], gone, "droplet-1", "", other, ids[0].upper().replace(
+        SUBSCRIPTION.upper(), SUBSCRIPTION)])
+    found = [entry["found"] for entry in entries]
+    assert found == [True, False, False, False, False, True]
+    assert entries[1]["msg"] == "the virtual machine does not exist" and entries[1]["usages"] == {}
+    assert "Not an Azure virtual machine id" in entries[2]["msg"]
+    assert "subscription" in entries[4]["msg"]
+
+
+def test_a_size_not_listed_in_the_location_is_found_but_not_measured():
+    fake = FakeAzure()
+    [backend_id] = make_machines(fake, 1)
+    fake.body("vm", "vm0")["properties"]["hardwareProfile"]["vmSize"] = "Standard_Z9"
+    [entry], calls = read(fake, [backend_id])
+    assert entry["found"] and entry["usages"] == {} and "not listed" in entry["msg"]
+
+
+def test_an_unreadable_machine_is_left_out(monkeypatch):
+    from ansible_collections.waldur.site_agent.plugins.module_utils.azure_clients import AzureError
+    fake = FakeAzure()
+    [backend_id] = make_machines(fake, 1)
+    fake.faults[("get", "vm")] = AzureError("Service unavailable", 503, "ServiceUnavailable")
+    [entry], calls = read(fake, [backend_id])
+    assert not entry["found"] and entry["usages"] == {} and "Service unavailable" in entry["msg"]
+
+
+def test_a_failed_listing_fails_the_module():
+    from ansible_collections.waldur.site_agent.plugins.module_utils.azure_clients import AzureError
+    fake = FakeAzure()
+    ids = make_machines(fake, 2)
+    fake.faults[("list_all", "vm")] = AzureError("Service unavailable", 503, "ServiceUnavailable")
+    with pytest.raises(SystemExit) as failure:
+        read(fake, ids)
+    assert "listing the virtual machines of the subscription: Service unavailable" in failure.value.args[0]["msg"]

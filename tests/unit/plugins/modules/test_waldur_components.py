@@ -1,0 +1,95 @@
+"""waldur_components: load backend_components into the offering, idempotently."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from ansible.module_utils.testing import patch_module_args
+
+from ansible_collections.waldur.site_agent.plugins.modules import waldur_components
+from tests.simulators.waldur import presets as P
+
+CONFIG = {
+    "cpu": {"measured_unit": "Cores", "accounting_type": "limit", "label": "vCPU", "unit_factor": 1,
+            "backend_name": "cores", "limit": 64},
+    "gpu": {"measured_unit": "GPU", "accounting_type": "usage", "label": "GPU", "description": "A100 hours",
+            "limit_period": "month", "unit_factor": 3600},
+    "licence": {"measured_unit": "seat", "accounting_type": "one", "label": "Licence"},
+}
+
+
+def run(sim, capsys, **args):
+    args.setdefault("api_url", sim.url)
+    args.setdefault("api_token", P.PROVIDER_TOKEN)
+    args.setdefault("offering_uuid", P.DO_OFFERING_UUID)
+    with patch_module_args(args):
+        with pytest.raises(SystemExit):
+            waldur_components.main()
+    return json.loads(capsys.readouterr().out)
+
+
+def components(sim):
+    return {c["type"]: c for c in sim.app.market.offerings[P.DO_OFFERING_UUID]["components"]}
+
+
+def test_components_are_created_and_updated_then_left_alone(waldur_sim, capsys):
+    original_cpu = dict(components(waldur_sim)["cpu"])
+
+    result = run(waldur_sim, capsys, components=CONFIG, _ansible_diff=True)
+
+    actions = {row["type"]: row["action"] for row in result["results"]}
+    assert actions == {"cpu": "updated", "gpu": "created", "licence": "created"}
+    assert result["results"][0]["changes"] == {"limit_amount": {"before": None, "after": 64},
+                                               "name": {"before": original_cpu["name"], "after": "vCPU"}}
+    stored = components(waldur_sim)
+    assert stored["cpu"]["name"] == "vCPU" and stored["cpu"]["limit_amount"] == 64
+    assert stored["cpu"]["uuid"] == original_cpu["uuid"]
+    assert stored["cpu"]["limit_period"] == original_cpu["limit_period"]  # none configured: kept
+    assert stored["cpu"]["unit_factor"] == original_cpu["unit_factor"]  # unit_factor is never sent
+    assert stored["gpu"]["billing_type"] == "usage" and stored["gpu"]["description"] == "A100 hours"
+    assert stored["gpu"]["limit_period"] == "month" and stored["gpu"]["unit_factor"] == 1
+    assert stored["licence"]["is_prepaid"] is True
+    assert result["diff"]["after"]["gpu"]["name"] == "GPU"
+    assert "unit_factor" not in str(result["diff"]) and "backend_name" not in str(result["diff"])
+
+    since = len(waldur_sim.app.calls)
+    again = run(waldur_sim, capsys, components=CONFIG)
+    assert waldur_sim.app.write_calls(since) == []
+    assert again["changed"] is False
+    assert {row["action"] for row in again["results"]} == {"unchanged"}
+
+
+def test_check_mode_writes_nothing(waldur_sim, capsys):
+    result = run(waldur_sim, capsys, components=CONFIG, _ansible_check_mode=True)
+    assert result["changed"] is True
+    assert [row["msg"] for row in result["results"]] == ["would be updated: limit_amount, name", "would be created",
+                                                         "would be created"]
+    assert waldur_sim.app.write_calls() == []
+    assert "gpu" not in components(waldur_sim)
+
+
+def test_a_refused_component_fails_the_task_after_the_others(waldur_sim, capsys):
+    waldur_sim.app.add_fault("offering.create_offering_component", status=400,
+                             body={"type": ["Component with type gpu already exists."]})
+    result = run(waldur_sim, capsys, components=CONFIG)
+    assert result["failed"] is True
+    assert "component gpu: create_offering_component failed" in result["msg"]
+    assert "HTTP 400" in result["msg"]
+    assert components(waldur_sim)["licence"]["name"] == "Licence"
+
+
+@pytest.mark.parametrize("config, message", [
+    ({"cpu": {"measured_unit": "Cores", "accounting_type": "limit"}},
+     "components.cpu is missing label (required: measured_unit, accounting_type, label)"),
+    ({"cpu": {"measured_unit": "Cores", "accounting_type": "hourly", "label": "CPU"}},
+     "components.cpu.accounting_type must be one of usage, limit, one, fixed, few, got 'hourly'"),
+    ({"cpu": {"measured_unit": "Cores", "accounting_type": "limit", "label": "CPU", "limit": 1.5}},
+     "components.cpu.limit must be a whole number, got 1.5"),
+    ({"cpu": {"measured_unit": "Cores", "accounting_type": "limit", "label": "CPU", "limit_period": "weekly"}},
+     "components.cpu.limit_period must be one of month, quarterly, annual, total, got 'weekly'"),
+])
+def test_bad_configuration_names_the_key(waldur_sim, capsys, config, message):
+    result = run(waldur_sim, capsys, components=config)
+    assert result["failed"] is True and result["msg"] == message
+    assert waldur_sim.app.calls == []

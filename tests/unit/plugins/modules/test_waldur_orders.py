@@ -1,0 +1,313 @@
+"""waldur_orders: claim and settle, run in-process against the Waldur simulator."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from ansible.module_utils.testing import patch_module_args
+
+from ansible_collections.waldur.site_agent.plugins.module_utils.waldur_api import WaldurApiError
+from ansible_collections.waldur.site_agent.plugins.modules import waldur_orders
+from tests.simulators.waldur import presets as P
+
+
+def run(sim, capsys, **args):
+    args.setdefault("api_url", sim.url)
+    args.setdefault("api_token", P.PROVIDER_TOKEN)
+    args.setdefault("offering_uuid", P.DO_OFFERING_UUID)
+    with patch_module_args(args):
+        with pytest.raises(SystemExit):
+            waldur_orders.main()
+    return json.loads(capsys.readouterr().out)
+
+
+def state_of(sim, order_uuid):
+    return sim.app.order(order_uuid)["state"]
+
+
+@pytest.fixture
+def offering_with_orders(waldur_sim):
+    """The default pending Create plus an executing Update without limits (plan quotas apply),
+    a pending Terminate and a done Create, all on the DigitalOcean offering."""
+    app = waldur_sim.app
+    running = app.seed_resource(P.DO_OFFERING_UUID, "db-1", backend_id="401", limits={"cpu": 1})
+    doomed = app.seed_resource(P.DO_OFFERING_UUID, "old-1", backend_id="402")
+    update = app.seed_order(P.DO_OFFERING_UUID, type="Update", state="executing", resource_uuid=running["uuid"])
+    terminate = app.seed_order(P.DO_OFFERING_UUID, type="Terminate", resource_uuid=doomed["uuid"])
+    done = app.seed_order(P.DO_OFFERING_UUID, state="done")
+    app.calls.clear()
+    return {"update": update["uuid"], "terminate": terminate["uuid"], "done": done["uuid"],
+            "running": running["uuid"]}
+
+
+def test_claim_approves_exactly_the_pending_orders_of_the_offering(waldur_sim, capsys, offering_with_orders):
+    result = run(waldur_sim, capsys, state="claimed")
+
+    assert sorted(result["approved"]) == sorted([P.DO_ORDER_UUID, offering_with_orders["terminate"]])
+    assert state_of(waldur_sim, P.DO_ORDER_UUID) == "executing"
+    assert state_of(waldur_sim, offering_with_orders["terminate"]) == "executing"
+    assert state_of(waldur_sim, P.AZURE_ORDER_UUID) == "pending-provider"  # another offering
+    assert state_of(waldur_sim, offering_with_orders["done"]) == "done"
+    approvals = waldur_sim.app.calls_of("orders.approve_by_provider")
+    assert len(approvals) == 2
+    assert result["changed"] is True
+
+    orders = {order["uuid"]: order for order in result["orders"]}
+    assert set(orders) == {P.DO_ORDER_UUID, offering_with_orders["update"], offering_with_orders["terminate"]}
+    assert all(order["state"] == "executing" for order in orders.values())
+    create = orders[P.DO_ORDER_UUID]
+    assert create["marketplace_resource_uuid"] == P.DO_RESOURCE_UUID
+    assert create["resource"]["uuid"] == P.DO_RESOURCE_UUID
+    assert create["resource"]["attributes"] == {"name": "do-vm-1"}
+    update = orders[offering_with_orders["update"]]
+    assert update["target_limits"] == P.DO_PLAN_QUOTAS  # the order has no limits: the plan's quotas
+    assert update["resource"]["backend_id"] == "401"
+    assert "target_limits" not in create
+    # a Create is claimed, so the provider's keys come along, every one of them
+    assert len(result["ssh_keys"]) == len(P.SSH_KEYS)
+    first = result["ssh_keys"][0]
+    assert first == {"uuid": P.SSH_KEYS[0]["uuid"], "name": "ops-alice", "public_key": P.SSH_KEYS[0]["public_key"],
+                     "fingerprint": P.SSH_KEYS[0]["fingerprint_md5"]}
+    assert result["api_calls"]["writes"] == 2
+
+
+def test_claim_in_check_mode_approves_nothing(waldur_sim, capsys, offering_with_orders):
+    result = run(waldur_sim, capsys, state="claimed", _ansible_check_mode=True)
+
+    assert waldur_sim.app.write_calls() == []
+    assert result["approved"] == [] and result["changed"] is False
+    states = {order["uuid"]: order["state"] for order in result["orders"]}
+    assert states[P.DO_ORDER_UUID] == "pending-provider"
+    assert states[offering_with_orders["update"]] == "executing"
+    assert state_of(waldur_sim, P.DO_ORDER_UUID) == "pending-provider"
+
+
+def test_claim_reads_no_keys_when_nothing_is_created(waldur_sim, capsys):
+    app = waldur_sim.app
+    app.reset("empty")
+    resource = app.seed_resource(P.DO_OFFERING_UUID, "web-1", backend_id="77", limits={"cpu": 1})
+    order = app.seed_order(P.DO_OFFERING_UUID, type="Update", resource_uuid=resource["uuid"],
+                           limits={"cpu": 2, "ram": 2048, "disk": 25600})
+
+    result = run(waldur_sim, capsys, state="claimed")
+
+    assert result["ssh_keys"] == []
+    assert app.calls_of("service_provider.keys") == [] and app.calls_of("plans.get") == []
+    assert result["orders"][0]["target_limits"] == {"cpu": 2, "ram": 2048, "disk": 25600}
+    assert result["approved"] == [order["uuid"]]
+
+
+def test_unreadable_keys_hold_back_only_the_creates(waldur_sim, capsys, offering_with_orders):
+    waldur_sim.app.add_fault("service_provider.keys", status=403, times=-1)
+
+    result = run(waldur_sim, capsys, state="claimed")
+
+    assert [error["uuid"] for error in result["errors"]] == [P.DO_ORDER_UUID]
+    assert "SSH keys could not be read" in result["errors"][0]["msg"]
+    assert "HTTP 403" in result["errors"][0]["msg"]
+    assert state_of(waldur_sim, P.DO_ORDER_UUID) == "pending-provider"  # left for the next pass
+    assert state_of(waldur_sim, offering_with_orders["terminate"]) == "executing"
+    assert P.DO_ORDER_UUID not in [order["uuid"] for order in result["orders"]]
+
+
+def test_claim_only_the_named_orders(waldur_sim, capsys, offering_with_orders):
+    dashed = "-".join((offering_with_orders["terminate"][:8], offering_with_orders["terminate"][8:12],
+                       offering_with_orders["terminate"][12:16], offering_with_orders["terminate"][16:20],
+                       offering_with_orders["terminate"][20:]))
+    result = run(waldur_sim, capsys, state="claimed",
+                 order_uuids=[dashed.upper(), offering_with_orders["done"], P.AZURE_ORDER_UUID])
+
+    assert [order["uuid"] for order in result["orders"]] == [offering_with_orders["terminate"]]
+    skipped = {entry["uuid"]: entry["msg"] for entry in result["skipped_orders"]}
+    assert "not pending-provider or executing" in skipped[offering_with_orders["done"]]
+    assert "belongs to offering %s" % P.AZURE_OFFERING_UUID in skipped[P.AZURE_ORDER_UUID]
+    assert state_of(waldur_sim, P.DO_ORDER_UUID) == "pending-provider"  # not named, not touched
+    assert waldur_sim.app.calls_of("orders.list") == []
+
+
+class StubClient:
+    """Waldur answering approve_by_provider with 409 (someone approved or cancelled it meanwhile)."""
+
+    def __init__(self, state_after):
+        self.state_after = state_after
+        self.posts = []
+
+    def post(self, path, json=None, params=None, idempotent=True):
+        self.posts.append(path)
+        raise WaldurApiError(409, "POST", "/api/" + path, "Valid states for operation: pending-provider.")
+
+    def get(self, path, params=None):
+        if path.startswith("marketplace-orders/"):
+            return {"uuid": "1" * 32, "state": self.state_after, "type": "Create",
+                    "marketplace_resource_uuid": "2" * 32}
+        return {"uuid": "2" * 32, "name": "vm", "backend_id": ""}
+
+
+class StubModule:
+    check_mode = False
+
+
+@pytest.mark.parametrize("state_after, claimed", [("executing", True), ("canceled", False)])
+def test_a_409_on_approval_is_re_read_not_an_error(state_after, claimed):
+    client = StubClient(state_after)
+    claim = waldur_orders.Claim(StubModule(), client, "d" * 32)
+    order = {"uuid": "1" * 32, "type": "Create", "state": "pending-provider", "limits": {}, "plan_uuid": None,
+             "marketplace_resource_uuid": "2" * 32}
+
+    result = claim.claim_one(order, {})
+
+    assert client.posts == ["marketplace-orders/%s/approve_by_provider/" % ("1" * 32)]
+    assert claim.approved == []
+    if claimed:
+        assert result["order"]["state"] == "executing"
+        assert result["order"]["resource"]["uuid"] == "2" * 32
+    else:
+        assert result["skip"]["state"] == "canceled"
+
+
+@pytest.fixture
+def executing_create(waldur_sim):
+    app = waldur_sim.app
+    app.reset("empty")
+    order = app.seed_order(P.DO_OFFERING_UUID, state="executing", attributes={"name": "web-9"})
+    app.calls.clear()
+    return order
+
+
+def test_settle_records_the_backend_id_and_sets_done(waldur_sim, capsys, executing_create):
+    outcome = {"order_uuid": executing_create["uuid"], "resource_uuid": executing_create["marketplace_resource_uuid"],
+               "failed": False, "changed": True, "msg": "created", "backend_id": "412345678",
+               "backend_metadata": {"status": "active", "region": "ams3"}, "action": "created"}
+
+    result = run(waldur_sim, capsys, state="settled", outcomes=[outcome])
+
+    assert result["done"] == 1 and result["erred"] == 0 and result["changed"] is True
+    assert result["results"][0]["actions"] == ["set_backend_id", "set_backend_metadata", "set_state_done"]
+    assert result["results"][0]["state"] == "done"
+    assert state_of(waldur_sim, executing_create["uuid"]) == "done"
+    resource = waldur_sim.app.resource(executing_create["marketplace_resource_uuid"])
+    assert resource["backend_id"] == "412345678" and resource["state"] == "OK"
+    assert resource["backend_metadata"] == {"status": "active", "region": "ams3"}
+
+    since = len(waldur_sim.app.calls)
+    again = run(waldur_sim, capsys, state="settled", outcomes=[outcome])
+    assert waldur_sim.app.write_calls(since) == []
+    assert again["changed"] is False and again["skipped"] == 1 and again["done"] == 0
+
+
+def test_settle_errs_a_failed_order_with_its_message(waldur_sim, capsys, executing_create):
+    outcome = {"order_uuid": executing_create["uuid"], "failed": True,
+               "msg": "DigitalOcean droplet region is not specified",
+               "exception": "Traceback (most recent call last):\n" + "  frame\n" * 2000 + "ItemError: boom"}
+
+    result = run(waldur_sim, capsys, state="settled", outcomes=[outcome])
+
+    assert result["erred"] == 1 and result["results"][0]["actions"] == ["set_state_erred"]
+    order = waldur_sim.app.order(executing_create["uuid"])
+    assert order["state"] == "erred"
+    assert order["error_message"] == "DigitalOcean droplet region is not specified"
+    assert 0 < len(order["error_traceback"]) <= 2100 and order["error_traceback"].endswith("ItemError: boom")
+
+    since = len(waldur_sim.app.calls)
+    again = run(waldur_sim, capsys, state="settled", outcomes=[outcome])
+    assert waldur_sim.app.write_calls(since) == []
+    assert again["results"][0]["msg"] == "order is already erred; nothing written"
+
+
+def test_settle_in_check_mode_writes_nothing_and_says_what_it_would_do(waldur_sim, capsys, executing_create):
+    other = waldur_sim.app.seed_order(P.DO_OFFERING_UUID, state="executing")
+    outcomes = [{"order_uuid": executing_create["uuid"], "failed": False, "backend_id": "9"},
+                {"order_uuid": other["uuid"], "failed": True, "msg": "no image"}]
+
+    result = run(waldur_sim, capsys, state="settled", outcomes=outcomes, _ansible_check_mode=True)
+
+    assert waldur_sim.app.write_calls() == []
+    assert result["done"] == 1 and result["erred"] == 1 and result["changed"] is True
+    assert result["results"][0]["actions"] == ["set_backend_id", "set_state_done"]
+    assert result["results"][0]["msg"].startswith("would set done")
+    assert result["results"][1]["msg"] == "would set erred: no image"
+    assert state_of(waldur_sim, executing_create["uuid"]) == "executing"
+
+
+def test_settle_names_the_bad_outcome(waldur_sim, capsys):
+    outcomes = [{"order_uuid": P.DO_ORDER_UUID}] * 1 + [{"order_uuid": "e%031d" % i} for i in (1, 2)] + \
+        [{"order_uuid": "not-a-uuid", "failed": False}]
+    with patch_module_args(dict(api_url=waldur_sim.url, api_token=P.PROVIDER_TOKEN, offering_uuid=P.DO_OFFERING_UUID,
+                                state="settled", outcomes=outcomes)):
+        with pytest.raises(SystemExit) as exit_info:
+            waldur_orders.main()
+    result = json.loads(capsys.readouterr().out)
+    assert exit_info.value.code == 1
+    assert result["msg"] == ("outcomes[3].order_uuid must be a UUID (32 hex digits, dashes optional), "
+                             "got 'not-a-uuid'")
+    assert waldur_sim.app.calls == []
+
+
+def test_settle_requires_outcomes(waldur_sim, capsys):
+    result = run(waldur_sim, capsys, state="settled")
+    assert result["failed"] is True and result["msg"].startswith("outcomes is required when state is settled")
+
+
+def test_one_failing_order_does_not_stop_the_others(waldur_sim, capsys, executing_create):
+    foreign = waldur_sim.app.seed_order(P.AZURE_OFFERING_UUID, state="executing")
+    outcomes = [{"order_uuid": foreign["uuid"], "failed": False, "backend_id": "x"},
+                {"order_uuid": executing_create["uuid"], "failed": False, "backend_id": "500"}]
+
+    result = run(waldur_sim, capsys, state="settled", outcomes=outcomes)
+
+    assert "failed" not in result or result["failed"] is False
+    assert result["results"][0]["failed"] is True
+    assert "belongs to offering %s" % P.AZURE_OFFERING_UUID in result["results"][0]["msg"]
+    assert result["results"][1]["state"] == "done" and result["unsettled"] == 1
+    assert state_of(waldur_sim, foreign["uuid"]) == "executing"
+
+    strict = run(waldur_sim, capsys, state="settled", outcomes=outcomes[:1], fail_on_item_error=True)
+    assert strict["failed"] is True and "1 of 1 order(s) could not be settled" in strict["msg"]
+
+
+def test_waldur_unavailable_never_errs_an_order(waldur_sim, capsys, executing_create):
+    waldur_sim.app.add_fault("orders.set_state_done", status=503, times=-1)
+
+    result = run(waldur_sim, capsys, state="settled", max_retry_seconds=0.3,
+                 outcomes=[{"order_uuid": executing_create["uuid"], "failed": False}])
+
+    assert result["results"][0]["failed"] is True
+    assert "left as it is for the next pass" in result["results"][0]["msg"]
+    assert "HTTP 503" in result["results"][0]["msg"]
+    assert state_of(waldur_sim, executing_create["uuid"]) == "executing"
+    assert waldur_sim.app.calls_of("orders.set_state_erred") == []
+
+
+def test_a_refused_backend_id_errs_the_order(waldur_sim, capsys, executing_create):
+    waldur_sim.app.add_fault("resources.set_backend_id", status=400, body={"backend_id": ["Too long."]})
+
+    result = run(waldur_sim, capsys, state="settled",
+                 outcomes=[{"order_uuid": executing_create["uuid"], "failed": False, "backend_id": "1" * 300}])
+
+    order = waldur_sim.app.order(executing_create["uuid"])
+    assert order["state"] == "erred"
+    assert "Waldur refused to record the backend id" in order["error_message"]
+    assert "backend_id: Too long." in order["error_message"]
+    assert result["erred"] == 1
+
+
+def test_metadata_is_best_effort(waldur_sim, capsys, executing_create):
+    waldur_sim.app.add_fault("resources.set_backend_metadata", status=400, body={"detail": "nope"})
+
+    result = run(waldur_sim, capsys, state="settled",
+                 outcomes=[{"order_uuid": executing_create["uuid"], "failed": False, "backend_id": "88",
+                            "backend_metadata": {"status": "active"}}])
+
+    assert state_of(waldur_sim, executing_create["uuid"]) == "done"
+    assert result["results"][0]["actions"] == ["set_backend_id", "set_state_done"]
+    assert "backend metadata not recorded" in result["results"][0]["msg"]
+
+
+def test_an_order_cancelled_meanwhile_is_not_set_done(waldur_sim, capsys, executing_create):
+    pending = waldur_sim.app.seed_order(P.DO_OFFERING_UUID, state="pending-provider")
+
+    result = run(waldur_sim, capsys, state="settled", outcomes=[{"order_uuid": pending["uuid"], "failed": False}])
+
+    assert result["results"][0]["msg"] == "order is pending-provider, not executing; not set done"
+    assert waldur_sim.app.write_calls() == []

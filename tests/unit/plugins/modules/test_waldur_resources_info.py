@@ -1,0 +1,69 @@
+"""waldur_resources_info: the offering's provider resources, all pages, in the contract's shape."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from ansible.module_utils.testing import patch_module_args
+
+from ansible_collections.waldur.site_agent.plugins.modules import waldur_resources_info
+from tests.simulators.waldur import presets as P
+
+
+def run(sim, capsys, **args):
+    args.setdefault("api_url", sim.url)
+    args.setdefault("api_token", P.PROVIDER_TOKEN)
+    args.setdefault("offering_uuid", P.DO_OFFERING_UUID)
+    with patch_module_args(args):
+        with pytest.raises(SystemExit):
+            waldur_resources_info.main()
+    return json.loads(capsys.readouterr().out)
+
+
+@pytest.fixture
+def many(waldur_sim):
+    app = waldur_sim.app
+    app.reset("empty")
+    made = [app.seed_resource(P.DO_OFFERING_UUID, "vm-%03d" % index, backend_id=str(1000 + index),
+                              backend_metadata={"status": "active"}, paused=index == 3)["uuid"]
+            for index in range(130)]
+    app.seed_resource(P.DO_OFFERING_UUID, "erred-1", state="Erred")
+    app.seed_resource(P.DO_OFFERING_UUID, "gone-1", backend_id="9", state="Terminated")
+    app.seed_resource(P.AZURE_OFFERING_UUID, "other-1", backend_id="/x")
+    app.calls.clear()
+    return made
+
+
+def test_lists_every_page_of_the_wanted_states(waldur_sim, capsys, many):
+    result = run(waldur_sim, capsys)
+
+    names = [resource["name"] for resource in result["resources"]]
+    assert result["count"] == 131 and len(set(names)) == 131
+    assert "erred-1" in names and "gone-1" not in names and "other-1" not in names
+    assert len(waldur_sim.app.calls_of("resources.list")) == 2  # 100 per page
+    first = next(r for r in result["resources"] if r["uuid"] == many[3])
+    assert first["backend_id"] == "1003" and first["paused"] is True
+    assert first["backend_metadata"] == {"status": "active"}
+    assert set(first) >= {"uuid", "name", "slug", "state", "backend_id", "limits", "attributes", "options",
+                          "paused", "downscaled", "backend_metadata", "project_uuid", "plan_uuid",
+                          "offering_plugin_options"}
+    assert result["changed"] is False
+
+
+def test_with_backend_id_only_and_other_states(waldur_sim, capsys, many):
+    result = run(waldur_sim, capsys, with_backend_id_only=True, states=["Erred", "Terminated"])
+    assert [resource["name"] for resource in result["resources"]] == ["gone-1"]
+
+
+def test_named_resources_are_read_one_by_one(waldur_sim, capsys, many):
+    result = run(waldur_sim, capsys, resource_uuids=[many[0].upper(), "f" * 32])
+    assert [resource["uuid"] for resource in result["resources"]] == [many[0]]
+    assert result["missing"] == [{"uuid": "f" * 32, "msg": "resource not found"}]
+    assert waldur_sim.app.calls_of("resources.list") == []
+
+
+def test_a_bad_offering_uuid_is_named(waldur_sim, capsys):
+    result = run(waldur_sim, capsys, offering_uuid="do-offering")
+    assert result["failed"] is True
+    assert result["msg"] == "offering_uuid must be a UUID (32 hex digits, dashes optional), got 'do-offering'"
