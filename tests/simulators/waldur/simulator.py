@@ -123,10 +123,6 @@ class WaldurSimulator(Simulator):
     def reset_state(self, preset: str | None) -> None:
         self.market.load(preset)
 
-    def error_response(self, status: int, message: str, code: str | None = None,
-                       headers: dict | None = None) -> Response:
-        return json_response({"detail": message}, status, headers)
-
     def throttle_response(self, retry_after: int) -> Response:
         # DRF's throttling message and header
         return json_response({"detail": f"Request was throttled. Expected available in {retry_after} seconds."},

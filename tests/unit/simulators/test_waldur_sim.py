@@ -11,6 +11,7 @@ from datetime import date, datetime, timezone
 from pathlib import Path
 
 import pytest
+import requests
 from werkzeug.test import Client
 
 from tests.simulators.waldur import WaldurSimulator
@@ -683,7 +684,6 @@ def test_command_line_server_starts_and_serves(tmp_path):
     try:
         info = json.loads(process.stdout.readline())
         assert info["simulator"] == "waldur"
-        import requests
         response = requests.post(f"{info['url']}/api/marketplace-orders/{P.DO_ORDER_UUID}/approve_by_provider/",
                                  json={}, headers={"Authorization": f"Token {P.PROVIDER_TOKEN}"}, timeout=10)
         assert (response.status_code, response.content) == (200, b"")

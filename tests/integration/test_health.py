@@ -1,0 +1,224 @@
+"""playbooks/health.yml and playbooks/diagnostics.yml against the simulators."""
+
+from __future__ import annotations
+
+import socket
+
+import pytest
+import yaml
+
+from tests.helpers import REPO, run_playbook
+from tests.simulators.azure import presets as azure_presets
+from tests.simulators.digitalocean import presets as do_presets
+from tests.simulators.waldur import presets as waldur_presets
+
+pytestmark = pytest.mark.integration
+
+HEALTH = REPO / "playbooks" / "health.yml"
+DIAGNOSTICS = REPO / "playbooks" / "diagnostics.yml"
+COMPONENTS = {
+    name: {"measured_unit": unit, "accounting_type": "limit", "label": name.upper(), "unit_factor": 1}
+    for name, unit in (("cpu", "Cores"), ("ram", "MiB"), ("disk", "MiB"))
+}
+SECRETS = (waldur_presets.PROVIDER_TOKEN, do_presets.DO_TOKEN, azure_presets.CLIENT_SECRET)
+
+
+def site_config(waldur_url: str, do_url: str | None = None, azure_url: str | None = None) -> dict:
+    """The DigitalOcean and Azure offerings of the Waldur simulator's default preset."""
+    return {"offerings": [
+        {
+            "name": "DigitalOcean VM",
+            "waldur_api_url": waldur_url + "/api/",
+            "waldur_api_token": waldur_presets.PROVIDER_TOKEN,
+            "waldur_offering_uuid": waldur_presets.DO_OFFERING_UUID,
+            "backend_type": "digitalocean",
+            "order_processing_backend": "digitalocean",
+            "backend_settings": {"token": do_presets.DO_TOKEN,
+                                 "api_url": (do_url or "http://127.0.0.1:9") + "/v2/"},
+            "backend_components": dict(COMPONENTS),
+        },
+        {
+            "name": "Azure VM",
+            "waldur_api_url": waldur_url,
+            "waldur_api_token": waldur_presets.PROVIDER_TOKEN,
+            "waldur_offering_uuid": waldur_presets.AZURE_OFFERING_UUID,
+            "backend_type": "azure",
+            "order_processing_backend": "azure",
+            "backend_settings": {
+                "subscription_id": azure_presets.SUBSCRIPTION_ID,
+                "tenant_id": azure_presets.TENANT_ID,
+                "client_id": azure_presets.CLIENT_ID,
+                "client_secret": azure_presets.CLIENT_SECRET,
+                "arm_endpoint": azure_url or "https://127.0.0.1:9",
+                "authority_host": azure_url or "https://127.0.0.1:9",
+            },
+            "backend_components": dict(COMPONENTS),
+        },
+    ]}
+
+
+def write_config(tmp_path, config: dict):
+    path = tmp_path / "site-agent.yaml"
+    path.write_text(yaml.safe_dump(config, sort_keys=False))
+    return path
+
+
+def closed_port_url() -> str:
+    """An http URL on 127.0.0.1 where nothing listens."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    return f"http://127.0.0.1:{port}"
+
+
+def assert_no_secret(output: str, *extra: str):
+    for secret in SECRETS + extra:
+        assert secret not in output
+
+
+# ---------------------------------------------------------------------------------- health
+def test_health_passes_when_every_waldur_accepts_its_token(tmp_path, waldur_sim):
+    config = write_config(tmp_path, site_config(waldur_sim.url))
+
+    run = run_playbook(HEALTH, extra_vars={"agent_pass_config": str(config)}, verbosity=3)
+
+    assert run.rc == 0, run.output
+    assert "offering DigitalOcean VM: ready, Waldur answers as provider-agent" in run.output
+    assert "offering Azure VM: ready, Waldur answers as provider-agent" in run.output
+    probes = waldur_sim.app.calls_of("users.me")
+    assert [(c["status"], c["user_agent"]) for c in probes] == [(200, "waldur-site-agent-health")] * 2
+    assert_no_secret(run.output)
+
+
+def test_health_reads_the_config_from_the_environment(tmp_path, waldur_sim):
+    config = write_config(tmp_path, site_config(waldur_sim.url))
+
+    run = run_playbook(HEALTH, env={"WALDUR_SITE_AGENT_CONFIG": str(config)})
+
+    assert run.rc == 0, run.output
+    assert len(waldur_sim.app.calls_of("users.me")) == 2
+
+
+def test_health_fails_naming_the_offering_whose_token_is_rejected(tmp_path, waldur_sim):
+    config = site_config(waldur_sim.url)
+    config["offerings"][1]["waldur_api_token"] = "rejected-token-4f1c9e"
+    path = write_config(tmp_path, config)
+
+    run = run_playbook(HEALTH, extra_vars={"agent_pass_config": str(path)}, verbosity=3)
+
+    assert run.rc != 0
+    assert "Not ready: Azure VM (Waldur rejected the token (HTTP 401))" in run.output
+    assert "offering DigitalOcean VM: ready" in run.output
+    assert "DigitalOcean VM (" not in run.output.split("Not ready:", 1)[1]
+    assert_no_secret(run.output, "rejected-token-4f1c9e")
+    assert sorted(c["status"] for c in waldur_sim.app.calls_of("users.me")) == [200, 401]
+
+
+def test_health_fails_naming_the_offering_whose_waldur_is_unreachable(tmp_path, waldur_sim):
+    config = site_config(waldur_sim.url)
+    config["offerings"][0]["waldur_api_url"] = closed_port_url() + "/api/"
+    path = write_config(tmp_path, config)
+
+    run = run_playbook(HEALTH, extra_vars={"agent_pass_config": str(path)})
+
+    assert run.rc != 0
+    assert "Not ready: DigitalOcean VM (Waldur is unreachable: " in run.output
+    assert "Connection refused" in run.output
+    assert "offering Azure VM: ready" in run.output
+    assert_no_secret(run.output)
+
+
+def test_health_reports_a_waldur_server_error(tmp_path, waldur_sim):
+    waldur_sim.app.add_fault("users.me", status=503, times=1)
+    path = write_config(tmp_path, site_config(waldur_sim.url))
+
+    run = run_playbook(HEALTH, extra_vars={"agent_pass_config": str(path)})
+
+    assert run.rc != 0
+    assert "Not ready: DigitalOcean VM (Waldur answered HTTP 503)" in run.output
+
+
+def test_health_checks_one_offering_per_host_with_the_offerings_inventory(tmp_path, waldur_sim):
+    """With hosts in group waldur_offerings (what the offerings inventory plugin makes),
+    each host probes only its own offering; the failing one is named, the other passes."""
+    config = site_config(waldur_sim.url)
+    config["offerings"][1]["waldur_api_token"] = "rejected-token-77aa"
+    path = write_config(tmp_path, config)
+    inventory = tmp_path / "offerings.yml"
+    inventory.write_text(yaml.safe_dump({"waldur_offerings": {"hosts": {
+        "do_vm": {"waldur_offering_name": "DigitalOcean VM"},
+        "azure_vm": {"waldur_offering_name": "Azure VM"},
+    }, "vars": {"ansible_connection": "local", "ansible_python_interpreter": "{{ ansible_playbook_python }}"}}}))
+
+    run = run_playbook(HEALTH, extra_vars={"agent_pass_config": str(path)}, args=["-i", str(inventory)])
+
+    assert run.rc != 0
+    assert "fatal: [azure_vm]" in run.output
+    assert "Not ready: Azure VM (Waldur rejected the token (HTTP 401))" in run.output
+    assert "fatal: [do_vm]" not in run.output
+    assert "offering DigitalOcean VM: ready" in run.output
+    assert len(waldur_sim.app.calls_of("users.me")) == 2
+    assert_no_secret(run.output, "rejected-token-77aa")
+
+
+# ---------------------------------------------------------------------------------- diagnostics
+def test_diagnostics_reports_waldur_offering_orders_and_backends(tmp_path, waldur_sim, do_sim, azure_sim):
+    path = write_config(tmp_path, site_config(waldur_sim.url, do_sim.url, azure_sim.url))
+
+    run = run_playbook(DIAGNOSTICS, extra_vars={"agent_pass_config": str(path)}, verbosity=3)
+
+    assert run.rc == 0, run.output
+    out = run.output
+    assert f"Waldur {waldur_sim.url}/api/: reachable, the agent is user provider-agent" in out
+    assert "offering in Waldur: DigitalOcean droplets, state Active, type Marketplace.Slurm" in out
+    assert "offering in Waldur: Azure virtual machines, state Active" in out
+    assert "components in Waldur: cpu (limit), ram (limit), disk (limit)" in out
+    # The default preset has one Create order per offering waiting for the provider.
+    assert out.count("orders pending-provider: 1, orders executing: 0, resources OK: 0, resources Erred: 0") == 2
+    assert f"DigitalOcean {do_sim.url}/v2/: reachable, account active, droplet limit 100" in out
+    assert (f"reachable, subscription {azure_presets.SUBSCRIPTION_NAME} ({azure_presets.SUBSCRIPTION_ID}) Enabled"
+            in out)
+    assert out.count("no problems found") == 2
+    assert do_sim.app.calls_of("account.get")[0]["status"] == 200
+    assert [c["status"] for c in azure_sim.app.calls_of("token")] == [200]
+    assert [c["status"] for c in azure_sim.app.calls_of("subscriptions.get")] == [200]
+    order_counts = waldur_sim.app.calls_of("orders.list")
+    assert {c["query"].split("state=")[1].split("&")[0] for c in order_counts} == {"pending-provider", "executing"}
+    assert_no_secret(out)
+
+
+def test_diagnostics_fails_naming_each_problem_without_showing_secrets(tmp_path, waldur_sim, do_sim, azure_sim):
+    config = site_config(waldur_sim.url, do_sim.url, azure_sim.url)
+    config["offerings"][0]["backend_settings"]["token"] = "bad-do-token-31337"
+    config["offerings"][0]["backend_components"]["gpu"] = {
+        "measured_unit": "GPU", "accounting_type": "limit", "label": "GPU"}
+    config["offerings"][1]["backend_settings"]["client_secret"] = "bad-azure-secret-8086"
+    path = write_config(tmp_path, config)
+
+    run = run_playbook(DIAGNOSTICS, extra_vars={"agent_pass_config": str(path)}, verbosity=3)
+
+    assert run.rc != 0
+    out = run.output
+    assert "components of the configuration missing in Waldur: gpu (run waldur.site_agent.load_components)" in out
+    assert "DigitalOcean rejected the credentials (HTTP 401)" in out
+    assert "Azure AD: no token for the service principal: AADSTS7000215: Invalid client secret provided." in out
+    assert ("Problems found: DigitalOcean VM (components missing in Waldur: gpu; DigitalOcean rejected the "
+            "credentials (HTTP 401)); Azure VM (Azure AD refused the service principal)") in out
+    assert azure_sim.app.calls_of("subscriptions.get") == []
+    assert_no_secret(out, "bad-do-token-31337", "bad-azure-secret-8086")
+
+
+def test_diagnostics_skips_waldur_details_when_waldur_rejects_the_token(tmp_path, waldur_sim, do_sim, azure_sim):
+    config = site_config(waldur_sim.url, do_sim.url, azure_sim.url)
+    config["offerings"][0]["waldur_api_token"] = "bad-waldur-token-2718"
+    path = write_config(tmp_path, config)
+
+    run = run_playbook(DIAGNOSTICS, extra_vars={"agent_pass_config": str(path)})
+
+    assert run.rc != 0
+    assert f"Waldur {waldur_sim.url}/api/: Waldur rejected the credentials (HTTP 401)" in run.output
+    assert "Problems found: DigitalOcean VM (Waldur rejected the credentials (HTTP 401))" in run.output
+    # Only the Azure offering's Waldur details were read.
+    offering_reads = waldur_sim.app.calls_of("offering.get")
+    assert [c["path"].split("/")[3] for c in offering_reads] == [waldur_presets.AZURE_OFFERING_UUID]
+    assert_no_secret(run.output, "bad-waldur-token-2718")
