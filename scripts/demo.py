@@ -8,13 +8,13 @@ what changed in Waldur and in the clouds after each step.
 
 from __future__ import annotations
 
-import json
 import os
 import sys
 import tempfile
 import time
 from pathlib import Path
 
+import requests
 import yaml
 
 from tests.helpers import REPO, run_playbook
@@ -102,11 +102,12 @@ def play(name, config_path, **extra):
 
 
 def show_orders(waldur):
-    print("%-34s %-10s %-10s %-14s %s" % ("order", "type", "state", "resource", "backend id"))
+    print("%-10s %-10s %-16s %-10s %s" % ("type", "state", "resource", "resource", "backend id / error"))
     for order in waldur.dump_state()["orders"]:
         resource = waldur.resource(order["marketplace_resource_uuid"]) or {}
-        print("%-34s %-10s %-10s %-14s %s" % (order["uuid"], order["type"], order["state"],
-                                             resource.get("name", ""), resource.get("backend_id", "")))
+        detail = resource.get("backend_id") or order.get("error_message") or ""
+        print("%-10s %-10s %-16s %-10s %s" % (order["type"], order["state"], order.get("resource_name", ""),
+                                             resource.get("state", "(gone)"), detail[:110]))
 
 
 def show_clouds(do_app, azure_app):
@@ -115,8 +116,17 @@ def show_clouds(do_app, azure_app):
         print("  %-10s %-14s %-8s %-14s %s" % (droplet["id"], droplet["name"], droplet["status"],
                                               droplet["size_slug"], ",".join(droplet["tags"])))
     print("Azure virtual machines:")
-    for vm in azure_app.virtual_machines():
-        print("  %-60s %s" % (vm["id"], azure_app.vm_power_state(vm["id"])))
+    for arm_id in azure_app.resources():
+        if "/providers/microsoft.compute/virtualmachines/" in arm_id.lower():
+            print("  %-96s %s" % (arm_id, azure_app.vm_power_state(arm_id)))
+
+
+def set_paused(waldur_url, resource_uuid):
+    """What a Waldur staff user does in the portal: pause a resource."""
+    response = requests.post("%s/api/marketplace-provider-resources/%s/set_paused/" % (waldur_url, resource_uuid),
+                             json={"paused": True}, headers={"Authorization": "Token " + waldur_presets.STAFF_TOKEN},
+                             timeout=10)
+    response.raise_for_status()
 
 
 def main():
@@ -161,14 +171,16 @@ def main():
         show_orders(waldur.app)
         show_clouds(digitalocean.app, azure.app)
 
+        since = len(waldur.app.calls), len(digitalocean.app.calls), len(azure.app.calls)
         play("order_process", config_path)
-        writes = [c for c in waldur.app.calls[-50:] if c["write"]]
-        print("A second order pass finds nothing to do.")
+        writes = (len(waldur.app.write_calls(since[0])) + len(digitalocean.app.write_calls(since[1]))
+                  + len(azure.app.write_calls(since[2])))
+        print("A second order pass finds nothing to do: %d write calls to Waldur, DigitalOcean and Azure." % writes)
 
         banner("Staff pauses web-1 and Analysis Node in Waldur")
         for resource in waldur.app.dump_state()["resources"]:
             if resource["name"] in ("web-1", "Analysis Node") and resource.get("backend_id"):
-                waldur.app.set_flag(resource["uuid"], "paused", True)
+                set_paused(waldur.url, resource["uuid"])
         play("membership_sync", config_path)
         show_clouds(digitalocean.app, azure.app)
 
@@ -178,7 +190,6 @@ def main():
             print("  resource %s %-5s %s (%s)" % (usage["resource_uuid"], usage["type"], usage["usage"],
                                                   usage["billing_period"]))
         banner("Demo finished: orders done/erred in Waldur, machines built, paused, measured and reported.")
-        del writes
     finally:
         for server in (waldur, digitalocean, azure):
             server.stop()
