@@ -60,6 +60,43 @@ stop_distro_service() {
   fi
 }
 
+# RabbitMQ definitions (users, vhosts, permissions, queues) as JSON, from lines of
+#   user NAME PASSWORD TAGS | vhost NAME | permit VHOST USER CONFIGURE WRITE READ | queue VHOST NAME
+# Passwords are stored as rabbit_password_hashing_sha256 hashes, as the broker keeps them.
+definitions() {
+  python3 -c '
+import base64, hashlib, json, os, sys
+out = {"users": [], "vhosts": [], "permissions": [], "queues": []}
+for line in sys.stdin:
+    kind, *rest = line.split()
+    if kind == "user":
+        name, password, tags = rest[0], rest[1], rest[2] if len(rest) > 2 else ""
+        salt = os.urandom(4)
+        digest = base64.b64encode(salt + hashlib.sha256(salt + password.encode()).digest()).decode()
+        out["users"].append({"name": name, "password_hash": digest, "tags": tags,
+                             "hashing_algorithm": "rabbit_password_hashing_sha256"})
+    elif kind == "vhost":
+        out["vhosts"].append({"name": rest[0]})
+    elif kind == "permit":
+        vhost, user, configure, write, read = rest
+        out["permissions"].append({"vhost": vhost, "user": user, "configure": configure, "write": write,
+                                   "read": read})
+    elif kind == "queue":
+        out["queues"].append({"vhost": rest[0], "name": rest[1], "durable": True, "auto_delete": False,
+                              "arguments": {}})
+json.dump(out, sys.stdout)
+'
+}
+
+# Import definitions read from stdin (one CLI call, however much it sets up).
+import_definitions() {
+  local file
+  file=$(mktemp "$DIR/definitions.XXXXXX")
+  definitions > "$file"
+  ctl import_definitions "$file" > /dev/null
+  rm -f "$file"
+}
+
 free_port() {
   python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1]); s.close()'
 }
@@ -104,7 +141,11 @@ distribution.listener.port_range.max = $RABBITMQ_DIST_PORT
 log.console = false
 log.file.level = info
 disk_free_limit.absolute = 10MB
+load_definitions = $DIR/boot-definitions.json
 EOF
+  # The administrator the simulator publishes with, there from the first boot.
+  printf 'user %s %s administrator\nvhost /\npermit / %s .* .* .*\n' \
+    "$RABBITMQ_ADMIN_USER" "$RABBITMQ_ADMIN_PASSWORD" "$RABBITMQ_ADMIN_USER" | definitions > "$DIR/boot-definitions.json"
   if [ -n "$tls" ]; then
     cat >> "$DIR/rabbitmq.conf" <<EOF
 web_stomp.ssl.ip = 127.0.0.1
@@ -154,13 +195,6 @@ EOF
     tail -n 40 "$DIR/log/startup.log" >&2 || true
     die "the broker in $DIR did not start (logs in $DIR/log)"
   fi
-  ctl await_startup --timeout 90 > /dev/null
-  # The administrator the simulator publishes with (kept across restarts in mnesia).
-  if ! ctl list_users | awk '{print $1}' | grep -qx "$RABBITMQ_ADMIN_USER"; then
-    ctl add_user "$RABBITMQ_ADMIN_USER" "$RABBITMQ_ADMIN_PASSWORD" > /dev/null
-    ctl set_user_tags "$RABBITMQ_ADMIN_USER" administrator > /dev/null
-    ctl set_permissions -p / "$RABBITMQ_ADMIN_USER" '.*' '.*' '.*' > /dev/null
-  fi
   wait_port "$RABBITMQ_STOMP_PORT"
   wait_port "$RABBITMQ_WEB_STOMP_PORT"
 }
@@ -199,11 +233,9 @@ status_broker() {
   is_running && ctl status > /dev/null 2>&1
 }
 
-# Erlang terms for rabbit_amqqueue:declare/6 (RabbitMQ 3.10): a durable, non-auto-delete
-# classic queue, as Waldur pre-declares consumer queues. rabbitmqctl has no declare command.
+# A durable, non-auto-delete classic queue, as Waldur pre-declares consumer queues.
 declare_queue() {
-  local vhost=$1 queue=$2
-  ctl eval "case rabbit_amqqueue:declare(rabbit_misc:r(<<\"$vhost\">>, queue, <<\"$queue\">>), true, false, [], none, <<\"$RABBITMQ_ADMIN_USER\">>) of {new, _} -> ok; {existing, _} -> ok; Other -> Other end." > /dev/null
+  printf 'queue %s %s\n' "$1" "$2" | import_definitions
 }
 
 delete_queue() {
@@ -211,18 +243,13 @@ delete_queue() {
   ctl delete_queue -p "$vhost" "$queue" > /dev/null 2>&1 || true
 }
 
+# One import: the vhost, the consumer user with read (consume, ack) on its own queue only
+# (the agent must never need to declare), the administrator's access, the durable queue.
 provision() {
   local vhost=$1 user=$2 password=$3 queue=$4
-  ctl add_vhost "$vhost" > /dev/null 2>&1 || true
-  ctl set_permissions -p "$vhost" "$RABBITMQ_ADMIN_USER" '.*' '.*' '.*' > /dev/null
-  if ctl list_users | awk '{print $1}' | grep -qx "$user"; then
-    ctl change_password "$user" "$password" > /dev/null
-  else
-    ctl add_user "$user" "$password" > /dev/null
-  fi
-  # Read (consume, ack) on its own queue only: the agent must never need to declare.
-  ctl set_permissions -p "$vhost" "$user" '^$' '^$' "^$queue\$" > /dev/null
-  declare_queue "$vhost" "$queue"
+  printf 'vhost %s\nuser %s %s\npermit %s %s ^$ ^$ ^%s$\npermit %s %s .* .* .*\nqueue %s %s\n' \
+    "$vhost" "$user" "$password" "$vhost" "$user" "$queue" "$vhost" "$RABBITMQ_ADMIN_USER" "$vhost" "$queue" |
+    import_definitions
 }
 
 command=${1:-}

@@ -36,7 +36,11 @@ def _plain(value):
         return str(value)
     if is_sequence(value):
         return [_plain(item) for item in value]
-    return value
+    if value is None or isinstance(value, (bool, int, float)):
+        return value
+    # Inline `!vault` values load as an encrypted-string type that is not a str;
+    # str() decrypts them.
+    return str(value)
 
 
 class ActionModule(ActionBase):

@@ -12,7 +12,7 @@ type: stdout
 short_description: JSON lines in the Waldur site agent's log format, with optional Sentry reporting
 version_added: 0.1.0
 author:
-  - Waldur site agent developers
+  - Waldur site agent developers (@waldur)
 description:
   - Prints one JSON object per line and nothing else, like the upstream Waldur site agent
     (structlog), so the same log shipping and alerting work for both. Every line has
@@ -22,9 +22,9 @@ description:
     C(duration) (seconds).
   - "Lines: C(playbook started); one per task result (C(ok), C(changed), C(skipped) at level
     info; C(failed) and C(unreachable) at level error with the task's message as the event,
-    or warning when the error is ignored); one per item of a batch module's C(results)
-    (the items that carry C(order_uuid) or C(resource_uuid)), with C(order) and C(resource),
-    at level error when the item failed; one per warning and deprecation; a C(pass summary)
+    or warning when the error is ignored); one per loop item; one per item of a batch
+    module's C(results) (the items that carry C(order_uuid) or C(resource_uuid)), with
+    C(order) and C(resource), at level error when the item failed; one per warning and deprecation; a C(pass summary)
     line for each C(Summarise the pass) task, its C(key=value) pairs as keys; and
     C(playbook finished) with the counts per host and the run time."
   - A result marked C(no_log) is never printed, only its status. Values of keys named like
@@ -35,7 +35,7 @@ description:
     E(DIGITALOCEAN_ACCESS_TOKEN), E(DO_API_TOKEN), E(AZURE_SECRET), inside any text, as well as
     secret URL query parameters and URL passwords.
   - With a Sentry DSN (O(sentry_dsn), or else the C(sentry_dsn) of the site agent configuration)
-    and sentry-sdk installed, every failed task and every failed batch item is sent to Sentry as
+    and sentry-sdk installed, every failed task, loop item and batch item is sent to Sentry as
     one event with the offering, order and resource as tags, grouped by task and message (UUIDs
     and long hex numbers in the message do not split groups). Events are scrubbed the same way
     before they leave, local variables and personal data are never sent. Without sentry-sdk a
@@ -85,6 +85,8 @@ notes:
   - "Select it with E(ANSIBLE_STDOUT_CALLBACK=waldur.site_agent.waldur_json) or
     C(stdout_callback = waldur.site_agent.waldur_json) in the C([defaults]) section of
     C(ansible.cfg). Ansible's own warnings and errors still go to stderr."
+  - "Ansible prints its verbose messages (C(-v)) on stdout; set E(ANSIBLE_VERBOSE_TO_STDERR=true)
+    when running verbosely so that stdout stays JSON lines only."
 """
 
 EXAMPLES = r"""
@@ -413,7 +415,8 @@ class CallbackModule(CallbackBase):
             if data.get("msg") not in (None, ""):
                 fields["msg"] = data["msg"]
         self._emit(event, level, **fields)
-        if failure and not ignored:
+        # A failed loop was reported item by item already; its "One or more items failed" is not news.
+        if failure and not ignored and not is_loop:
             self._capture(event, fields)
         for item in items:
             self._emit_batch_item(item, fields)
@@ -517,6 +520,19 @@ class CallbackModule(CallbackBase):
                        "(pip install sentry-sdk)", "warning", playbook=self._playbook)
             return None
         self._secrets.add(to_text(dsn))
+        try:
+            self._init_sentry(sentry_sdk, dsn)
+        except Exception as exc:  # pylint: disable=broad-except
+            # A bad DSN must not cost the run or repeat on every failure.
+            self._sentry_state = "off"
+            self._emit("Sentry reporting is off: %s" % to_text(exc), "warning", playbook=self._playbook)
+            return None
+        atexit.register(self._flush_sentry)
+        self._sentry_sdk = sentry_sdk
+        self._sentry_state = "on"
+        return sentry_sdk
+
+    def _init_sentry(self, sentry_sdk, dsn):
         sentry_sdk.init(
             dsn=dsn,
             environment=self.get_option("sentry_environment") or None,
@@ -529,10 +545,6 @@ class CallbackModule(CallbackBase):
             before_send=self._before_send,
             before_breadcrumb=self._before_breadcrumb,
         )
-        atexit.register(self._flush_sentry)
-        self._sentry_sdk = sentry_sdk
-        self._sentry_state = "on"
-        return sentry_sdk
 
     def _before_send(self, event, hint):
         return redact(event, self._secrets)

@@ -11,7 +11,7 @@ name: offerings
 short_description: The offerings of a Waldur site agent configuration as inventory hosts
 version_added: 0.1.0
 author:
-  - Waldur site agent developers
+  - Waldur site agent developers (@waldur)
 description:
   - Reads the upstream Waldur site agent configuration file (the C(offerings) list of
     C(/etc/waldur/waldur-site-agent-config.yaml)) and makes one host per offering, so the
@@ -35,24 +35,29 @@ description:
     (the passes the offering takes part in) and C(agent_pass_config) (the absolute
     path of the configuration file)."
   - The host name is the offering's name with characters other than letters, digits, C(_),
-    C(.) and C(-) replaced by C(_); when two offerings end up with the same name, the first
-    eight hex digits of the offering's UUID are appended.
+    C(.) and C(-) replaced by C(_); when two offerings end up with the same name, or a name
+    clashes with a group of this plugin or a host of another source, the first eight hex digits
+    of the offering's UUID are appended.
   - Groups are C(waldur_offerings) (every offering), C(backend_azure) and
     C(backend_digitalocean), and C(order_process), C(report) and C(membership_sync) for the
     offerings whose C(order_processing_backend), C(reporting_backend) or
     C(membership_sync_backend) is set.
-  - To use the configuration file itself as the source, enable the plugin ahead of
-    C(yaml) (C(enable_plugins) in the C([inventory]) section of C(ansible.cfg), or
-    E(ANSIBLE_INVENTORY_ENABLED)). Ansible carries on with the remaining inventory sources
-    when a source fails to parse; set C(any_unparsed_is_failed) (E(ANSIBLE_INVENTORY_ANY_UNPARSED_IS_FAILED))
-    so that an invalid configuration stops the run instead of leaving only C(localhost).
+  - To use the configuration file itself as the source, enable this plugin (C(enable_plugins) in
+    the C([inventory]) section of C(ansible.cfg), or E(ANSIBLE_INVENTORY_ENABLED)) ahead of the
+    others, and leave the C(yaml) plugin out of the list for such runs, because Ansible hands a source
+    that one plugin failed to parse to the next one, and the C(yaml) plugin turns an invalid site
+    agent configuration into an empty inventory with no error. Set C(unparsed_is_failed)
+    (E(ANSIBLE_INVENTORY_UNPARSED_FAILED)) too, so that an invalid configuration stops the run with
+    the list of problems instead of carrying on with C(localhost) only.
+  - An inventory configuration file (C(*.waldur_offerings.yml)) works with the default C(auto)
+    plugin and is never taken by the C(yaml) plugin.
 extends_documentation_fragment:
   - constructed
 options:
   plugin:
     description:
-      - The name of this plugin; it marks an inventory configuration file as one for it.
-      - Not needed when the source is the site agent configuration file itself.
+      - Must be V(waldur.site_agent.offerings) in an inventory configuration file.
+      - A site agent configuration file used as the source needs no such key.
     type: str
     required: true
     choices: ['waldur.site_agent.offerings']
@@ -67,10 +72,11 @@ options:
 """
 
 EXAMPLES = r"""
-# The existing site agent configuration is the inventory:
-#   ANSIBLE_INVENTORY_ENABLED=waldur.site_agent.offerings,yaml,ini \
-#   ansible-playbook -i /etc/waldur/waldur-site-agent-config.yaml waldur.site_agent.order_process
+# The existing site agent configuration is the inventory (one host per offering):
+#   export ANSIBLE_INVENTORY_ENABLED=waldur.site_agent.offerings ANSIBLE_INVENTORY_UNPARSED_FAILED=true
 #   ansible-inventory -i /etc/waldur/waldur-site-agent-config.yaml --graph
+#   ansible-playbook -i /etc/waldur/waldur-site-agent-config.yaml waldur.site_agent.order_process
+#   ansible-playbook -i /etc/waldur/waldur-site-agent-config.yaml --limit backend_azure waldur.site_agent.report
 
 # site.waldur_offerings.yml: an inventory configuration file (handy for AWX inventory sources)
 plugin: waldur.site_agent.offerings

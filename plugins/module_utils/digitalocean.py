@@ -111,7 +111,8 @@ class TokenBucket:
     def wait_time(self, now):
         """Seconds until one token is available."""
         self.refill(now)
-        return 0.0 if self.tokens >= 1 else (1 - self.tokens) / self.rate
+        # a hair of tolerance: float rounding must not leave a waiter sleeping 1e-14 s forever
+        return 0.0 if self.tokens >= 1 - 1e-9 else (1 - self.tokens) / self.rate
 
     def take(self):
         self.tokens -= 1
@@ -125,9 +126,9 @@ class RequestPacer:
     """Keeps all threads of a run under the API's limits.
 
     Every request takes a token from each bucket (by default 250/minute and
-    5,000/hour). A 429 pauses everyone for its ``Retry-After`` and empties the
-    per-minute bucket, so requests resume at the sustained rate instead of
-    bursting into the limit again; ``ratelimit-remaining`` caps the hourly bucket
+    5,000/hour). A 429 pauses everyone for its ``Retry-After`` and leaves the
+    per-minute bucket empty at the end of the pause, so requests resume at the
+    sustained rate instead of bursting into the limit again; ``ratelimit-remaining`` caps the hourly bucket
     when other clients share the token.
     """
 
@@ -160,7 +161,9 @@ class RequestPacer:
         with self._lock:
             now = self._clock()
             self.paused_until = max(self.paused_until, now + retry_after)
-            self.buckets[0].limit_to(now, 0)
+            # empty when the pause ends: what it would refill meanwhile is not a burst to spend
+            burst = self.buckets[0]
+            burst.limit_to(now, -(self.paused_until - now) * burst.rate)
 
     def observe_remaining(self, remaining):
         """The API's count of requests left in its longest window."""

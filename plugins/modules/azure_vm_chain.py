@@ -246,6 +246,7 @@ from ansible_collections.waldur.site_agent.plugins.module_utils.azure_clients im
     azure_argument_spec,
     clients_from_module,
     normalize_location,
+    plain,
     power_state,
     vm_addresses,
     vm_metadata,
@@ -269,9 +270,8 @@ DEFAULT_ADMIN_USERNAME = "waldur"
 PASSWORD_LENGTH = 24
 SSH_RULE_NAME = "default-allow-ssh"
 SSH_RULE_PRIORITY = 1000
-_SSH_KEY = re.compile(
-    r"^(ssh-(rsa|dss|ed25519)|ecdsa-sha2-nistp(256|384|521)|sk-(ssh-ed25519|ecdsa-sha2-nistp256)@openssh\.com)"
-    r"\s+([A-Za-z0-9+/]+={0,3})(\s.*)?$")
+# The key types Azure accepts for Linux machines.
+_SSH_KEY = re.compile(r"^(?:ssh-rsa|ssh-ed25519|ecdsa-sha2-nistp(?:256|384|521))\s+(?P<data>[A-Za-z0-9+/]+={0,3})(?:\s.*)?$")
 _ADMIN_USERNAME = re.compile(r"^[a-z_][a-z0-9_.-]{0,31}$")
 # Names Azure refuses as a Linux administrator (VM create answers InvalidParameter).
 RESERVED_ADMIN_USERNAMES = frozenset((
@@ -305,9 +305,10 @@ def admin_password():
 def ssh_key_problem(key):
     match = _SSH_KEY.match((key or "").strip())
     if not match:
-        return "ssh_public_key is not an OpenSSH public key (expected e.g. 'ssh-ed25519 AAAA... comment')"
+        return ("ssh_public_key is not an OpenSSH public key of a type Azure accepts (ssh-rsa, ssh-ed25519, "
+                "ecdsa-sha2-nistp256/384/521)")
     try:
-        base64.b64decode(match.group(5), validate=True)
+        base64.b64decode(match.group("data"), validate=True)
     except (ValueError, TypeError):
         return "ssh_public_key is not an OpenSSH public key: its key data is not base64"
     return None
@@ -481,6 +482,10 @@ class VmChain:
         vm = self._read_vm(names["group"], names["vm"])
         if vm is not None:
             # An earlier run was stopped after the machine was made: adopt it, never write it again.
+            if str(plain(getattr(vm, "provisioning_state", None)) or "").lower() == "failed":
+                raise ItemError("virtual machine %s in resource group %s exists but its provisioning failed; "
+                                "it is not adopted (delete it in Azure and retry the order)"
+                                % (names["vm"], names["group"]))
             result.update(backend_id=vm.id or backend_id, action="adopted",
                           msg="adopted the existing virtual machine %s in resource group %s"
                           % (names["vm"], names["group"]),

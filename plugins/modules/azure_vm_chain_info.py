@@ -323,7 +323,7 @@ class Reader:
         else:
             outcomes = run_batch([originals[key] for key in wanted], self._read_or_error,
                                  max_workers=self.max_workers,
-                                 deadline_seconds=max(1.0, self.deadline - time.monotonic()))
+                                 deadline_seconds=self._remaining())
             reads, errors = {}, {}
             for key, outcome in zip(wanted, outcomes):
                 if outcome.get("failed"):
@@ -342,6 +342,9 @@ class Reader:
                 self.describe(entry, reads[key])
         return entries
 
+    def _remaining(self):
+        return None if self.deadline is None else max(1.0, self.deadline - time.monotonic())
+
     def _read_or_error(self, backend_id):
         try:
             return {"read": self.read_one(backend_id)}
@@ -359,7 +362,8 @@ def main():
     )
     module = AnsibleModule(argument_spec=argument_spec, supports_check_mode=True)
     clients = clients_from_module(module)
-    reader = Reader(module, clients, time.monotonic() + (module.params["deadline"] or 900))
+    deadline_seconds = module.params["deadline"]
+    reader = Reader(module, clients, time.monotonic() + deadline_seconds if deadline_seconds else None)
     module.exit_json(changed=False, machines=reader.run(module.params["backend_ids"]))
 
 

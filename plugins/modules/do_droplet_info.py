@@ -160,7 +160,7 @@ def main():
     backend_ids = [str(value).strip() for value in module.params["backend_ids"] if str(value or "").strip()]
     client = client_from_module(module)
     try:
-        found = client.find_droplets([value for value in backend_ids if value.isdigit()])
+        found = client.find_droplets(sorted(set(int(value) for value in backend_ids if value.isdigit())))
     except DigitalOceanError as exc:
         module.fail_json(msg=str(exc), api_calls=client.api_calls)
     droplets, missing = droplet_entries(backend_ids, found)

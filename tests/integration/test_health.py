@@ -144,23 +144,20 @@ def test_health_reports_a_waldur_server_error(tmp_path, waldur_sim):
 
 
 def test_health_checks_one_offering_per_host_with_the_offerings_inventory(tmp_path, waldur_sim):
-    """With hosts in group waldur_offerings (what the offerings inventory plugin makes),
-    each host probes only its own offering; the failing one is named, the other passes."""
+    """With the waldur.site_agent.offerings inventory each host probes only its own offering;
+    the failing one is named, the other passes."""
     config = site_config(waldur_sim.url)
     config["offerings"][1]["waldur_api_token"] = "rejected-token-77aa"
     path = write_config(tmp_path, config)
-    inventory = tmp_path / "offerings.yml"
-    inventory.write_text(yaml.safe_dump({"waldur_offerings": {"hosts": {
-        "do_vm": {"waldur_offering_name": "DigitalOcean VM"},
-        "azure_vm": {"waldur_offering_name": "Azure VM"},
-    }, "vars": {"ansible_connection": "local", "ansible_python_interpreter": "{{ ansible_playbook_python }}"}}}))
+    inventory = tmp_path / "site.waldur_offerings.yml"
+    inventory.write_text(yaml.safe_dump({"plugin": "waldur.site_agent.offerings", "config_path": str(path)}))
 
-    run = run_playbook(HEALTH, extra_vars={"agent_pass_config": str(path)}, args=["-i", str(inventory)])
+    run = run_playbook(HEALTH, args=["-i", str(inventory)])
 
     assert run.rc != 0
-    assert "fatal: [azure_vm]" in run.output
+    assert "fatal: [Azure_VM]" in run.output
     assert "Not ready: Azure VM (Waldur rejected the token (HTTP 401))" in run.output
-    assert "fatal: [do_vm]" not in run.output
+    assert "fatal: [DigitalOcean_VM]" not in run.output
     assert "offering DigitalOcean VM: ready" in run.output
     assert len(waldur_sim.app.calls_of("users.me")) == 2
     assert_no_secret(run.output, "rejected-token-77aa")

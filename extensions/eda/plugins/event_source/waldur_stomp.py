@@ -51,9 +51,9 @@ description:
   - A sweep event is emitted at startup and every O(sweep_interval) seconds, so orders
     whose message was lost are still processed, even while the broker is unreachable.
   - On a lost connection the source reconnects after 1 s, doubling up to 120 s, each delay
-    shortened by up to 25 % at random. A subscription the broker refuses (an ERROR frame
-    with C(NOT_FOUND), or the connection closed before the subscription receipt) makes the
-    source register the queue again before the next attempt.
+    shortened by up to 25 % at random. A subscription the broker refuses or cancels (an ERROR
+    frame with C(NOT_FOUND), a cancelled subscription, or the connection closed before the
+    subscription receipt) makes the source register the queue again before the next attempt.
   - The Waldur token is the STOMP passcode. It never appears in logs or events.
 options:
   waldur_api_url:
@@ -402,6 +402,14 @@ def is_not_found(headers, body):
     return "NOT_FOUND" in text.upper().replace("NOT FOUND", "NOT_FOUND")
 
 
+def is_cancelled(headers, subscription_id):
+    """A broker ERROR frame cancelling our subscription (RabbitMQ: the queue was deleted)."""
+    headers = headers or {}
+    if headers.get("subscription") == subscription_id:
+        return True
+    return "cancel" in str(headers.get("message", "")).lower()
+
+
 def redact(text, secrets):
     text = str(text)
     for secret in secrets:
@@ -465,7 +473,9 @@ class WaldurEventsApi:
         self.verify = (settings.ca_path or True) if settings.verify_ssl else False
 
     def call(self, method, path, params=None, body=None, ok=(200,)):
-        url = self.settings.api_root + path.lstrip("/")
+        path = path.lstrip("/")
+        url = self.settings.api_root + path
+        path = "/" + path  # as messages show it
         try:
             response = self.session.request(method, url, params=params, json=body, verify=self.verify,
                                             timeout=self.settings.request_timeout, allow_redirects=False)
@@ -503,7 +513,7 @@ class WaldurEventsApi:
         path = "api/marketplace-site-agent-identities/"
         found = self.call("GET", path, params={"name": body["name"]})
         if not isinstance(found, list):
-            raise WaldurApiError("GET /%s returned %s instead of a list" % (path, type(found).__name__))
+            raise WaldurApiError("GET /%s answered %s instead of a list" % (path, type(found).__name__))
         for identity in found:
             if (isinstance(identity, dict) and identity.get("name") == body["name"]
                     and normalize_uuid(identity.get("offering")) in (None, self.settings.offering_uuid_hex)
@@ -778,15 +788,22 @@ class WaldurStompSource:
                 subscribed = True
                 await self._handle_message(connection, generation, frame, registration)
             elif kind == "error":
+                # After an ERROR the subscription is gone even when the socket stays open
+                # (RabbitMQ cancels it when the queue is deleted): always start over.
                 text = self._frame_text(frame)
                 if is_not_found(frame.headers, frame.body):
                     logger.warning("The broker does not know queue %s (%s): registering it again",
                                    registration.queue_name, text)
                     self.registration_stale = True
+                elif is_cancelled(frame.headers, registration.queue_name):
+                    logger.warning("The broker cancelled the subscription to %s (%s): registering the queue again",
+                                   destination, text)
+                    self.registration_stale = True
                 else:
                     logger.warning("STOMP ERROR frame: %s", text)
                     if not subscribed:
                         self.registration_stale = True
+                return subscribed
             elif kind == "disconnected":
                 if not subscribed:
                     # web-STOMP may close without an ERROR frame when it refuses a subscription.

@@ -90,7 +90,7 @@ def test_every_line_is_a_record_in_the_upstream_format(cases):
 
 
 def test_task_results_carry_their_context(cases):
-    _, records = cases
+    records = cases[1]
     [plain] = by_task(records, "A plain message")
     assert plain["event"] == "task ok" and plain["level"] == "info"
     assert plain["msg"] == "hello from the callback cases"
@@ -104,7 +104,7 @@ def test_task_results_carry_their_context(cases):
 
 
 def test_failures_are_errors_with_the_message_as_event(cases):
-    _, records = cases
+    records = cases[1]
     [failure] = by_task(records, "Fail with a secret in the message")
     assert failure["level"] == "error" and failure["status"] == "failed"
     assert failure["event"] == ("Waldur refused token ******** for offering "
@@ -114,8 +114,16 @@ def test_failures_are_errors_with_the_message_as_event(cases):
     assert ignored["event"] == "ignored on purpose"
 
 
+def test_a_failed_loop_item_is_an_error_line_of_its_own(cases):
+    records = cases[1]
+    skipped, failed, task_line = by_task(records, "Fail for one item of a loop")
+    assert (skipped["item"], skipped["status"], skipped["level"]) == ("a", "skipped", "info")
+    assert (failed["item"], failed["event"], failed["level"]) == ("b", "item b failed", "error")
+    assert task_line["status"] == "failed" and task_line["items"] == 2
+
+
 def test_batch_items_get_one_line_each_with_order_and_resource(cases):
-    _, records = cases
+    records = cases[1]
     task_line, created, refused = [r for r in by_task(records, "Create the droplets") if "category" not in r]
     assert task_line["status"] == "changed"
     assert (task_line["items"], task_line["items_failed"], task_line["items_changed"]) == (2, 1, 1)
@@ -130,7 +138,7 @@ def test_batch_items_get_one_line_each_with_order_and_resource(cases):
 
 
 def test_pass_summaries_become_structured_lines(cases):
-    _, records = cases
+    records = cases[1]
     summaries = [record for record in records if record["event"] == "pass summary"]
     assert [(s["offering"], s["pass"], s["orders"], s["done"], s["erred"], s["pending"]) for s in summaries] == [
         ("DigitalOcean", "order_process", 3, 2, 1, 0), ("Azure", "order_process", 3, 3, 0, 0)]
@@ -141,7 +149,7 @@ def test_pass_summaries_become_structured_lines(cases):
 
 
 def test_warnings_and_deprecations_are_warning_lines(cases):
-    _, records = cases
+    records = cases[1]
     lines = [r for r in by_task(records, "Create the droplets") if "category" in r]
     assert [(r["category"], r["level"]) for r in lines] == [("warning", "warning"), ("deprecation", "warning")]
     assert lines[0]["event"] == "the endpoint answered slowly for token ********"
@@ -172,12 +180,12 @@ def test_secrets_are_masked_everywhere(cases):
 
 
 def test_the_final_line_counts_per_host(cases):
-    _, records = cases
+    records = cases[1]
     final = records[-1]
     assert final["level"] == "error"
     counts = final["hosts"]["localhost"]
     assert counts["failed"] == 1 and counts["ignored"] == 2 and counts["skipped"] == 1
-    assert counts["changed"] == 1 and counts["ok"] >= 9
+    assert counts["rescued"] == 1 and counts["changed"] == 1 and counts["ok"] >= 10
     assert (final["ok"], final["failed"]) == (counts["ok"], 1)
     assert final["seconds"] > 0
 
@@ -204,11 +212,13 @@ def test_failures_go_to_sentry_scrubbed_and_grouped(tmp_path):
                                        "SENTRY_ENVIRONMENT": "staging"})
     assert run.rc == 2, run.output
     events = sentry.events()
-    # The failed batch item and the failed task; the ignored failures are not sent.
+    # The failed batch item, the failed loop item (not the loop's "One or more items failed")
+    # and the failed task; the ignored failures are not sent.
     assert sorted(event["message"] for event in events) == [
         "GET /v2/droplets?tag_name=waldur-resource:9c1f0000000000000000000000000002&token=******** "
         "answered 401 for ********",
         "Waldur refused token ******** for offering a0000000-0000-0000-0000-000000000001",
+        "item b failed",
     ]
     item_event = next(event for event in events if event["message"].startswith("GET"))
     assert item_event["tags"]["order"] == "0b5e0000-0000-0000-0000-000000000002"
@@ -229,7 +239,7 @@ def test_the_site_config_dsn_is_used_when_no_option_is_set(tmp_path):
         run = run_cases(tmp_path, env={"WALDUR_SITE_AGENT_SENTRY_DSN": "", "SENTRY_DSN": ""},
                         sentry_dsn=sentry.dsn(3))
     assert run.rc == 2, run.output
-    assert len(sentry.events()) == 2
+    assert len(sentry.events()) == 3
     assert sentry.dsn(3) not in run.stdout  # the DSN is a secret of the config too
 
 
@@ -312,7 +322,7 @@ def test_sentry_is_initialised_without_locals_or_personal_data(callback):
 
 
 def test_before_send_scrubs_whatever_the_event_carries(callback):
-    plugin, _ = callback
+    plugin = callback[0]
     plugin._secrets.add(WALDUR_TOKEN)
     event = {"message": "x", "extra": {"headers": {"Authorization": "Token " + WALDUR_TOKEN}},
              "breadcrumbs": {"values": [{"data": {"url": "https://h/api/?token=abc&page=2"},
@@ -343,3 +353,19 @@ def test_flush_waits_for_the_events_at_the_end(callback):
     assert final["event"] == "playbook finished" and final["level"] == "error"
     assert final["hosts"] == {"localhost": {"ok": 1, "failed": 1, "changed": 0, "unreachable": 0,
                                             "skipped": 0, "rescued": 0, "ignored": 0}}
+
+
+def test_a_bad_dsn_turns_sentry_off_once_and_the_run_goes_on(callback):
+    plugin, fake = callback
+    attempts = []
+
+    def refuse(**kwargs):
+        attempts.append(kwargs["dsn"])
+        raise ValueError("Unsupported scheme 'ftp'")
+
+    fake.init = refuse
+    plugin._capture("first failure", {"task": "a"})
+    plugin._capture("second failure", {"task": "b"})
+    assert len(attempts) == 1 and fake.events == []
+    [line] = [json.loads(line) for line in plugin._display.lines]
+    assert line["event"] == "Sentry reporting is off: Unsupported scheme 'ftp'" and line["level"] == "warning"

@@ -66,6 +66,10 @@ def listing(*args, **kwargs):
     return plain(json.loads(run.stdout)), run
 
 
+def hosts_and_groups(*args, **kwargs):
+    return listing(*args, **kwargs)[0]
+
+
 def members(data, group):
     return sorted(data.get(group, {}).get("hosts", []))
 
@@ -76,7 +80,7 @@ def config_file(tmp_path):
 
 
 def test_one_host_per_offering_with_its_variables(config_file):
-    data, _ = listing("-i", config_file)
+    data = hosts_and_groups("-i", config_file)
     hostvars = data["_meta"]["hostvars"]
     assert sorted(hostvars) == ["Azure_VMs", "DigitalOcean_droplets"]
     assert hostvars["DigitalOcean_droplets"] == {
@@ -94,7 +98,7 @@ def test_one_host_per_offering_with_its_variables(config_file):
 
 
 def test_groups_by_backend_and_by_pass(config_file):
-    data, _ = listing("-i", config_file)
+    data = hosts_and_groups("-i", config_file)
     assert members(data, "waldur_offerings") == ["Azure_VMs", "DigitalOcean_droplets"]
     assert members(data, "backend_digitalocean") == ["DigitalOcean_droplets"]
     assert members(data, "backend_azure") == ["Azure_VMs"]
@@ -205,7 +209,7 @@ def test_an_inventory_config_file_with_constructed_options(tmp_path, config_file
         "groups": {"report_only": "'order_process' not in waldur_offering_roles"},
         "keyed_groups": [{"key": "waldur_api_url | urlsplit('hostname')", "prefix": "waldur"}],
     })
-    data, _ = listing("-i", inventory_config, enabled="auto")
+    data = hosts_and_groups("-i", inventory_config, enabled="auto")
     hostvars = data["_meta"]["hostvars"]
     assert hostvars["Azure_VMs"]["offering_short_uuid"] == "a0000000"
     assert hostvars["Azure_VMs"]["agent_pass_config"] == str(config_file.resolve())
@@ -225,7 +229,7 @@ def test_compose_cannot_reach_the_secrets(tmp_path, config_file):
 
 def test_config_path_comes_from_the_environment(tmp_path, config_file):
     inventory_config = write_yaml(tmp_path / "waldur_offerings.yaml", {"plugin": "waldur.site_agent.offerings"})
-    data, _ = listing("-i", inventory_config, enabled="auto", env={"WALDUR_SITE_AGENT_CONFIG": str(config_file)})
+    data = hosts_and_groups("-i", inventory_config, enabled="auto", env={"WALDUR_SITE_AGENT_CONFIG": str(config_file)})
     assert members(data, "waldur_offerings") == ["Azure_VMs", "DigitalOcean_droplets"]
 
     run = inventory("-i", inventory_config, "--list", enabled="auto",

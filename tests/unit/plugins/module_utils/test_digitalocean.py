@@ -136,10 +136,14 @@ def api(scripted_server):
     return scripted_server
 
 
-def make_client(url, fake=None, max_retry_seconds=60, **kwargs):
+def make_client(url, fake=None, max_retry_seconds=60, token=TOKEN, **kwargs):
     if fake is not None:
         kwargs.update(sleep=fake.sleep, clock=fake.clock)
-    return do.DigitalOceanClient(TOKEN, api_url=url, timeout=5, max_retry_seconds=max_retry_seconds, **kwargs)
+    return do.DigitalOceanClient(token, api_url=url, timeout=5, max_retry_seconds=max_retry_seconds, **kwargs)
+
+
+def sim_client(do_sim):
+    return make_client(do_sim.url, token=presets.DO_TOKEN)
 
 
 # ---- endpoint -------------------------------------------------------------------------
@@ -254,9 +258,13 @@ def test_hourly_allowance_of_5000():
     before = fake.now
     while pacer.buckets[1].wait_time(fake.now) == 0.0:
         pacer.acquire()
-    waited = pacer.acquire()
-    assert waited >= 3600.0 / 5000 - 1e-9  # past the hourly allowance: one request per 0.72 s
-    assert fake.now > before
+    pacer.acquire()
+    drained = fake.now
+    for _ in range(10):
+        pacer.acquire()
+    # past the hourly allowance: one request per 0.72 s, not per 0.24 s
+    assert (fake.now - drained) / 10 == pytest.approx(3600.0 / 5000)
+    assert drained > before
 
 
 def test_a_429_pauses_everyone_then_resumes_at_the_sustained_rate():
@@ -264,8 +272,8 @@ def test_a_429_pauses_everyone_then_resumes_at_the_sustained_rate():
     pacer = do.RequestPacer(clock=fake.clock, sleep=fake.sleep)
     pacer.acquire()
     pacer.throttled(3.0)
-    assert pacer.acquire() == pytest.approx(3.0)
-    # the burst allowance is gone: the next request waits for a fresh token
+    # the pause, then a fresh token: no burst allowance is left after a 429
+    assert pacer.acquire() == pytest.approx(3.0 + 60.0 / 250)
     assert pacer.acquire() == pytest.approx(60.0 / 250)
 
 
@@ -298,7 +306,8 @@ def test_429_is_retried_after_retry_after(api):
     client = make_client(api.url, fake)
     assert client.get_droplet(7)["id"] == 7
     assert len(api.app.requests) == 2
-    assert 4.0 in fake.sleeps
+    # Retry-After, then one fresh token of the sustained 250/minute rate
+    assert fake.sleeps == [pytest.approx(4.0 + 60.0 / 250, abs=0.001)]
     assert client.stats.throttled == 1 and client.stats.retries == 1
 
 
@@ -469,7 +478,7 @@ def test_ssh_key_entries_are_classified(entry, kind):
 
 
 def test_keys_by_id_fingerprint_and_public_key(do_sim):
-    client = make_client(do_sim.url)
+    client = sim_client(do_sim)
     ids, notes = client.resolve_ssh_keys(
         [str(presets.OPS_KEY_ID), presets.ADMIN_KEY_FINGERPRINT, presets.OPS_PUBLIC_KEY.replace("ops@", "other@")],
         "waldur-aaaaaaaa")
@@ -479,7 +488,7 @@ def test_keys_by_id_fingerprint_and_public_key(do_sim):
 
 
 def test_a_missing_public_key_is_created_once_for_many_threads(do_sim):
-    client = make_client(do_sim.url)
+    client = sim_client(do_sim)
     results = []
     threads = [threading.Thread(target=lambda: results.append(
         client.resolve_ssh_keys([presets.NEW_PUBLIC_KEY], "waldur-aaaaaaaa"))) for _ in range(6)]
@@ -495,7 +504,7 @@ def test_a_missing_public_key_is_created_once_for_many_threads(do_sim):
 
 
 def test_a_key_added_since_the_listing_is_found_after_a_422(do_sim):
-    client = make_client(do_sim.url)
+    client = sim_client(do_sim)
     client.account_keys()  # cached before the key exists
     key = client.build(do._SSHKey, name="someone else", public_key=presets.NEW_PUBLIC_KEY)
     key.create()
@@ -505,7 +514,7 @@ def test_a_key_added_since_the_listing_is_found_after_a_422(do_sim):
 
 
 def test_unknown_keys_fail_clearly(do_sim):
-    client = make_client(do_sim.url)
+    client = sim_client(do_sim)
     with pytest.raises(ValueError, match="SSH key 999 is not in the DigitalOcean account"):
         client.resolve_ssh_keys(["999"], "waldur-aaaaaaaa")
     with pytest.raises(ValueError, match="neither a key id, an MD5 fingerprint nor an OpenSSH public key"):
@@ -513,7 +522,7 @@ def test_unknown_keys_fail_clearly(do_sim):
 
 
 def test_check_mode_does_not_create_keys(do_sim):
-    ids, notes = make_client(do_sim.url).resolve_ssh_keys([presets.NEW_PUBLIC_KEY], "waldur-aaaaaaaa",
+    ids, notes = sim_client(do_sim).resolve_ssh_keys([presets.NEW_PUBLIC_KEY], "waldur-aaaaaaaa",
                                                           check_mode=True)
     assert ids == [] and notes == ["would add SSH key %s as waldur-aaaaaaaa" % presets.NEW_KEY_FINGERPRINT]
     assert do_sim.app.write_calls() == []
@@ -523,7 +532,7 @@ def test_check_mode_does_not_create_keys(do_sim):
 
 def test_find_droplets_pages_through_the_listing(do_sim):
     seeded = [do_sim.app.seed_droplet("d%d" % i)["id"] for i in range(450)]
-    client = make_client(do_sim.url)
+    client = sim_client(do_sim)
     found = client.find_droplets(seeded + [1])
     assert sorted(k for k, v in found.items() if v) == sorted(seeded)
     assert found[1] is None
@@ -533,7 +542,7 @@ def test_find_droplets_pages_through_the_listing(do_sim):
 
 def test_find_few_droplets_in_a_large_account_reads_them_directly(do_sim):
     seeded = [do_sim.app.seed_droplet("d%d" % i)["id"] for i in range(650)]
-    client = make_client(do_sim.url)
+    client = sim_client(do_sim)
     wanted = [seeded[-1], seeded[-2]]  # on the last page
     found = client.find_droplets(wanted)
     assert set(found) == set(wanted) and all(found.values())
@@ -544,7 +553,7 @@ def test_waits_poll_until_done(do_sim):
     do_sim.app.configure(action_seconds=0.6)
     droplet = do_sim.app.seed_droplet("w1")
     fake_deadline = time.monotonic() + 10
-    client = make_client(do_sim.url)
+    client = sim_client(do_sim)
     action = client.droplet_action(droplet["id"], "shutdown")
     assert action["status"] == "in-progress"
     assert client.wait_for_action(droplet["id"], action, fake_deadline) == "completed"
@@ -556,7 +565,7 @@ def test_waits_poll_until_done(do_sim):
 def test_wait_stops_at_the_deadline(do_sim):
     do_sim.app.configure(action_seconds=30)
     droplet = do_sim.app.seed_droplet("w2")
-    client = make_client(do_sim.url)
+    client = sim_client(do_sim)
     action = client.droplet_action(droplet["id"], "shutdown")
     started = time.monotonic()
     assert client.wait_for_action(droplet["id"], action, started + 0.5) == "in-progress"

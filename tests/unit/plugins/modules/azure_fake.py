@@ -48,8 +48,8 @@ class Operations:
             return "/subscriptions/%s/resourceGroups/%s/providers/Microsoft.Network/virtualNetworks/%s/subnets/%s" % (
                 SUBSCRIPTION, group, parent, name)
         namespace, type_name, dummy = PROVIDERS[self.kind]
-        return "/subscriptions/%s/resourceGroups/%s/providers/%s/%s/%s" % (SUBSCRIPTION, group, namespace,
-                                                                             type_name, name)
+        return "/subscriptions/%s/resourceGroups/%s/providers/%s/%s/%s" % (
+            SUBSCRIPTION, group, namespace, type_name, name)
 
     def _model(self, body):
         if self.kind == "subnet":

@@ -63,8 +63,8 @@ def test_create_builds_the_chain_in_order_and_returns_the_vm_id():
     assert result["action"] == "created" and result["changed"]
     vm = result["backend_metadata"]["virtual_machine"]
     assert result["backend_metadata"]["backend_type"] == "azure"
-    assert (vm["name"], vm["location"], vm["size"], vm["power_state"]) == ("web", "westeurope", "Standard_B1s",
-                                                                            "running")
+    assert (vm["name"], vm["location"], vm["size"], vm["power_state"]) == (
+        "web", "westeurope", "Standard_B1s", "running")
     assert vm["public_ip"].startswith("20.0.0.") and vm["private_ip"] == "10.0.0.4"
 
 
@@ -144,10 +144,20 @@ def test_a_killed_chain_is_finished_not_duplicated():
     before = len(fake.calls)
     result, module = run(fake, machine())
     assert not result["failed"], result["msg"]
-    assert [(verb, kind) for verb, kind, name in fake.calls[before:] if verb == "put"] == [("put", "nic"),
-                                                                                          ("put", "vm")]
+    puts = [(verb, kind) for verb, kind, name in fake.calls[before:] if verb == "put"]
+    assert puts == [("put", "nic"), ("put", "vm")]
     assert "adopted: resource group, virtual network, subnet, public IP address" in result["msg"]
     assert fake.names("vnet") == ["netweb"] and fake.names("vm") == ["web"]
+
+
+def test_a_machine_whose_provisioning_failed_is_not_adopted():
+    fake = FakeAzure()
+    run(fake, machine())
+    fake.body("vm", "web")["properties"]["provisioningState"] = "Failed"
+    before = len(fake.writes())
+    result, module = run(fake, machine())
+    assert result["failed"] and "provisioning failed" in result["msg"]
+    assert len(fake.writes()) == before
 
 
 def test_an_existing_shared_group_is_not_rewritten():

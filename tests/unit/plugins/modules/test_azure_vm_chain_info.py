@@ -35,7 +35,7 @@ def make_machines(fake, count, size="Standard_B2s"):
 def read(fake, backend_ids, components=None):
     module = FakeModule(components)
     before = len(fake.calls)
-    entries = Reader(module, fake, float("inf")).run(backend_ids)
+    entries = Reader(module, fake, None).run(backend_ids)
     return entries, fake.calls[before:]
 
 

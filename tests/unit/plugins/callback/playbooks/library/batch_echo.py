@@ -1,4 +1,3 @@
-#!/usr/bin/python
 # -*- coding: utf-8 -*-
 # Copyright: Waldur site agent developers
 # MIT License (see LICENSE)

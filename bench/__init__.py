@@ -1,0 +1,6 @@
+"""Benchmarks of the collection's passes, side by side with the upstream Python agent.
+
+``make bench`` (``python -m bench``) runs them; ``docs/performance.md`` explains the method
+and shows the figures of the last full run. Not part of ``make test``; a tiny smoke run of
+the harness is (``tests/unit/test_bench_smoke.py``).
+"""

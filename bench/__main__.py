@@ -1,0 +1,193 @@
+"""``python -m bench``: the passes at N orders/resources, ours and upstream, side by side.
+
+Runs every scenario of the plan against the bench simulators (realistic latency: Waldur
+20 ms, DigitalOcean 50 ms, Azure ARM 50 ms per call, Azure long-running operations 2 s),
+writes ``bench/results/<timestamp>.json`` after every run (an interrupted benchmark keeps
+what it measured) and, for a full run, renders ``docs/performance.md`` and
+``docs/performance.png`` and refreshes ``bench/results/summary.json``.
+
+  python -m bench                   the whole plan (long: the upstream agent alone takes ~15 min)
+  python -m bench --quick           N = 10 and 100 only (and N = 10 for Azure creates)
+  python -m bench --only ours       one agent only (ours | upstream)
+  python -m bench --render FILE     re-render docs/performance.md from a results file
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from pathlib import Path
+
+from bench import render
+from bench.harness import (AZURE_LRO_SECONDS, LATENCY, RESULTS_DIR, BenchError, SimulatorSet, ensure_upstream,
+                           run_ours, run_upstream)
+from tests.helpers import REPO
+
+SUMMARY = RESULTS_DIR / "summary.json"
+
+
+@dataclass(frozen=True)
+class Step:
+    """One scenario: an agent, a pass on one offering, a workload size, the cycles to run."""
+
+    agent: str  # ours | ours-serial | upstream
+    pass_name: str  # order | report
+    backend: str  # digitalocean | azure
+    n: int
+
+    @property
+    def cycles(self) -> tuple:
+        # A report pass writes usage the first time and nothing after: measure both.
+        return ("first", "steady") if self.pass_name == "report" and self.n else ("only",)
+
+    def label(self) -> str:
+        return "%s %s/%s N=%d" % (self.agent, self.pass_name, self.backend, self.n)
+
+
+def build_plan(quick: bool = False, only: str | None = None) -> list[Step]:
+    sizes = (0, 10, 100) if quick else (0, 10, 100, 1000)
+    do_orders = (0, 10, 100) if quick else (0, 10, 100, 200, 1000)
+    # Azure creates are bound by the 2 s long-running operations (~7 per machine): 1000 of
+    # them would take half an hour at 8 at a time, so the plan stops at 100.
+    azure_orders = (0, 10) if quick else (0, 10, 50, 100)
+    serial_orders = (10,) if quick else (10, 50)
+    ours = ([Step("ours", "order", "digitalocean", n) for n in do_orders]
+            + [Step("ours", "report", "digitalocean", n) for n in sizes]
+            + [Step("ours", "order", "azure", n) for n in azure_orders]
+            + [Step("ours-serial", "order", "azure", n) for n in serial_orders]
+            + [Step("ours", "report", "azure", n) for n in sizes])
+    # The upstream Azure plugin builds its SDK clients without a base URL: it only talks to
+    # management.azure.com, so only its Waldur and DigitalOcean sides can be measured here.
+    upstream = ([Step("upstream", "order", "digitalocean", n) for n in do_orders]
+                + [Step("upstream", "report", "digitalocean", n) for n in sizes])
+    if only == "ours":
+        return ours
+    if only == "upstream":
+        return upstream
+    return ours + upstream
+
+
+def host_info() -> dict:
+    def version_of(cmd):
+        try:
+            return subprocess.run(cmd, capture_output=True, text=True, check=False).stdout.splitlines()[0].strip()
+        except (OSError, IndexError):
+            return None
+
+    cpu_model = None
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                cpu_model = line.split(":", 1)[1].strip()
+                break
+    except OSError:
+        pass
+    return {
+        "platform": platform.platform(), "python": platform.python_version(), "cpus": os.cpu_count(),
+        "cpu_model": cpu_model,
+        "ansible": version_of([str(Path(sys.executable).parent / "ansible-playbook"), "--version"]),
+    }
+
+
+def collection_version() -> str:
+    for line in (REPO / "galaxy.yml").read_text().splitlines():
+        if line.startswith("version:"):
+            return line.split(":", 1)[1].strip()
+    return "unknown"
+
+
+def run_plan(plan: list[Step], results: dict, out_path: Path, sims: SimulatorSet, log=print) -> None:
+    logs = out_path.with_suffix("")
+    logs.mkdir(parents=True, exist_ok=True)
+    for step in plan:
+        sims.reset()
+        seeded = sims.seed(step.pass_name, step.backend, step.n)
+        for cycle in step.cycles:
+            load = os.getloadavg()[0]
+            if step.agent == "upstream":
+                result = run_upstream(sims, step.pass_name, step.backend, step.n, cycle, logs=logs)
+            else:
+                extra = {"order_process_max_workers": 1} if step.agent == "ours-serial" else None
+                result = run_ours(sims, step.pass_name, step.backend, step.n, cycle, extra_vars=extra,
+                                  agent=step.agent, logs=logs)
+            check_outcome(result, seeded)
+            data = result.as_dict()
+            data["load_before"] = round(load, 2)
+            results["runs"].append(data)
+            out_path.write_text(json.dumps(results, indent=1))
+            log("%-40s %-6s %8.2f s  calls %s  peak PSS %.0f MiB%s" % (
+                step.label(), cycle, result.wall_s, render.calls_text(data), result.peak_tree_pss_mib,
+                ("  NOTE: " + result.note) if result.note else ""))
+
+
+def check_outcome(result, seeded: dict) -> None:
+    """Make a pass that did not do its work visible: a fast wrong pass is no result."""
+    problems = []
+    if result.rc != 0:
+        problems.append("exit status %d" % result.rc)
+    if result.pass_name == "order":
+        done = result.outcome["orders"].get("done", 0)
+        if done != seeded["orders"]:
+            problems.append("%d of %d orders done (%s)" % (done, seeded["orders"], result.outcome["orders"]))
+    if problems:
+        result.note = "; ".join(filter(None, [result.note] + problems))
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m bench", description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--quick", action="store_true", help="N = 10 and 100 only")
+    parser.add_argument("--only", choices=("ours", "upstream"), help="run one agent only")
+    parser.add_argument("--docs", action=argparse.BooleanOptionalAction, default=None,
+                        help="render docs/performance.md (default: after a full run of both agents)")
+    parser.add_argument("--render", metavar="RESULTS_JSON", help="only re-render the docs from a results file")
+    args = parser.parse_args(argv)
+
+    if args.render:
+        results = json.loads(Path(args.render).read_text())
+        render.write_docs(results)
+        print("rendered %s and %s" % (render.DOC, render.PLOT))
+        return 0
+
+    RESULTS_DIR.mkdir(parents=True, exist_ok=True)
+    stamp = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%SZ")
+    out_path = RESULTS_DIR / ("%s.json" % stamp)
+    plan = build_plan(args.quick, args.only)
+    results = {
+        "started": stamp, "quick": args.quick, "only": args.only, "host": host_info(),
+        "latency_s": LATENCY, "azure_lro_s": AZURE_LRO_SECONDS, "collection_version": collection_version(),
+        "upstream_versions": None, "runs": [],
+    }
+    if args.only != "ours":
+        results["upstream_versions"] = ensure_upstream()
+    print("bench: %d scenarios, results in %s" % (len(plan), out_path), flush=True)
+    started = time.monotonic()
+    try:
+        with SimulatorSet() as sims:
+            run_plan(plan, results, out_path, sims, log=lambda line: print(line, flush=True))
+    except BenchError as exc:
+        print("bench: %s" % exc, file=sys.stderr)
+        return 1
+    results["duration_s"] = round(time.monotonic() - started, 1)
+    out_path.write_text(json.dumps(results, indent=1))
+    print("bench: finished in %.0f s; results %s" % (results["duration_s"], out_path))
+    if args.docs or (args.docs is None and not args.quick and args.only is None):
+        SUMMARY.write_text(json.dumps(results, indent=1))
+        render.write_docs(results)
+        print("bench: rendered %s and %s; summary %s" % (render.DOC, render.PLOT, SUMMARY))
+    failed = [run for run in results["runs"] if run.get("note")]
+    for run in failed:
+        print("bench: %s %s/%s N=%d %s: %s" % (run["agent"], run["pass_name"], run["backend"], run["n"],
+                                              run["cycle"], run["note"]), file=sys.stderr)
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,389 @@
+"""The benchmark's moving parts: simulator processes, workloads, and the two agents' passes.
+
+One :class:`SimulatorSet` (three simulator processes with injected latency) serves every
+scenario; before each run the simulators are reset and seeded with one offering's
+workload, the pass runs once (ours: ``ansible-playbook playbooks/<pass>.yml``; upstream:
+one cycle of ``waldur_site_agent -m <mode>``), and a :class:`RunResult` records wall time,
+memory, the API calls each simulator logged, and (ours) ansible's tasks and module runs.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+import requests
+import yaml
+
+from bench.measure import Measurement, run_measured
+from tests.helpers import REPO, ansible_env
+from tests.simulators.azure import presets as azure_presets
+from tests.simulators.digitalocean import presets as do_presets
+from tests.simulators.waldur import presets as waldur_presets
+
+BENCH_DIR = REPO / "bench"
+RESULTS_DIR = BENCH_DIR / "results"
+UPSTREAM_VENV = BENCH_DIR / ".venv-upstream"
+UPSTREAM_PACKAGES = ("waldur-site-agent", "waldur-site-agent-digitalocean", "waldur-site-agent-azure")
+
+# Latency of one API call, as the issue sets them (seconds).
+LATENCY = {"waldur": 0.020, "digitalocean": 0.050, "azure": 0.050}
+AZURE_LRO_SECONDS = 2.0
+
+COMPONENTS = {
+    "cpu": {"measured_unit": "Cores", "unit_factor": 1, "accounting_type": "limit", "label": "CPU"},
+    "ram": {"measured_unit": "MiB", "unit_factor": 1, "accounting_type": "limit", "label": "RAM"},
+    "disk": {"measured_unit": "MiB", "unit_factor": 1, "accounting_type": "limit", "label": "Disk"},
+}
+DO_LIMITS = dict(waldur_presets.DO_PLAN_QUOTAS)
+AZURE_LIMITS = dict(waldur_presets.AZURE_PLAN_QUOTAS)
+OFFERING_UUID = {"digitalocean": waldur_presets.DO_OFFERING_UUID, "azure": waldur_presets.AZURE_OFFERING_UUID}
+MODES = {"order": "order_process", "report": "report"}
+
+
+class BenchError(RuntimeError):
+    """The harness could not set up or run a scenario."""
+
+
+# --------------------------------------------------------------------------- simulators
+
+@dataclass
+class SimulatorProcess:
+    name: str
+    proc: subprocess.Popen
+    url: str
+    ca_bundle: str | None = None
+
+    def control(self, method: str, path: str, payload: dict | None = None, timeout: float = 600) -> dict:
+        response = requests.request(method, self.url + path, json=payload, timeout=timeout,
+                                    verify=self.ca_bundle or True)
+        if response.status_code >= 400:
+            raise BenchError("%s %s on the %s simulator: %s %s" % (method, path, self.name,
+                                                                   response.status_code, response.text[:300]))
+        return response.json()
+
+    def mark(self) -> int:
+        return self.control("GET", "/_sim/bench/counts?since=0")["next"]
+
+    def counts(self, since: int) -> dict:
+        return self.control("GET", "/_sim/bench/counts?since=%d" % since)
+
+
+class SimulatorSet:
+    """The Waldur, DigitalOcean and Azure simulators, each in its own process."""
+
+    def __init__(self, latency: dict | None = None, lro_seconds: float = AZURE_LRO_SECONDS,
+                 workdir: Path | None = None, waldur_listings: str | None = None):
+        self.waldur_listings = waldur_listings
+        self.latency = dict(LATENCY if latency is None else latency)
+        self.lro_seconds = lro_seconds
+        self.workdir = Path(workdir or tempfile.mkdtemp(prefix="bench-", dir=REPO / ".cache"))
+        self.sims: dict[str, SimulatorProcess] = {}
+
+    def __enter__(self) -> "SimulatorSet":
+        self.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.stop()
+
+    def start(self) -> None:
+        options = {
+            "waldur": [] if self.waldur_listings is None else ["listings=%s" % self.waldur_listings],
+            # Enough droplets for the largest N; the other options keep their defaults.
+            "digitalocean": ["droplet_limit=100000"],
+            # Real ARM: every create/delete is a polled long-running operation.
+            "azure": ["lro=%s" % ("realistic" if self.lro_seconds else "instant"),
+                      "lro_seconds=%s" % self.lro_seconds, "retry_after=1"],
+        }
+        for name in ("waldur", "digitalocean", "azure"):
+            cmd = [sys.executable, "-m", "bench.simulators", name, "--latency", str(self.latency[name]),
+                   "--tls-dir", str(self.workdir / "ca")]
+            for option in options[name]:
+                cmd += ["--option", option]
+            proc = subprocess.Popen(cmd, cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
+                                    text=True, env=dict(os.environ, PYTHONPATH=str(REPO)))
+            line = proc.stdout.readline()
+            if not line:
+                self.stop()
+                proc.kill()
+                raise BenchError("the %s simulator did not start: %s" % (name, " ".join(cmd)))
+            info = json.loads(line)
+            self.sims[name] = SimulatorProcess(name, proc, info["url"], info.get("ca_bundle"))
+
+    def stop(self) -> None:
+        for sim in self.sims.values():
+            if sim.proc.poll() is None:
+                sim.proc.terminate()
+                try:
+                    sim.proc.wait(timeout=10)
+                except subprocess.TimeoutExpired:
+                    sim.proc.kill()
+        self.sims.clear()
+
+    def __getitem__(self, name: str) -> SimulatorProcess:
+        return self.sims[name]
+
+    @property
+    def ca_bundle(self) -> str:
+        return self.sims["azure"].ca_bundle
+
+    def reset(self) -> None:
+        self["waldur"].control("POST", "/_sim/reset", {"preset": "empty"})
+        self["digitalocean"].control("POST", "/_sim/reset", {"preset": "default"})
+        self["azure"].control("POST", "/_sim/reset", {"preset": "default"})
+
+    def marks(self) -> dict:
+        return {name: sim.mark() for name, sim in self.sims.items()}
+
+    def calls_since(self, marks: dict) -> dict:
+        return {name: sim.counts(marks[name]) for name, sim in self.sims.items()}
+
+    def set_latency(self, latency: dict) -> None:
+        for name, seconds in latency.items():
+            self[name].control("POST", "/_sim/latency", {"seconds": seconds})
+        self.latency.update(latency)
+
+    # ---- workloads ----------------------------------------------------------------
+    def seed(self, pass_name: str, backend: str, n: int) -> dict:
+        """Put one offering's workload of size ``n`` into the (freshly reset) simulators."""
+        waldur = self["waldur"]
+        offering = OFFERING_UUID[backend]
+        if pass_name == "order":
+            attributes = {}
+            if backend == "azure":
+                attributes = {"ssh_key": waldur_presets.SSH_KEYS[0]["uuid"]}
+            if n:
+                waldur.control("POST", "/_sim/bench/orders", {
+                    "offering_uuid": offering, "n": n, "name_prefix": "bench", "attributes": attributes,
+                    "limits": DO_LIMITS if backend == "digitalocean" else AZURE_LIMITS})
+            return {"orders": n}
+        if backend == "digitalocean":
+            ids = self["digitalocean"].control("POST", "/_sim/bench/droplets",
+                                               {"n": n, "name_prefix": "bench"})["droplets"] if n else []
+            limits = DO_LIMITS
+        else:
+            names = ["bench-%d" % index for index in range(n)]
+            ids = self["azure"].control("POST", "/_sim/bench/vms", {"names": names})["vms"] if n else []
+            limits = AZURE_LIMITS
+        if ids:
+            waldur.control("POST", "/_sim/bench/resources", {
+                "offering_uuid": offering, "limits": limits,
+                "items": [{"name": "bench-%d" % index, "backend_id": str(backend_id)}
+                          for index, backend_id in enumerate(ids)]})
+        return {"resources": len(ids)}
+
+    def order_states(self) -> dict:
+        return self["waldur"].control("GET", "/_sim/bench/orders_by_state")
+
+    def usage_count(self) -> int:
+        return self["waldur"].control("GET", "/_sim/bench/usage_count")["usages"]
+
+    # ---- configuration --------------------------------------------------------------
+    def site_config(self, backend: str) -> dict:
+        """The site agent configuration (the upstream file format both agents read) with
+        one offering on ``backend``."""
+        waldur_url = self["waldur"].url + "/api/"
+        if backend == "digitalocean":
+            offering = {
+                "name": "DigitalOcean bench",
+                "waldur_api_url": waldur_url,
+                "waldur_api_token": waldur_presets.PROVIDER_TOKEN,
+                "waldur_offering_uuid": OFFERING_UUID[backend],
+                "backend_type": "digitalocean",
+                "order_processing_backend": "digitalocean",
+                "reporting_backend": "digitalocean",
+                "membership_sync_backend": "digitalocean",
+                "backend_settings": {
+                    "token": do_presets.DO_TOKEN,
+                    # Ours reads it here; upstream's python-digitalocean only reads
+                    # DIGITALOCEAN_END_POINT, which the upstream runner sets.
+                    "api_url": self["digitalocean"].url + "/v2/",
+                    "default_region": "ams3",
+                    "default_image": "ubuntu-22-04-x64",
+                    "default_size": "s-1vcpu-1gb",
+                    "default_tags": ["waldur"],
+                },
+                "backend_components": COMPONENTS,
+            }
+        else:
+            azure_url = self["azure"].url
+            offering = {
+                "name": "Azure bench",
+                "waldur_api_url": waldur_url,
+                "waldur_api_token": waldur_presets.PROVIDER_TOKEN,
+                "waldur_offering_uuid": OFFERING_UUID[backend],
+                "backend_type": "azure",
+                "order_processing_backend": "azure",
+                "reporting_backend": "azure",
+                "membership_sync_backend": "azure",
+                "backend_settings": {
+                    "subscription_id": azure_presets.SUBSCRIPTION_ID,
+                    "tenant_id": azure_presets.TENANT_ID,
+                    "client_id": azure_presets.CLIENT_ID,
+                    "client_secret": azure_presets.CLIENT_SECRET,
+                    "arm_endpoint": azure_url,
+                    "authority_host": azure_url,
+                    "polling_interval": 1,
+                    "default_location": "westeurope",
+                    "default_size": "Standard_B2s",
+                    "default_image": "Canonical:0001-com-ubuntu-server-jammy:22_04-lts:latest",
+                    "allowed_ssh_ranges": ["203.0.113.0/24"],
+                },
+                "backend_components": COMPONENTS,
+            }
+        return {"timezone": "UTC", "offerings": [offering]}
+
+    def write_config(self, backend: str) -> Path:
+        path = self.workdir / ("site-agent-%s.yaml" % backend)
+        path.write_text(yaml.safe_dump(self.site_config(backend), sort_keys=False))
+        return path
+
+
+# --------------------------------------------------------------------------- results
+
+@dataclass
+class RunResult:
+    agent: str  # ours | upstream | ours-serial
+    pass_name: str  # order | report
+    backend: str  # digitalocean | azure
+    n: int
+    cycle: str  # only | first | steady
+    rc: int
+    wall_s: float
+    peak_tree_pss_mib: float
+    peak_tree_rss_mib: float
+    max_process_rss_mib: float
+    calls: dict  # simulator -> {total, writes, by_operation, ...}
+    outcome: dict  # orders by state / usages stored after the run
+    tasks: int | None = None
+    module_runs: int | None = None
+    module_s: float | None = None
+    ansible_overhead_s: float | None = None
+    task_times: list = field(default_factory=list)
+    modules: list = field(default_factory=list)
+    startup_s: float | None = None  # process start to first API call
+    note: str = ""
+
+    @property
+    def key(self) -> tuple:
+        return (self.agent, self.pass_name, self.backend, self.n, self.cycle)
+
+    def as_dict(self) -> dict:
+        return asdict(self)
+
+
+def _api_calls(calls: dict) -> dict:
+    return {name: {key: value for key, value in data.items() if key != "next"} for name, data in calls.items()}
+
+
+def _first_call_delay(calls: dict, started_wall: float) -> float | None:
+    firsts = [data["first"] for data in calls.values() if data.get("first")]
+    return round(min(firsts) - started_wall, 3) if firsts else None
+
+
+# --------------------------------------------------------------------------- our passes
+
+def run_ours(sims: SimulatorSet, pass_name: str, backend: str, n: int, cycle: str = "only",
+             extra_vars: dict | None = None, agent: str = "ours", logs: Path | None = None) -> RunResult:
+    """One ``ansible-playbook playbooks/<mode>.yml`` run over the already seeded simulators."""
+    config = sims.write_config(backend)
+    profile = sims.workdir / "profile.json"
+    if profile.exists():
+        profile.unlink()
+    env = ansible_env({
+        "WALDUR_SITE_AGENT_CONFIG": str(config),
+        "REQUESTS_CA_BUNDLE": sims.ca_bundle,
+        "ANSIBLE_CALLBACK_PLUGINS": str(BENCH_DIR / "callback_plugins"),
+        "ANSIBLE_CALLBACKS_ENABLED": "bench_profile",
+        "BENCH_PROFILE_PATH": str(profile),
+    })
+    cmd = [str(Path(sys.executable).parent / "ansible-playbook"), str(REPO / "playbooks" / ("%s.yml" % MODES[pass_name]))]
+    if extra_vars:
+        cmd += ["-e", json.dumps(extra_vars)]
+    marks = sims.marks()
+    started_wall = time.time()
+    log_path = (logs or sims.workdir) / ("%s-%s-%s-%d-%s.log" % (agent, pass_name, backend, n, cycle))
+    measured = run_measured(cmd, env=env, cwd=REPO, stdout_path=log_path, timeout=3600)
+    calls = sims.calls_since(marks)
+    result = _result(agent, pass_name, backend, n, cycle, measured, calls, sims)
+    result.startup_s = _first_call_delay(calls, started_wall)
+    profile_data = json.loads(profile.read_text()) if profile.exists() else {"tasks": []}
+    tasks = profile_data["tasks"]
+    result.tasks = len(tasks)
+    result.task_times = [{"name": t["name"], "action": t["action"], "seconds": round(t["end"] - t["start"], 3),
+                          "results": t["results"]} for t in tasks]
+    result.module_runs = len(measured.module_runs)
+    result.modules = [{"module": m.module, "seconds": round(m.seconds, 3), "peak_rss_mib": round(m.peak_rss_kib / 1024, 1)}
+                      for m in measured.module_runs]
+    result.module_s = round(sum(m.seconds for m in measured.module_runs), 3)
+    result.ansible_overhead_s = round(measured.wall_s - result.module_s, 3)
+    if measured.rc != 0:
+        result.note = "ansible-playbook rc=%d, log %s" % (measured.rc, log_path)
+    return result
+
+
+def _result(agent, pass_name, backend, n, cycle, measured: Measurement, calls: dict, sims: SimulatorSet) -> RunResult:
+    outcome = {"orders": sims.order_states()} if pass_name == "order" else {"usages": sims.usage_count()}
+    return RunResult(agent=agent, pass_name=pass_name, backend=backend, n=n, cycle=cycle, rc=measured.rc,
+                     wall_s=round(measured.wall_s, 3), peak_tree_pss_mib=round(measured.peak_tree_pss_mib, 1),
+                     peak_tree_rss_mib=round(measured.peak_tree_rss_mib, 1),
+                     max_process_rss_mib=round(measured.max_process_rss_mib, 1), calls=_api_calls(calls),
+                     outcome=outcome)
+
+
+# --------------------------------------------------------------------------- upstream
+
+def upstream_python() -> Path:
+    return UPSTREAM_VENV / "bin" / "python"
+
+
+def ensure_upstream(log=print) -> dict:
+    """Create ``bench/.venv-upstream`` with the upstream agent and its two plugins (the
+    newest releases, pre-releases included: the Azure plugin only has those)."""
+    python = upstream_python()
+    if not python.exists():
+        log("creating %s" % UPSTREAM_VENV)
+        subprocess.run([sys.executable, "-m", "venv", str(UPSTREAM_VENV)], check=True)
+    probe = subprocess.run([str(python), "-c", "import waldur_site_agent, waldur_site_agent_digitalocean, "
+                            "waldur_site_agent_azure"], capture_output=True)
+    if probe.returncode != 0:
+        log("installing %s into %s" % (", ".join(UPSTREAM_PACKAGES), UPSTREAM_VENV))
+        subprocess.run([str(python), "-m", "pip", "install", "-q", "--disable-pip-version-check", "--pre",
+                        *UPSTREAM_PACKAGES], check=True)
+    versions = subprocess.run(
+        [str(python), "-c", "import importlib.metadata as m, json; print(json.dumps({p: m.version(p) for p in %r}))"
+         % (UPSTREAM_PACKAGES + ("waldur-api-client", "python-digitalocean"),)],
+        capture_output=True, text=True, check=True)
+    return json.loads(versions.stdout)
+
+
+def run_upstream(sims: SimulatorSet, pass_name: str, backend: str, n: int, cycle: str = "only",
+                 logs: Path | None = None) -> RunResult:
+    """One cycle of ``waldur_site_agent -m <mode>`` (see ``bench/upstream_once.py``)."""
+    config = sims.write_config(backend)
+    env = dict(os.environ)
+    env.pop("PYTHONPATH", None)
+    env.update({
+        "DIGITALOCEAN_END_POINT": sims["digitalocean"].url + "/v2/",
+        "WALDUR_SITE_AGENT_HEARTBEAT_PATH": str(sims.workdir / "upstream-heartbeat"),
+        "REQUESTS_CA_BUNDLE": sims.ca_bundle,
+    })
+    cmd = [str(upstream_python()), "-P", str(BENCH_DIR / "upstream_once.py"), "-m", MODES[pass_name],
+           "-c", str(config)]
+    marks = sims.marks()
+    started_wall = time.time()
+    log_path = (logs or sims.workdir) / ("upstream-%s-%s-%d-%s.log" % (pass_name, backend, n, cycle))
+    measured = run_measured(cmd, env=env, cwd=sims.workdir, stdout_path=log_path, timeout=3600)
+    calls = sims.calls_since(marks)
+    result = _result("upstream", pass_name, backend, n, cycle, measured, calls, sims)
+    result.startup_s = _first_call_delay(calls, started_wall)
+    if measured.rc != 0:
+        result.note = "upstream rc=%d, log %s" % (measured.rc, log_path)
+    return result

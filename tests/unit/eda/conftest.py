@@ -1,0 +1,12 @@
+"""The waldur_stomp source plugin, loaded from its file as ansible-rulebook loads it."""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.unit.eda import load_source_plugin
+
+
+@pytest.fixture(scope="session")
+def plugin():
+    return load_source_plugin()

@@ -1,0 +1,426 @@
+"""Per-item decisions of do_droplet (with a fake client) and the module's own checks."""
+
+from __future__ import annotations
+
+import copy
+import json
+from types import SimpleNamespace
+
+import pytest
+from ansible.module_utils.testing import patch_module_args
+
+from ansible_collections.waldur.site_agent.plugins.module_utils.digitalocean import DigitalOceanError
+from ansible_collections.waldur.site_agent.plugins.modules import do_droplet
+
+UUID = "5f0f2b4c9a8e4d3f8a1b2c3d4e5f6a7b"
+OTHER = "7a6b5c4d3e2f41a09b8c7d6e5f4a3b2c"
+TAG = "waldur-resource:" + UUID
+OTHER_TAG = "waldur-resource:" + OTHER
+WRITES = ("create_droplet", "destroy_droplet", "droplet_action")
+
+
+def facts(droplet_id, status="active", tags=(TAG,), size="s-1vcpu-1gb"):
+    return {"id": droplet_id, "name": "web-%d" % droplet_id, "status": status, "region": "ams3",
+            "size_slug": size, "image": "ubuntu-22-04-x64", "vcpus": 1, "memory": 1024, "disk": 25,
+            "networks": {"public_ipv4": None, "private_ipv4": None, "public_ipv6": None},
+            "tags": list(tags), "created_at": "2026-01-02T03:04:05Z"}
+
+
+class FakeClient:
+    """The DigitalOceanClient interface over a dict of droplets; records every call."""
+
+    def __init__(self, *droplets, outcomes=None):
+        self.droplets = dict((d["id"], copy.deepcopy(d)) for d in droplets)
+        self.calls = []
+        self.outcomes = outcomes or {}  # action type -> status wait_for_action reports
+        self.auth_error = None
+        self.api_calls = 0
+        self.stats = SimpleNamespace(retries=0)
+        self.next_id = 900
+
+    def writes(self):
+        return [call for call in self.calls if call[0] in WRITES]
+
+    def get_droplet(self, droplet_id):
+        self.calls.append(("get_droplet", int(droplet_id)))
+        found = self.droplets.get(int(droplet_id))
+        return copy.deepcopy(found) if found else None
+
+    def find_droplets(self, droplet_ids):
+        self.calls.append(("find_droplets", sorted(droplet_ids)))
+        return dict((i, copy.deepcopy(self.droplets.get(i))) for i in droplet_ids)
+
+    def list_droplets(self, tag_name=None):
+        self.calls.append(("list_droplets", tag_name))
+        return [copy.deepcopy(d) for d in self.droplets.values() if tag_name in d["tags"]]
+
+    def resolve_ssh_keys(self, entries, key_name, check_mode=False):
+        self.calls.append(("resolve_ssh_keys", list(entries or []), key_name, check_mode))
+        return [int(e) for e in entries or []], []
+
+    def create_droplet(self, name, region, size, image, ssh_keys=None, tags=None, user_data=None,
+                       resource_tag=None):
+        self.calls.append(("create_droplet", dict(name=name, region=region, size=size, image=image,
+                                                  ssh_keys=ssh_keys, tags=tags, user_data=user_data)))
+        self.next_id += 1
+        droplet = facts(self.next_id, status="new", tags=tags, size=size)
+        droplet["name"] = name
+        self.droplets[droplet["id"]] = droplet
+        return copy.deepcopy(droplet)
+
+    def destroy_droplet(self, droplet_id):
+        self.calls.append(("destroy_droplet", int(droplet_id)))
+        return self.droplets.pop(int(droplet_id), None) is not None
+
+    def droplet_action(self, droplet_id, action_type, size=None):
+        self.calls.append(("droplet_action", int(droplet_id), action_type) + ((size,) if size else ()))
+        droplet = self.droplets[int(droplet_id)]
+        if action_type == "resize" and droplet["status"] != "off":
+            raise DigitalOceanError("DigitalOcean refused the request (422 Droplet is currently on)", status=422)
+        return {"id": len(self.calls), "status": "in-progress", "type": action_type, "size": size,
+                "droplet": int(droplet_id)}
+
+    def wait_for_action(self, droplet_id, action, deadline):
+        self.calls.append(("wait_for_action", int(droplet_id), action["type"]))
+        status = self.outcomes.get(action["type"], "completed")
+        if status == "completed":
+            droplet = self.droplets[int(droplet_id)]
+            if action["type"] in ("shutdown", "power_off"):
+                droplet["status"] = "off"
+            elif action["type"] == "power_on":
+                droplet["status"] = "active"
+            elif action["type"] == "resize":
+                droplet["size_slug"] = action["size"]
+        return status
+
+    def wait_for_droplet(self, droplet_id, statuses, deadline):
+        self.calls.append(("wait_for_droplet", int(droplet_id)))
+        droplet = self.droplets.get(int(droplet_id))
+        if droplet and droplet["status"] == "new":
+            droplet["status"] = "active"
+        return copy.deepcopy(droplet) if droplet else None
+
+
+def item(**fields):
+    base = {"resource_uuid": UUID, "order_uuid": None, "state": "present", "backend_id": None, "name": None,
+            "region": None, "image": None, "size": None, "ssh_keys": [], "user_data": None, "tags": [],
+            "error": None, "skip": None, "comment": None}
+    base.update(fields)
+    return base
+
+
+def create_item(**fields):
+    return item(name="Web 1", region="ams3", image="ubuntu-22-04-x64", size="s-1vcpu-1gb", **fields)
+
+
+def run(client, one, check_mode=False, wait=True):
+    return do_droplet.DropletWorker(client, check_mode=check_mode, wait=wait, wait_timeout=60)(one)
+
+
+# ---- error, skip, validation ----------------------------------------------------------
+
+def test_error_fails_with_exactly_that_message_and_no_call():
+    client = FakeClient()
+    result = run(client, create_item(error="the order names no image", order_uuid="0" * 32))
+    assert result["failed"] is True and result["msg"] == "the order names no image"
+    assert result["order_uuid"] == "0" * 32 and result["resource_uuid"] == UUID
+    assert client.calls == []
+
+
+def test_skip_succeeds_unchanged_with_no_call():
+    client = FakeClient()
+    result = run(client, item(backend_id="42", skip="limits are unchanged; nothing to do", comment="note"))
+    assert (result["failed"], result["changed"], result["action"]) == (False, False, "none")
+    assert result["msg"] == "limits are unchanged; nothing to do; note"
+    assert result["backend_id"] == "42"
+    assert client.calls == []
+
+
+def test_missing_region_image_size_fail_before_any_call():
+    client = FakeClient()
+    result = run(client, item(image="ubuntu-22-04-x64"))
+    assert result["failed"] is True
+    assert result["msg"] == ("DigitalOcean droplet region is not specified; "
+                             "DigitalOcean droplet size is not specified")
+    assert client.calls == []
+
+
+def test_backend_id_must_be_a_droplet_id():
+    client = FakeClient()
+    result = run(client, item(backend_id="/subscriptions/x/vm"))
+    assert result["failed"] and "is not a DigitalOcean droplet id" in result["msg"]
+    assert client.calls == []
+
+
+# ---- create and adopt -----------------------------------------------------------------
+
+def test_create_tags_the_droplet_and_drops_reserved_tags():
+    client = FakeClient()
+    result = run(client, create_item(tags=["web", OTHER_TAG, "web"], ssh_keys=["512189"], user_data="#cloud-config"))
+    created = [call for call in client.calls if call[0] == "create_droplet"]
+    assert created == [("create_droplet", {
+        "name": "web-1", "region": "ams3", "size": "s-1vcpu-1gb", "image": "ubuntu-22-04-x64",
+        "ssh_keys": [512189], "tags": ["web", TAG], "user_data": "#cloud-config"})]
+    assert client.calls[0] == ("list_droplets", TAG)  # looked for a droplet to adopt first
+    assert (result["action"], result["changed"], result["failed"]) == ("created", True, False)
+    assert result["backend_id"] == "901"
+    assert result["droplet"]["status"] == "active"  # waited
+    assert result["backend_metadata"]["backend_type"] == "digitalocean"
+    assert result["backend_metadata"]["droplet"]["id"] == 901
+    assert result["dropped_tags"] == [OTHER_TAG]
+    assert "dropped tag(s) %s" % OTHER_TAG in result["msg"]
+
+
+def test_create_without_wait_returns_the_new_droplet():
+    client = FakeClient()
+    result = run(client, create_item(), wait=False)
+    assert result["droplet"]["status"] == "new"
+    assert not [call for call in client.calls if call[0] == "wait_for_droplet"]
+
+
+def test_exactly_one_tagged_droplet_is_adopted():
+    client = FakeClient(facts(7, tags=["web", TAG]))
+    result = run(client, create_item())
+    assert (result["action"], result["changed"], result["backend_id"]) == ("adopted", False, "7")
+    assert client.writes() == []
+
+
+def test_two_tagged_droplets_fail_naming_the_count():
+    client = FakeClient(facts(7), facts(8))
+    result = run(client, create_item())
+    assert result["failed"] is True
+    assert result["msg"] == ("2 droplets carry tag %s (ids 7, 8); delete the extra ones before retrying" % TAG)
+    assert client.writes() == []
+
+
+def test_a_droplet_carrying_another_resources_tag_is_never_adopted():
+    client = FakeClient(facts(7, tags=[TAG, OTHER_TAG]))
+    result = run(client, create_item())
+    assert result["action"] == "created" and result["backend_id"] != "7"
+    assert "droplet(s) 7 carry another resource's tag as well and were not adopted" in result["msg"]
+
+
+def test_check_mode_create_writes_nothing():
+    client = FakeClient()
+    result = run(client, create_item(ssh_keys=["1"]), check_mode=True)
+    assert (result["action"], result["changed"], result["backend_id"]) == ("created", True, None)
+    assert result["msg"].startswith("would create droplet web-1 in ams3 (s-1vcpu-1gb, ubuntu-22-04-x64)")
+    assert client.writes() == []
+    assert ("resolve_ssh_keys", ["1"], "waldur-5f0f2b4c", True) in client.calls
+
+
+# ---- present with a backend id, resize ------------------------------------------------
+
+def test_existing_droplet_is_left_alone():
+    client = FakeClient(facts(7))
+    result = run(client, create_item(backend_id="7"))
+    assert (result["action"], result["changed"], result["failed"]) == ("none", False, False)
+    assert result["msg"] == "droplet 7 exists (active)"
+    assert client.writes() == []
+    assert result["backend_metadata"]["droplet"]["size_slug"] == "s-1vcpu-1gb"
+
+
+def test_a_vanished_droplet_is_never_recreated():
+    client = FakeClient()
+    result = run(client, create_item(backend_id="7"))
+    assert result["failed"] is True
+    assert result["msg"] == ("droplet 7 no longer exists and cannot be re-created under the same id; "
+                             "terminate the resource and order a new one")
+    assert client.writes() == []
+
+
+def test_resize_of_a_running_droplet_powers_it_off_and_on():
+    client = FakeClient(facts(7))
+    result = run(client, item(backend_id="7", size="s-2vcpu-2gb"))
+    assert [call for call in client.calls if call[0] == "droplet_action"] == [
+        ("droplet_action", 7, "shutdown"), ("droplet_action", 7, "resize", "s-2vcpu-2gb"),
+        ("droplet_action", 7, "power_on")]
+    assert (result["action"], result["changed"], result["failed"]) == ("resized", True, False)
+    assert result["droplet"]["size_slug"] == "s-2vcpu-2gb" and result["droplet"]["status"] == "active"
+    assert result["msg"] == "resized droplet 7 from s-1vcpu-1gb to s-2vcpu-2gb (shut down, resized, powered on)"
+
+
+def test_resize_of_a_stopped_droplet_leaves_it_off():
+    client = FakeClient(facts(7, status="off"))
+    result = run(client, item(backend_id="7", size="s-2vcpu-2gb"))
+    assert [call[2] for call in client.writes()] == ["resize"]
+    assert result["droplet"]["status"] == "off"
+
+
+def test_same_size_is_no_resize():
+    client = FakeClient(facts(7))
+    result = run(client, item(backend_id="7", size="s-1vcpu-1gb"))
+    assert result["action"] == "none" and client.writes() == []
+
+
+def test_shutdown_that_does_not_finish_falls_back_to_power_off():
+    client = FakeClient(facts(7), outcomes={"shutdown": "in-progress"})
+    result = run(client, item(backend_id="7", size="s-2vcpu-2gb"))
+    assert [call[2] for call in client.writes()] == ["shutdown", "power_off", "resize", "power_on"]
+    assert "graceful shutdown did not finish; powered off" in result["msg"]
+    assert result["failed"] is False
+
+
+def test_failed_resize_powers_the_droplet_back_on():
+    client = FakeClient(facts(7), outcomes={"resize": "errored"})
+    result = run(client, item(backend_id="7", size="s-2vcpu-2gb"))
+    assert result["failed"] is True and result["changed"] is True
+    assert result["msg"] == "resize of droplet 7 to s-2vcpu-2gb failed; powered it back on"
+    assert [call[2] for call in client.writes()] == ["shutdown", "resize", "power_on"]
+
+
+def test_check_mode_resize_writes_nothing():
+    client = FakeClient(facts(7))
+    result = run(client, item(backend_id="7", size="s-2vcpu-2gb"), check_mode=True)
+    assert result["action"] == "resized" and result["changed"] is True
+    assert result["msg"].startswith("would resize droplet 7 from s-1vcpu-1gb to s-2vcpu-2gb")
+    assert client.writes() == []
+
+
+# ---- absent ---------------------------------------------------------------------------
+
+def test_absent_deletes_by_backend_id():
+    client = FakeClient(facts(7))
+    result = run(client, item(state="absent", backend_id="7"))
+    assert (result["action"], result["changed"], result["msg"]) == ("deleted", True, "deleted droplet 7")
+    assert 7 not in client.droplets
+
+
+def test_absent_of_a_deleted_droplet_is_fine():
+    client = FakeClient()
+    result = run(client, item(state="absent", backend_id="7"))
+    assert (result["action"], result["changed"], result["failed"]) == ("absent", False, False)
+    assert result["msg"] == "droplet 7 is already gone"
+
+
+def test_absent_without_backend_id_deletes_only_droplets_carrying_exactly_this_tag():
+    client = FakeClient(facts(7), facts(8, tags=[TAG, OTHER_TAG]), facts(9, tags=[OTHER_TAG]))
+    result = run(client, item(state="absent"))
+    assert client.writes() == [("destroy_droplet", 7)]
+    assert result["action"] == "deleted" and "left alone" in result["msg"]
+
+
+def test_check_mode_absent_writes_nothing():
+    client = FakeClient(facts(7))
+    result = run(client, item(state="absent", backend_id="7"), check_mode=True)
+    assert (result["action"], result["changed"]) == ("deleted", True)
+    assert client.writes() == [] and 7 in client.droplets
+
+
+# ---- off / active ---------------------------------------------------------------------
+
+@pytest.mark.parametrize("state, status", [("off", "off"), ("active", "active")])
+def test_nothing_to_do_when_already_in_state(state, status):
+    client = FakeClient(facts(7, status=status))
+    result = run(client, item(state=state, backend_id="7"))
+    assert (result["action"], result["changed"]) == ("none", False)
+    assert result["msg"] == "droplet 7 is already %s" % state
+    assert client.writes() == []
+
+
+def test_off_shuts_down_and_active_powers_on():
+    client = FakeClient(facts(7), facts(8, status="off"))
+    off = run(client, item(state="off", backend_id="7"))
+    on = run(client, item(state="active", backend_id="8"))
+    assert (off["action"], off["droplet"]["status"]) == ("powered_off", "off")
+    assert (on["action"], on["droplet"]["status"]) == ("powered_on", "active")
+    assert [call[1:] for call in client.writes()] == [(7, "shutdown"), (8, "power_on")]
+
+
+def test_power_without_wait_only_requests():
+    client = FakeClient(facts(7))
+    result = run(client, item(state="off", backend_id="7"), wait=False)
+    assert result["msg"] == "shutdown of droplet 7 requested"
+    assert not [call for call in client.calls if call[0] == "wait_for_action"]
+
+
+def test_power_on_a_vanished_droplet_fails():
+    result = run(FakeClient(), item(state="active", backend_id="7"))
+    assert result["failed"] and result["msg"] == "droplet 7 no longer exists"
+
+
+def test_check_mode_power_writes_nothing():
+    client = FakeClient(facts(7))
+    result = run(client, item(state="off", backend_id="7"), check_mode=True)
+    assert result["msg"] == "would shut down droplet 7" and client.writes() == []
+
+
+def test_a_rejected_token_fails_every_item_without_calls():
+    client = FakeClient(facts(7))
+    client.auth_error = DigitalOceanError("DigitalOcean rejected the token (401 Unable to authenticate you)",
+                                          status=401)
+    result = run(client, item(state="off", backend_id="7"))
+    assert result["failed"] and result["msg"].startswith("DigitalOcean rejected the token")
+    assert client.calls == []
+
+
+def test_prefetch_reads_many_droplets_in_one_go():
+    client = FakeClient(facts(7), facts(8, status="off"))
+    worker = do_droplet.DropletWorker(client, wait_timeout=60)
+    items = [item(state="off", backend_id="7"), item(state="active", backend_id="8"),
+             item(state="absent", backend_id="9"), item(state="off", backend_id="10", error="x")]
+    worker.prefetch(items)
+    results = [worker(one) for one in items[:2]]
+    assert client.calls[0] == ("find_droplets", [7, 8])
+    assert not [call for call in client.calls[:3] if call[0] == "get_droplet"]
+    assert [r["action"] for r in results] == ["powered_off", "powered_on"]
+
+
+# ---- the module -----------------------------------------------------------------------
+
+@pytest.fixture
+def run_module(monkeypatch, capsys):
+    def run(args, client):
+        monkeypatch.setattr(do_droplet, "client_from_module", lambda module, max_connections=10: client)
+        args = dict({"token": "dop_v1_secret-token", "api_url": "http://127.0.0.1:1/v2/"}, **args)
+        with patch_module_args(args), pytest.raises(SystemExit):
+            do_droplet.main()
+        return json.loads(capsys.readouterr().out)
+    return run
+
+
+def test_module_returns_results_in_input_order(run_module):
+    client = FakeClient(facts(7), facts(8, status="off"))
+    out = run_module({"droplets": [
+        {"resource_uuid": "5f0f2b4c-9a8e-4d3f-8a1b-2c3d4e5f6a7b", "backend_id": "8", "state": "active",
+         "order_uuid": "0A1B2C3D-4E5F-4071-8293-A4B5C6D7E8F9"},
+        {"resource_uuid": OTHER, "region": "ams3"},
+        {"resource_uuid": UUID, "backend_id": "7", "state": "off"},
+    ]}, client)
+    assert [r["action"] for r in out["results"]] == ["powered_on", "none", "powered_off"]
+    assert out["results"][0]["resource_uuid"] == UUID
+    assert out["results"][0]["order_uuid"] == "0a1b2c3d4e5f40718293a4b5c6d7e8f9"
+    assert out["results"][1]["failed"] is True and out["results"][1]["resource_uuid"] == OTHER
+    assert out["failed_count"] == 1 and out["changed"] is True and not out.get("failed")
+    assert out["msg"] == "3 droplets: 1 powered_off, 1 powered_on; 1 failed"
+    assert "dop_v1_secret-token" not in json.dumps(out)
+
+
+def test_module_fails_on_item_error_when_asked(run_module):
+    out = run_module({"fail_on_item_error": True, "droplets": [{"resource_uuid": UUID, "region": "ams3"}]},
+                     FakeClient())
+    assert out["failed"] is True
+    assert out["msg"].startswith("1 droplets: nothing; 1 failed; first failure (resource %s)" % UUID)
+
+
+def test_module_rejects_a_bad_uuid_naming_the_key(run_module):
+    out = run_module({"droplets": [{"resource_uuid": UUID}, {"resource_uuid": "not-a-uuid"}]}, FakeClient())
+    assert out["failed"] is True
+    assert out["msg"] == ("droplets[1].resource_uuid: 'not-a-uuid' is not a UUID "
+                          "(expected 32 hex digits, dashed or not)")
+
+
+def test_module_fails_when_the_token_is_rejected(run_module):
+    client = FakeClient(facts(7))
+    error = DigitalOceanError("DigitalOcean rejected the token (401 Unable to authenticate you): GET /v2/droplets/7",
+                              status=401)
+
+    def rejected(droplet_id):
+        client.auth_error = error
+        raise error
+
+    client.get_droplet = rejected
+    out = run_module({"droplets": [{"resource_uuid": UUID, "backend_id": "7", "state": "off"}]}, client)
+    assert out["failed"] is True
+    assert out["msg"] == str(error)
+    assert out["results"][0]["failed"] is True
