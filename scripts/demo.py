@@ -17,76 +17,14 @@ from pathlib import Path
 import requests
 import yaml
 
-from tests.helpers import REPO, run_playbook
+from tests.helpers import REPO, run_playbook, simulator_site_config
 from tests.simulators import simulator_class
-from tests.simulators.azure import presets as azure_presets
 from tests.simulators.common import SimulatorServer
-from tests.simulators.digitalocean import presets as do_presets
 from tests.simulators.tls import make_tls
 from tests.simulators.waldur import presets as waldur_presets
 
-COMPONENTS = {
-    "cpu": {"measured_unit": "Cores", "unit_factor": 1, "accounting_type": "limit", "label": "CPU"},
-    "ram": {"measured_unit": "MiB", "unit_factor": 1, "accounting_type": "limit", "label": "RAM"},
-    "disk": {"measured_unit": "MiB", "unit_factor": 1, "accounting_type": "limit", "label": "Disk"},
-}
-
-
 def banner(text):
     print("\n" + "=" * 78 + "\n" + text + "\n" + "=" * 78, flush=True)
-
-
-def site_config(waldur_url, do_url, azure_url):
-    return {
-        "timezone": "UTC",
-        "offerings": [
-            {
-                "name": "DigitalOcean VM",
-                "waldur_api_url": waldur_url + "/api/",
-                "waldur_api_token": waldur_presets.PROVIDER_TOKEN,
-                "waldur_offering_uuid": waldur_presets.DO_OFFERING_UUID,
-                "backend_type": "digitalocean",
-                "order_processing_backend": "digitalocean",
-                "reporting_backend": "digitalocean",
-                "membership_sync_backend": "digitalocean",
-                "backend_settings": {
-                    "token": do_presets.DO_TOKEN,
-                    "api_url": do_url + "/v2/",
-                    "default_region": "ams3",
-                    "default_image": "ubuntu-22-04-x64",
-                    "default_size": "s-1vcpu-1gb",
-                    "default_tags": ["waldur"],
-                    "size_mapping": {"s-1vcpu-1gb": {"cpu": 1, "ram": 1024, "disk": 25600},
-                                     "s-2vcpu-4gb": {"cpu": 2, "ram": 4096, "disk": 81920}},
-                },
-                "backend_components": COMPONENTS,
-            },
-            {
-                "name": "Azure VM",
-                "waldur_api_url": waldur_url + "/api/",
-                "waldur_api_token": waldur_presets.PROVIDER_TOKEN,
-                "waldur_offering_uuid": waldur_presets.AZURE_OFFERING_UUID,
-                "backend_type": "azure",
-                "order_processing_backend": "azure",
-                "reporting_backend": "azure",
-                "membership_sync_backend": "azure",
-                "backend_settings": {
-                    "subscription_id": azure_presets.SUBSCRIPTION_ID,
-                    "tenant_id": azure_presets.TENANT_ID,
-                    "client_id": azure_presets.CLIENT_ID,
-                    "client_secret": azure_presets.CLIENT_SECRET,
-                    "arm_endpoint": azure_url,
-                    "authority_host": azure_url,
-                    "polling_interval": 1,
-                    "default_location": "westeurope",
-                    "default_size": "Standard_B2s",
-                    "default_image": "Canonical:0001-com-ubuntu-server-jammy:22_04-lts:latest",
-                    "allowed_ssh_ranges": ["203.0.113.0/24"],
-                },
-                "backend_components": COMPONENTS,
-            },
-        ],
-    }
 
 
 def play(name, config_path, **extra):
@@ -138,7 +76,7 @@ def main():
     azure = SimulatorServer(simulator_class("azure")(), ssl_context=ssl_context).start()
     try:
         config_path = workdir / "waldur-site-agent-config.yaml"
-        config_path.write_text(yaml.safe_dump(site_config(waldur.url, digitalocean.url, azure.url), sort_keys=False))
+        config_path.write_text(yaml.safe_dump(simulator_site_config(waldur.url, digitalocean.url, azure.url), sort_keys=False))
         banner("Simulators: Waldur %s, DigitalOcean %s, Azure %s\nConfiguration: %s"
                % (waldur.url, digitalocean.url, azure.url, config_path))
 

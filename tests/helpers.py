@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 import json
 import os
 import subprocess
@@ -83,3 +84,73 @@ def run_playbook(playbook: str | Path | list, extra_vars: dict | None = None, en
         if tmp:
             os.unlink(tmp.name)
     return PlaybookRun(proc.returncode, proc.stdout, proc.stderr)
+
+
+COMPONENTS = {
+    "cpu": {"measured_unit": "Cores", "unit_factor": 1, "accounting_type": "limit", "label": "CPU"},
+    "ram": {"measured_unit": "MiB", "unit_factor": 1, "accounting_type": "limit", "label": "RAM"},
+    "disk": {"measured_unit": "MiB", "unit_factor": 1, "accounting_type": "limit", "label": "Disk"},
+}
+
+
+def simulator_site_config(waldur_url, do_url=None, azure_url=None):
+    """A site agent configuration (upstream format) for the bundled simulators:
+    one DigitalOcean and one Azure offering of the Waldur simulator's default preset."""
+    from tests.simulators.azure import presets as azure_presets
+    from tests.simulators.digitalocean import presets as do_presets
+    from tests.simulators.waldur import presets as waldur_presets
+
+    config = {
+        "timezone": "UTC",
+        "offerings": [
+            {
+                "name": "DigitalOcean VM",
+                "waldur_api_url": waldur_url + "/api/",
+                "waldur_api_token": waldur_presets.PROVIDER_TOKEN,
+                "waldur_offering_uuid": waldur_presets.DO_OFFERING_UUID,
+                "backend_type": "digitalocean",
+                "order_processing_backend": "digitalocean",
+                "reporting_backend": "digitalocean",
+                "membership_sync_backend": "digitalocean",
+                "backend_settings": {
+                    "token": do_presets.DO_TOKEN,
+                    "api_url": "%s/v2/" % do_url,
+                    "default_region": "ams3",
+                    "default_image": "ubuntu-22-04-x64",
+                    "default_size": "s-1vcpu-1gb",
+                    "default_tags": ["waldur"],
+                    "size_mapping": {"s-1vcpu-1gb": {"cpu": 1, "ram": 1024, "disk": 25600},
+                                     "s-2vcpu-4gb": {"cpu": 2, "ram": 4096, "disk": 81920}},
+                },
+                "backend_components": copy.deepcopy(COMPONENTS),
+            },
+            {
+                "name": "Azure VM",
+                "waldur_api_url": waldur_url + "/api/",
+                "waldur_api_token": waldur_presets.PROVIDER_TOKEN,
+                "waldur_offering_uuid": waldur_presets.AZURE_OFFERING_UUID,
+                "backend_type": "azure",
+                "order_processing_backend": "azure",
+                "reporting_backend": "azure",
+                "membership_sync_backend": "azure",
+                "backend_settings": {
+                    "subscription_id": azure_presets.SUBSCRIPTION_ID,
+                    "tenant_id": azure_presets.TENANT_ID,
+                    "client_id": azure_presets.CLIENT_ID,
+                    "client_secret": azure_presets.CLIENT_SECRET,
+                    "arm_endpoint": azure_url or "",
+                    "authority_host": azure_url or "",
+                    "polling_interval": 1,
+                    "default_location": "westeurope",
+                    "default_size": "Standard_B2s",
+                    "default_image": "Canonical:0001-com-ubuntu-server-jammy:22_04-lts:latest",
+                    "allowed_ssh_ranges": ["203.0.113.0/24"],
+                },
+                "backend_components": copy.deepcopy(COMPONENTS),
+            },
+        ],
+    }
+    config["offerings"] = [offering for offering in config["offerings"]
+                           if (offering["backend_type"] == "digitalocean" and do_url)
+                           or (offering["backend_type"] == "azure" and azure_url)]
+    return config

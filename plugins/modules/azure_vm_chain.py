@@ -458,11 +458,13 @@ class VmChain:
                       backend_metadata=self._metadata(vm))
 
     # ---- present, create or adopt ---------------------------------------------------------
-    def _validate_remote(self, location, size_name, image):
+    def _validate_remote(self, location, size_name):
         try:
             sizes = self.sizes.sizes(location)
         except AzureError as error:
-            raise ItemError("Azure location %r is not available: %s" % (location, error))
+            if error.status in (400, 404):  # ARM's answer for a location it does not know
+                raise ItemError("Azure location %r is not available: %s" % (location, error))
+            raise
         if not sizes:
             raise ItemError("Azure location %r offers no virtual machine sizes" % location)
         size = sizes.get(size_name.lower())
@@ -492,7 +494,7 @@ class VmChain:
                           backend_metadata=self._metadata(vm))
             return
 
-        size = self._validate_remote(location, item["size"], image)
+        size = self._validate_remote(location, item["size"])
         state = ChainState(names)
         try:
             self._build(item, state, location, image, size)
