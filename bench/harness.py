@@ -260,12 +260,14 @@ class RunResult:
     peak_tree_pss_mib: float
     peak_tree_rss_mib: float
     max_process_rss_mib: float
+    cpu_s: float  # user + system CPU seconds of the whole process tree
     calls: dict  # simulator -> {total, writes, by_operation, ...}
     outcome: dict  # orders by state / usages stored after the run
     tasks: int | None = None
     module_runs: int | None = None
     module_s: float | None = None
-    ansible_overhead_s: float | None = None
+    ansible_overhead_s: float | None = None  # wall time outside module processes
+    ansible_cpu_s: float | None = None  # CPU seconds outside module processes
     task_times: list = field(default_factory=list)
     modules: list = field(default_factory=list)
     startup_s: float | None = None  # process start to first API call
@@ -320,10 +322,11 @@ def run_ours(sims: SimulatorSet, pass_name: str, backend: str, n: int, cycle: st
     result.task_times = [{"name": t["name"], "action": t["action"], "seconds": round(t["end"] - t["start"], 3),
                           "results": t["results"]} for t in tasks]
     result.module_runs = len(measured.module_runs)
-    result.modules = [{"module": m.module, "seconds": round(m.seconds, 3), "peak_rss_mib": round(m.peak_rss_kib / 1024, 1)}
-                      for m in measured.module_runs]
+    result.modules = [{"module": m.module, "seconds": round(m.seconds, 3), "cpu_s": round(m.cpu_s, 2),
+                       "peak_rss_mib": round(m.peak_rss_kib / 1024, 1)} for m in measured.module_runs]
     result.module_s = round(sum(m.seconds for m in measured.module_runs), 3)
     result.ansible_overhead_s = round(measured.wall_s - result.module_s, 3)
+    result.ansible_cpu_s = round(measured.cpu_s - sum(m.cpu_s for m in measured.module_runs), 2)
     if measured.rc != 0:
         result.note = "ansible-playbook rc=%d, log %s" % (measured.rc, log_path)
     return result
@@ -334,7 +337,8 @@ def _result(agent, pass_name, backend, n, cycle, measured: Measurement, calls: d
     return RunResult(agent=agent, pass_name=pass_name, backend=backend, n=n, cycle=cycle, rc=measured.rc,
                      wall_s=round(measured.wall_s, 3), peak_tree_pss_mib=round(measured.peak_tree_pss_mib, 1),
                      peak_tree_rss_mib=round(measured.peak_tree_rss_mib, 1),
-                     max_process_rss_mib=round(measured.max_process_rss_mib, 1), calls=_api_calls(calls),
+                     max_process_rss_mib=round(measured.max_process_rss_mib, 1),
+                     cpu_s=round(measured.cpu_s, 2), calls=_api_calls(calls),
                      outcome=outcome)
 
 

@@ -44,14 +44,15 @@ def _read(path: str) -> str | None:
         return None
 
 
-def _stat(pid: int) -> tuple[int, float] | None:
-    """``(ppid, start time in seconds since boot)`` of a process, or None once gone."""
+def _stat(pid: int) -> tuple[int, float, float] | None:
+    """``(ppid, start time in seconds since boot, CPU seconds used)`` of a process, or
+    None once gone."""
     text = _read("/proc/%d/stat" % pid)
     if not text:
         return None
     # The command name is in parentheses and may contain spaces: split after the last ')'.
     fields = text[text.rindex(")") + 2:].split()
-    return int(fields[1]), int(fields[19]) / _CLK_TCK
+    return int(fields[1]), int(fields[19]) / _CLK_TCK, (int(fields[11]) + int(fields[12])) / _CLK_TCK
 
 
 def _memory_kib(pid: int) -> tuple[int, int] | None:
@@ -87,6 +88,7 @@ class ModuleRun:
     started: float
     last_seen: float
     peak_rss_kib: int = 0
+    cpu_s: float = 0.0  # user + system, at the last sighting
 
     @property
     def seconds(self) -> float:
@@ -102,6 +104,7 @@ class Measurement:
     max_process_rss_mib: float
     max_processes: int
     samples: int
+    cpu_s: float  # user + system CPU of the whole tree
     module_runs: list = field(default_factory=list)
     started: float = 0.0
     ended: float = 0.0
@@ -109,7 +112,8 @@ class Measurement:
     def as_dict(self) -> dict:
         data = asdict(self)
         data["module_runs"] = [dict(module=m.module, seconds=round(m.seconds, 3), started=m.started,
-                                    peak_rss_mib=round(m.peak_rss_kib / 1024, 1)) for m in self.module_runs]
+                                    cpu_s=round(m.cpu_s, 2), peak_rss_mib=round(m.peak_rss_kib / 1024, 1))
+                               for m in self.module_runs]
         return data
 
 
@@ -127,33 +131,34 @@ class _TreeSampler(threading.Thread):
         self.modules: dict[tuple[int, float], ModuleRun] = {}
         self._cmdlines: dict[tuple[int, float], str] = {}
 
-    def _tree(self) -> list[tuple[int, float]]:
-        children: dict[int, list[tuple[int, float]]] = {}
-        root_start = None
+    def _tree(self) -> list[tuple[int, float, float]]:
+        """``(pid, start, cpu seconds)`` of the root and all its descendants."""
+        children: dict[int, list[tuple[int, float, float]]] = {}
+        root = None
         for entry in os.listdir("/proc"):
             if not entry.isdigit():
                 continue
             stat = _stat(int(entry))
             if stat is None:
                 continue
-            ppid, started = stat
+            ppid, started, cpu = stat
             if int(entry) == self.root_pid:
-                root_start = started
-            children.setdefault(ppid, []).append((int(entry), started))
-        if root_start is None:
+                root = (self.root_pid, started, cpu)
+            children.setdefault(ppid, []).append((int(entry), started, cpu))
+        if root is None:
             return []
-        tree, queue = [], [(self.root_pid, root_start)]
+        tree, queue = [], [root]
         while queue:
-            pid, started = queue.pop()
-            tree.append((pid, started))
-            queue.extend(children.get(pid, ()))
+            process = queue.pop()
+            tree.append(process)
+            queue.extend(children.get(process[0], ()))
         return tree
 
     def sample(self) -> None:
         tree = self._tree()
         moment = now()
         total_rss = total_pss = 0
-        for pid, started in tree:
+        for pid, started, cpu in tree:
             memory = _memory_kib(pid)
             if memory is None:
                 continue
@@ -166,6 +171,7 @@ class _TreeSampler(threading.Thread):
             if match:
                 run = self.modules.setdefault(key, ModuleRun(match.group(1), pid, started, moment))
                 run.last_seen = moment
+                run.cpu_s = cpu
                 run.peak_rss_kib = max(run.peak_rss_kib, memory[0])
         self.samples += 1
         self.max_processes = max(self.max_processes, len(tree))
@@ -208,4 +214,4 @@ def run_measured(cmd: list[str], env: dict | None = None, cwd: str | Path | None
         rc=proc.returncode, wall_s=ended - started,
         peak_tree_pss_mib=sampler.peak_pss / 1024, peak_tree_rss_mib=sampler.peak_rss / 1024,
         max_process_rss_mib=usage.ru_maxrss / 1024, max_processes=sampler.max_processes,
-        samples=sampler.samples, module_runs=modules, started=started, ended=ended)
+        samples=sampler.samples, cpu_s=usage.ru_utime + usage.ru_stime, module_runs=modules, started=started, ended=ended)

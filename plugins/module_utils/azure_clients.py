@@ -294,11 +294,18 @@ def normalize_location(location):
     return str(location or "").replace(" ", "").lower()
 
 
-def size_figures(size):
-    """Allocation figures of a VM size: cores, memory MiB, disk MiB (OS disk + resource disk)."""
+def size_figures(size, os_disk_gb=None):
+    """Allocation figures of a VM size: cores, memory MiB, disk MiB (OS disk + resource disk).
+
+    ``os_disk_gb`` is the machine's own OS disk when Azure reports it: a size's
+    ``osDiskSizeInMB`` is the largest OS disk the size allows (1047552 MiB for most
+    sizes), not the disk the machine was given, so it is only the fallback."""
     if size is None:
         return {"cores": None, "ram_mb": None, "disk_mb": None}
-    os_disk = getattr(size, "os_disk_size_in_mb", None) or 0
+    if os_disk_gb:
+        os_disk = int(os_disk_gb) * 1024
+    else:
+        os_disk = getattr(size, "os_disk_size_in_mb", None) or 0
     resource_disk = getattr(size, "resource_disk_size_in_mb", None) or 0
     return {
         "cores": getattr(size, "number_of_cores", None),

@@ -473,11 +473,11 @@ class DigitalOceanClient:
                 self.stats.add("retries")
                 self._sleep(wait)
                 continue
-            remaining = response.headers.get("ratelimit-remaining")
-            if remaining is not None and str(remaining).strip().isdigit():
-                self.pacer.observe_remaining(int(remaining))
             status = response.status_code
             if status < 400:
+                remaining = response.headers.get("ratelimit-remaining")
+                if remaining is not None and str(remaining).strip().isdigit():
+                    self.pacer.observe_remaining(int(remaining))
                 return response
             retry_after = parse_retry_after(response.headers.get("Retry-After"))
             if status == 429:
@@ -689,12 +689,14 @@ class DigitalOceanClient:
                     notes.append("would add SSH key %s as %s" % (fingerprint, key_name))
                     continue
                 if key is None:
-                    key = self._create_key(key_name, public_key, fingerprint)
-                    notes.append("added SSH key %s as %s" % (fingerprint, key_name))
+                    key, created = self._create_key(key_name, public_key, fingerprint)
+                    if created:
+                        notes.append("added SSH key %s as %s" % (fingerprint, key_name))
             ids.append(key["id"])
         return ids, notes
 
     def _create_key(self, name, public_key, fingerprint):
+        """``(key, created)``: the new key, or the one with this fingerprint that appeared meanwhile."""
         creator = self.build(_SSHKey, name=name, public_key=public_key)
         try:
             creator.create()
@@ -707,11 +709,11 @@ class DigitalOceanClient:
             key = self._cached_key("fingerprint", fingerprint)
             if key is None:
                 raise
-            return key
+            return key, False
         key = (creator.last_data or {}).get("ssh_key") or {
             "id": creator.id, "name": name, "fingerprint": fingerprint, "public_key": public_key}
         self._keys.append(key)
-        return key
+        return key, True
 
 
 def _shorten(value, limit=40):

@@ -99,7 +99,9 @@ machines:
       description: Memory of the size, MiB.
       type: int
     disk_mb:
-      description: OS disk plus resource disk of the size, MiB.
+      description:
+        - OS disk plus resource disk, MiB. The OS disk is the machine's own (C(diskSizeGB)) when Azure
+          reports it, else the largest OS disk of the size.
       type: int
     usages:
       description: The figures mapped onto O(components); empty when the machine could not be measured.
@@ -137,8 +139,8 @@ from ansible_collections.waldur.site_agent.plugins.module_utils.azure_naming imp
 from ansible_collections.waldur.site_agent.plugins.module_utils.batch import run_batch
 from ansible_collections.waldur.site_agent.plugins.module_utils.components import figures_to_usages
 
-# From this many machines on, subscription-wide listings cost fewer calls than
-# reading each machine, its network interface and its public address.
+# From this many machines on, the two subscription-wide listings (machines, power
+# states) cost fewer calls than reading each machine with its instance view.
 LISTING_THRESHOLD = 2
 
 
@@ -282,7 +284,8 @@ class Reader:
             entry["msg"] = "size %s is not listed in location %s; the machine is not measured" % (
                 size_name, entry["location"])
             return
-        figures = size_figures(size)
+        os_disk = getattr(getattr(vm, "storage_profile", None), "os_disk", None)
+        figures = size_figures(size, getattr(os_disk, "disk_size_gb", None))
         entry.update(cores=figures["cores"], memory_mb=figures["ram_mb"], disk_mb=figures["disk_mb"],
                      usages=figures_to_usages(figures, self.components))
 

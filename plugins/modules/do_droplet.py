@@ -57,7 +57,7 @@ options:
             within half of O(wait_timeout)); V(active) powers it on. Nothing is done when the droplet
             is already in that state.
         type: str
-        choices: [present, absent, off, active]
+        choices: [present, absent, "off", active]
         default: present
       backend_id:
         description:
@@ -74,7 +74,7 @@ options:
       size:
         description:
           - Size slug. Required to create; for an existing droplet a different slug resizes it (CPU and
-            RAM only, never the disk): powered off first, powered back on if it was running.
+            RAM only, never the disk), powering it off first and back on if it was running.
         type: str
       ssh_keys:
         description:

@@ -413,8 +413,10 @@ def test_info_measures_many_machines_from_listings(azure_sim, tmp_path):
         "backend_ids": ids + [gone, "droplet-1234"], "components": COMPONENTS})
     machines = result["machines"]
     assert [m["found"] for m in machines] == [True, True, True, True, False, False]
-    size = P.VM_SIZES["standard_b2s"]
-    disk = size.os_disk_mb + size.resource_disk_mb
+    # The machine's own 30 GiB OS disk plus the size's resource disk (osDiskSizeInMB is
+    # only the largest OS disk the size allows): 30720 + 8192, as upstream reports B2s.
+    disk = 30 * 1024 + P.VM_SIZES["standard_b2s"].resource_disk_mb
+    assert disk == 38912
     for entry in machines[:4]:
         assert (entry["cores"], entry["memory_mb"], entry["disk_mb"]) == (2, 4096, disk)
         assert entry["usages"] == {"cpu": 2, "ram": 4, "disk": disk}
@@ -435,6 +437,6 @@ def test_info_reads_a_single_machine_directly(azure_sim, tmp_path):
         "backend_ids": [vm_id], "components": {"vcpu": {}, "memory": {}, "storage": {"backend_name": "disk_mb"}}})
     [entry] = result["machines"]
     size = P.VM_SIZES["standard_d2s_v5"]
-    assert entry["usages"] == {"vcpu": 2, "memory": 8192, "storage": size.os_disk_mb}
+    assert entry["usages"] == {"vcpu": 2, "memory": 8192, "storage": 30 * 1024 + size.resource_disk_mb}
     operations = [call["operation"] for call in sim.app.calls]
     assert "vms.list_all" not in operations and operations.count("vms.get") == 1

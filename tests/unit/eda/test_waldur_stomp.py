@@ -172,7 +172,7 @@ def test_backoff_doubles_from_one_second_up_to_two_minutes(plugin):
 def test_backoff_jitter_shortens_by_at_most_a_quarter(plugin):
     assert plugin.backoff_delay(3, rand=lambda: 1.0) == pytest.approx(6.0)
     assert plugin.backoff_delay(3, rand=lambda: 0.5) == pytest.approx(7.0)
-    samples = [plugin.backoff_delay(attempt) for attempt in range(0, 40) for _ in range(5)]
+    samples = [plugin.backoff_delay(attempt) for attempt in range(0, 40) for _sample in range(5)]
     assert max(samples) <= 120 and min(samples) >= 0.75
     assert plugin.backoff_delay(10 ** 6, rand=lambda: 0.0) == 120  # no overflow however long it fails
 
@@ -417,8 +417,11 @@ class FakeApi:
 REGISTRATION_ARGS = ("1" * 32, "consumer_q", "u1", "v1", ("order", "resource"))
 
 
+SourceRun = namedtuple("SourceRun", "events sleeps source")
+
+
 def run_source(plugin, broker, api, until, sweep_interval=0, timeout=10):
-    """Run the source until ``until(events, sleeps)`` holds; returns (events, sleeps, source)."""
+    """Run the source until ``until(events, sleeps)`` holds."""
     events, sleeps = [], []
 
     class RecordingQueue:
@@ -440,7 +443,7 @@ def run_source(plugin, broker, api, until, sweep_interval=0, timeout=10):
     async def drive():
         task = asyncio.ensure_future(source.run())
         try:
-            for _ in range(int(timeout / 0.01)):
+            for _attempt in range(int(timeout / 0.01)):
                 if task.done():
                     task.result()
                 if until(events, sleeps):
@@ -455,7 +458,7 @@ def run_source(plugin, broker, api, until, sweep_interval=0, timeout=10):
                 pass
 
     asyncio.run(drive())
-    return events, sleeps, source
+    return SourceRun(events, sleeps, source)
 
 
 def registration(plugin):
@@ -466,7 +469,7 @@ def test_messages_become_events_acked_after_they_are_queued(plugin):
     broker = FakeBroker([("receipt",), ("message", order_message()), ("message", "garbage"),
                          ("message", order_message(order_state="done")),
                          ("message", json.dumps({"object_type": "resource", "resource_uuid": RESOURCE_UUID}))])
-    events, _, source = run_source(plugin, broker, FakeApi(registration(plugin)),
+    events, _sleeps, source = run_source(plugin, broker, FakeApi(registration(plugin)),
                                    until=lambda events, sleeps: len(broker.acks) == 4)
     assert [e["waldur"]["type"] for e in events] == ["sweep", "order", "resource"]
     assert events[0]["waldur"]["reason"] == "startup"
@@ -505,7 +508,7 @@ def test_cancelled_subscription_registers_the_queue_again(plugin):
         [("receipt",), ("error", {"message": "Server cancelled subscription", "subscription": "consumer_q"}, "")],
         [("receipt",), ("message", order_message())])
     api = FakeApi(registration(plugin))
-    events, sleeps, _ = run_source(plugin, broker, api, until=lambda events, sleeps: len(events) == 2)
+    events, sleeps, _source = run_source(plugin, broker, api, until=lambda events, sleeps: len(events) == 2)
     assert api.calls == 2 and sleeps == [1.0]
 
 
@@ -513,7 +516,7 @@ def test_closed_before_the_subscription_receipt_registers_again(plugin):
     # RabbitMQ's web-STOMP closes the WebSocket without an ERROR frame when it refuses a SUBSCRIBE.
     broker = FakeBroker([("disconnect",)], [("receipt",), ("message", order_message())])
     api = FakeApi(registration(plugin))
-    events, _, _ = run_source(plugin, broker, api, until=lambda events, sleeps: len(events) == 2)
+    run_source(plugin, broker, api, until=lambda events, sleeps: len(events) == 2)
     assert api.calls == 2
 
 
@@ -521,7 +524,7 @@ def test_lost_connection_reconnects_without_registering_again(plugin):
     broker = FakeBroker([("receipt",), ("disconnect",)], [("receipt",), ("disconnect",)],
                         [("receipt",), ("message", order_message())])
     api = FakeApi(registration(plugin))
-    events, sleeps, _ = run_source(plugin, broker, api, until=lambda events, sleeps: len(events) == 2)
+    events, sleeps, _source = run_source(plugin, broker, api, until=lambda events, sleeps: len(events) == 2)
     assert api.calls == 1
     # The subscription had been accepted each time: the backoff starts over at 1 s.
     assert sleeps == [1.0, 1.0]
@@ -529,7 +532,7 @@ def test_lost_connection_reconnects_without_registering_again(plugin):
 
 def test_failed_connections_back_off_exponentially(plugin):
     broker = FakeBroker([("refuse",)], [("refuse",)], [("refuse",)], [("receipt",), ("message", order_message())])
-    events, sleeps, _ = run_source(plugin, broker, FakeApi(registration(plugin)),
+    events, sleeps, _source = run_source(plugin, broker, FakeApi(registration(plugin)),
                                    until=lambda events, sleeps: len(events) == 2)
     assert sleeps == [1.0, 2.0, 4.0]
 
@@ -545,8 +548,10 @@ def test_connection_errors_never_log_the_token(plugin, caplog):
 def test_bad_credentials_at_startup_stop_the_source(plugin):
     api = FakeApi(plugin.WaldurApiError("GET /api/marketplace-site-agent-identities/ returned 401: Invalid token.",
                                         status=401))
+    events = []
     with pytest.raises(RuntimeError, match="Cannot register the event queue of offering %s: .*401" % OFFERING):
-        run_source(plugin, FakeBroker(), api, until=lambda events, sleeps: False)
+        run_source(plugin, FakeBroker(), api, until=lambda seen, sleeps: events.extend(seen))
+    assert events == []  # not even the startup sweep: its pass would fail the same way
 
 
 def test_waldur_briefly_down_at_startup_is_retried(plugin):
@@ -554,14 +559,14 @@ def test_waldur_briefly_down_at_startup_is_retried(plugin):
                   plugin.WaldurApiError("GET ... failed: ConnectionError", transient=True),
                   registration(plugin))
     broker = FakeBroker([("receipt",), ("message", order_message())])
-    events, sleeps, _ = run_source(plugin, broker, api, until=lambda events, sleeps: len(events) == 2)
+    events, sleeps, _source = run_source(plugin, broker, api, until=lambda events, sleeps: len(events) == 2)
     assert api.calls == 3 and sleeps == [1.0, 2.0]
 
 
 def test_sweeps_at_startup_and_every_interval(plugin):
     broker = FakeBroker([("receipt",)])
-    events, _, _ = run_source(plugin, broker, FakeApi(registration(plugin)), sweep_interval=0.05,
-                              until=lambda events, sleeps: len(events) >= 3)
+    events = run_source(plugin, broker, FakeApi(registration(plugin)), sweep_interval=0.05,
+                        until=lambda events, sleeps: len(events) >= 3).events
     assert [e["waldur"]["reason"] for e in events[:3]] == ["startup", "interval", "interval"]
     assert all(e == {"waldur": {"type": "sweep", "offering_uuid": OFFERING, "reason": e["waldur"]["reason"]}}
                for e in events)
@@ -569,8 +574,8 @@ def test_sweeps_at_startup_and_every_interval(plugin):
 
 def test_sweeps_continue_while_the_broker_is_unreachable(plugin):
     broker = FakeBroker(*[[("refuse",)]] * 50)
-    events, _, _ = run_source(plugin, broker, FakeApi(registration(plugin)), sweep_interval=0.05,
-                              until=lambda events, sleeps: len(events) >= 3)
+    events = run_source(plugin, broker, FakeApi(registration(plugin)), sweep_interval=0.05,
+                        until=lambda events, sleeps: len(events) >= 3).events
     assert {e["waldur"]["type"] for e in events} == {"sweep"}
 
 

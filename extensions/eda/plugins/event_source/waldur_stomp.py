@@ -48,8 +48,9 @@ description:
     C(pending-project), C(pending-start-date), C(done), C(erred), C(canceled),
     C(rejected)) are dropped. Each message is acknowledged after its event is on the
     rulebook's queue; malformed messages are logged and acknowledged.
-  - A sweep event is emitted at startup and every O(sweep_interval) seconds, so orders
-    whose message was lost are still processed, even while the broker is unreachable.
+  - A sweep event is emitted once the queue is registered at startup, then every
+    O(sweep_interval) seconds, so orders whose message was lost are still processed, even
+    while the broker is unreachable.
   - On a lost connection the source reconnects after 1 s, doubling up to 120 s, each delay
     shortened by up to 25 % at random. A subscription the broker refuses or cancels (an ERROR
     frame with C(NOT_FOUND), a cancelled subscription, or the connection closed before the
@@ -480,9 +481,8 @@ class WaldurEventsApi:
             response = self.session.request(method, url, params=params, json=body, verify=self.verify,
                                             timeout=self.settings.request_timeout, allow_redirects=False)
         except requests.RequestException as exc:
-            raise WaldurApiError("%s %s failed: %s" % (method, path, redact(type(exc).__name__ + ": " + str(exc),
-                                                                             [self.settings.token])),
-                                 transient=True) from None
+            detail = redact("%s: %s" % (type(exc).__name__, exc), [self.settings.token])
+            raise WaldurApiError("%s %s failed: %s" % (method, path, detail), transient=True) from None
         if response.status_code not in ok:
             status = response.status_code
             raise WaldurApiError("%s %s returned %s: %s" % (method, path, status,
@@ -660,11 +660,13 @@ class WaldurStompSource:
         self.generation = 0
         self.inbox = None
         self.loop = None
+        self.registered = None
         self.counts = {EVENT: 0, IGNORED: 0, MALFORMED: 0, "sweep": 0}
 
     async def run(self):
         self.loop = asyncio.get_running_loop()
         self.inbox = asyncio.Queue()
+        self.registered = asyncio.Event()
         sweeper = asyncio.ensure_future(self._sweep_loop())
         try:
             await self._consume_forever()
@@ -675,6 +677,8 @@ class WaldurStompSource:
 
     # -- sweeps --------------------------------------------------------------------------
     async def _sweep_loop(self):
+        # After the first registration: a pass before it would fail the same way it did.
+        await self.registered.wait()
         await self._emit_sweep("startup")
         interval = self.settings.sweep_interval
         if interval <= 0:
@@ -715,6 +719,7 @@ class WaldurStompSource:
         registration = await self.loop.run_in_executor(None, self.api.register)
         self.registration, self.registration_stale = registration, False
         self.registrations += 1
+        self.registered.set()
         logger.info("Registered event queue %s (vhost %s, object types %s) for offering %s",
                     registration.queue_name, registration.vhost,
                     ", ".join(registration.object_types) or "-", self.settings.offering_uuid_hex)

@@ -5,6 +5,7 @@ The SDK pipeline runs for real here; only the HTTP transport is scripted.
 
 import json
 import threading
+from types import SimpleNamespace
 
 import pytest
 import requests
@@ -329,3 +330,10 @@ def test_power_state_from_instance_view():
 
     assert power_state(View()) == "deallocated"
     assert power_state(None) is None
+
+
+def test_size_figures_prefer_the_machines_own_os_disk():
+    size = SimpleNamespace(number_of_cores=2, memory_in_mb=4096, os_disk_size_in_mb=1047552,
+                           resource_disk_size_in_mb=8192)
+    assert size_figures(size, os_disk_gb=30)["disk_mb"] == 38912
+    assert size_figures(size)["disk_mb"] == 1047552 + 8192

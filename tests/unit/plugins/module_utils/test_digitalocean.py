@@ -204,7 +204,7 @@ def test_no_request_leaves_for_another_host(api, monkeypatch):
     client = make_client(api.url + "/v2/", fake)
 
     assert [d["id"] for d in client.list_droplets(tag_name=TAG)] == [1, 2]
-    ids, _ = client.resolve_ssh_keys([presets.NEW_PUBLIC_KEY], "waldur-aaaaaaaa")
+    ids, _notes = client.resolve_ssh_keys([presets.NEW_PUBLIC_KEY], "waldur-aaaaaaaa")
     created = client.create_droplet("web-3", "ams3", "s-1vcpu-1gb", "ubuntu-22-04-x64", ssh_keys=ids, tags=[TAG])
     action = client.droplet_action(created["id"], "shutdown")
     assert client.wait_for_action(created["id"], action, fake.now + 30) == "completed"
@@ -222,7 +222,7 @@ def test_one_keep_alive_connection_for_many_objects(api):
     api.app.on("GET", "/v2/droplets/5", (200, {"droplet": droplet_json(5)}))
     api.app.on("POST", "/v2/droplets/5/actions", (201, {"action": {"id": 50, "status": "in-progress"}}))
     client = make_client(api.url)
-    for _ in range(5):
+    for _attempt in range(5):
         client.get_droplet(5)
         client.droplet_action(5, "power_on")
     ports = set(r["port"] for r in api.app.requests)
@@ -236,7 +236,7 @@ def test_one_keep_alive_connection_for_many_objects(api):
 def test_burst_of_250_then_one_request_per_quarter_second():
     fake = FakeTime()
     pacer = do.RequestPacer(clock=fake.clock, sleep=fake.sleep)
-    for _ in range(250):
+    for _attempt in range(250):
         assert pacer.acquire() == 0.0
     assert pacer.acquire() == pytest.approx(60.0 / 250)
     assert pacer.acquire() == pytest.approx(60.0 / 250)
@@ -246,7 +246,7 @@ def test_burst_of_250_then_one_request_per_quarter_second():
 def test_hourly_allowance_of_5000():
     fake = FakeTime()
     pacer = do.RequestPacer(clock=fake.clock, sleep=fake.sleep)
-    for _ in range(5000):
+    for _attempt in range(5000):
         pacer.acquire()
     # 5,000 requests at the minute bucket's pace took about (5000-250)/250 minutes;
     # the hourly bucket has refilled that long at 5000/h, and then runs dry.
@@ -260,7 +260,7 @@ def test_hourly_allowance_of_5000():
         pacer.acquire()
     pacer.acquire()
     drained = fake.now
-    for _ in range(10):
+    for _attempt in range(10):
         pacer.acquire()
     # past the hourly allowance: one request per 0.72 s, not per 0.24 s
     assert (fake.now - drained) / 10 == pytest.approx(3600.0 / 5000)
@@ -287,7 +287,7 @@ def test_ratelimit_remaining_caps_the_hourly_bucket():
 def test_pacer_is_shared_by_threads():
     pacer = do.RequestPacer(limits=((10, 1.0),))
     started = time.monotonic()
-    threads = [threading.Thread(target=lambda: [pacer.acquire() for _ in range(5)]) for _ in range(4)]
+    threads = [threading.Thread(target=lambda: [pacer.acquire() for _request in range(5)]) for _thread in range(4)]
     for thread in threads:
         thread.start()
     for thread in threads:
@@ -491,14 +491,14 @@ def test_a_missing_public_key_is_created_once_for_many_threads(do_sim):
     client = sim_client(do_sim)
     results = []
     threads = [threading.Thread(target=lambda: results.append(
-        client.resolve_ssh_keys([presets.NEW_PUBLIC_KEY], "waldur-aaaaaaaa"))) for _ in range(6)]
+        client.resolve_ssh_keys([presets.NEW_PUBLIC_KEY], "waldur-aaaaaaaa"))) for _thread in range(6)]
     for thread in threads:
         thread.start()
     for thread in threads:
         thread.join()
     created = [k for k in do_sim.app.keys() if k["fingerprint"] == presets.NEW_KEY_FINGERPRINT]
     assert len(created) == 1 and created[0]["name"] == "waldur-aaaaaaaa"
-    assert set(ids[0] for ids, _ in results) == {created[0]["id"]}
+    assert set(ids[0] for ids, _notes in results) == {created[0]["id"]}
     assert len(do_sim.app.calls_of("keys.create")) == 1
     assert len(do_sim.app.calls_of("keys.list")) == 1
 
@@ -508,8 +508,8 @@ def test_a_key_added_since_the_listing_is_found_after_a_422(do_sim):
     client.account_keys()  # cached before the key exists
     key = client.build(do._SSHKey, name="someone else", public_key=presets.NEW_PUBLIC_KEY)
     key.create()
-    ids, _ = client.resolve_ssh_keys([presets.NEW_PUBLIC_KEY], "waldur-aaaaaaaa")
-    assert ids == [key.id]
+    ids, notes = client.resolve_ssh_keys([presets.NEW_PUBLIC_KEY], "waldur-aaaaaaaa")
+    assert ids == [key.id] and notes == []  # found, not added
     assert [c["status"] for c in do_sim.app.calls_of("keys.create")] == [201, 422]
 
 
@@ -522,8 +522,8 @@ def test_unknown_keys_fail_clearly(do_sim):
 
 
 def test_check_mode_does_not_create_keys(do_sim):
-    ids, notes = sim_client(do_sim).resolve_ssh_keys([presets.NEW_PUBLIC_KEY], "waldur-aaaaaaaa",
-                                                          check_mode=True)
+    client = sim_client(do_sim)
+    ids, notes = client.resolve_ssh_keys([presets.NEW_PUBLIC_KEY], "waldur-aaaaaaaa", check_mode=True)
     assert ids == [] and notes == ["would add SSH key %s as waldur-aaaaaaaa" % presets.NEW_KEY_FINGERPRINT]
     assert do_sim.app.write_calls() == []
 

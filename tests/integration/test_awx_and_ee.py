@@ -1,0 +1,285 @@
+"""AWX configuration as code (extensions/awx, playbooks/awx_configure.yml) and the
+execution environment definition (execution-environment.yml, meta/execution-environment.yml).
+
+awx.awx is not installed here and no controller runs, so playbooks/awx_configure.yml runs
+against a stand-in awx.awx collection whose modules record the arguments they receive: the
+test checks what the playbook would ask the controller to create.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tarfile
+from pathlib import Path
+
+import pytest
+import yaml
+
+from tests.helpers import REPO, collection_path, run_playbook
+
+pytestmark = pytest.mark.integration
+
+BIN = Path(sys.executable).parent
+AWX_MODULES = ("credential_type", "credential", "execution_environment", "project", "inventory",
+               "inventory_source", "job_template", "schedule")
+PERIOD_VARIABLES = ("WALDUR_SITE_AGENT_ORDER_PROCESS_PERIOD_MINUTES", "WALDUR_SITE_AGENT_REPORT_PERIOD_MINUTES",
+                    "WALDUR_SITE_AGENT_MEMBERSHIP_SYNC_PERIOD_MINUTES")
+RECORDING_MODULE = '''#!/usr/bin/python
+# WANT_JSON
+import json, os, sys
+with open(sys.argv[1]) as handle:
+    args = json.load(handle)
+with open(os.environ["AWX_STANDIN_LOG"], "a") as log:
+    log.write(json.dumps({"module": "%s", "args": {k: v for k, v in args.items()
+                                                   if not k.startswith("_ansible")}}) + "\\n")
+print(json.dumps({"changed": True}))
+'''
+
+
+def load_yaml(path: Path):
+    return yaml.safe_load(path.read_text())
+
+
+# ---------------------------------------------------------------------------------- credential types
+def test_waldur_api_credential_type_injects_the_module_environment():
+    base = REPO / "extensions" / "awx" / "credential_types" / "waldur_api"
+    inputs, injectors = load_yaml(base / "inputs.yml"), load_yaml(base / "injectors.yml")
+
+    fields = {field["id"]: field for field in inputs["fields"]}
+    assert set(fields) == {"api_url", "api_token", "verify_ssl"}
+    assert fields["api_token"]["secret"] is True
+    assert fields["verify_ssl"]["type"] == "boolean" and fields["verify_ssl"]["default"] is True
+    assert sorted(inputs["required"]) == ["api_token", "api_url"]
+    assert injectors == {"env": {"WALDUR_API_URL": "{{ api_url }}", "WALDUR_API_TOKEN": "{{ api_token }}",
+                                 "WALDUR_VERIFY_SSL": "{{ verify_ssl }}"}}
+
+
+def test_digitalocean_credential_type_injects_the_access_token():
+    base = REPO / "extensions" / "awx" / "credential_types" / "digitalocean"
+    inputs, injectors = load_yaml(base / "inputs.yml"), load_yaml(base / "injectors.yml")
+
+    assert [(f["id"], f["secret"]) for f in inputs["fields"]] == [("token", True)]
+    assert inputs["required"] == ["token"]
+    assert injectors == {"env": {"DIGITALOCEAN_ACCESS_TOKEN": "{{ token }}"}}
+
+
+def test_configuration_credential_type_injects_a_file_the_passes_read():
+    base = REPO / "extensions" / "awx" / "credential_types" / "site_agent_config"
+    inputs, injectors = load_yaml(base / "inputs.yml"), load_yaml(base / "injectors.yml")
+
+    field = inputs["fields"][0]
+    assert (field["id"], field["secret"], field["multiline"]) == ("configuration", True, True)
+    assert injectors == {"file": {"template": "{{ configuration }}"},
+                         "env": {"WALDUR_SITE_AGENT_CONFIG": "{{ tower.filename }}"}}
+
+
+def test_no_injected_variable_is_one_awx_refuses():
+    """AWX rejects injected environment variables starting with ANSIBLE_."""
+    for injectors in (REPO / "extensions" / "awx" / "credential_types").glob("*/injectors.yml"):
+        assert not [name for name in load_yaml(injectors)["env"] if name.startswith("ANSIBLE_")], injectors
+
+
+# ---------------------------------------------------------------------------------- awx_configure.yml
+@pytest.fixture
+def awx_standin(tmp_path):
+    """A stand-in awx.awx collection whose modules append their arguments to a JSON-lines log."""
+    root = tmp_path / "awx-standin"
+    collection = root / "ansible_collections" / "awx" / "awx"
+    (collection / "plugins" / "modules").mkdir(parents=True)
+    (collection / "meta").mkdir()
+    (collection / "meta" / "runtime.yml").write_text(yaml.safe_dump(
+        {"requires_ansible": ">=2.16", "action_groups": {"controller": list(AWX_MODULES)}}))
+    for name in AWX_MODULES:
+        (collection / "plugins" / "modules" / f"{name}.py").write_text(RECORDING_MODULE % name)
+    log = tmp_path / "awx-calls.jsonl"
+    log.touch()
+    return root, log
+
+
+def configure_awx(tmp_path, awx_standin, extra_vars=None, env=None):
+    root, log = awx_standin
+    config = tmp_path / "site-agent.yaml"
+    config.write_text("offerings:\n  - name: DigitalOcean VM\n    waldur_api_token: config-token-5150\n")
+    settings = {"awx_site_agent_config_file": str(config),
+                "awx_execution_environment_image": "registry.example.com/waldur-site-agent-ee:1.0.0",
+                "controller_host": "https://awx.example.com", "controller_oauthtoken": "controller-token-1984"}
+    settings.update(extra_vars or {})
+    environment = {"ANSIBLE_COLLECTIONS_PATH": f"{root}{os.pathsep}{collection_path()}",
+                   "AWX_STANDIN_LOG": str(log), **(env or {})}
+    run = run_playbook(REPO / "playbooks" / "awx_configure.yml", extra_vars=settings, env=environment, verbosity=1)
+    calls = [json.loads(line) for line in log.read_text().splitlines()]
+    return run, calls, config
+
+
+def calls_to(calls, module):
+    return [call["args"] for call in calls if call["module"] == module]
+
+
+def test_awx_configure_creates_types_credentials_templates_and_schedules(tmp_path, awx_standin, monkeypatch):
+    for name in PERIOD_VARIABLES:
+        monkeypatch.delenv(name, raising=False)
+
+    run, calls, config = configure_awx(tmp_path, awx_standin, extra_vars={"awx_digitalocean_token": "do-token-2600"})
+
+    assert run.rc == 0, run.output
+    assert {call["args"]["controller_host"] for call in calls} == {"https://awx.example.com"}
+    assert {call["args"]["controller_oauthtoken"] for call in calls} == {"controller-token-1984"}
+
+    types = {args["name"]: args for args in calls_to(calls, "credential_type")}
+    assert set(types) == {"Waldur API", "DigitalOcean", "Waldur site agent configuration"}
+    # The injector templates reach the controller untouched, for the controller to fill in.
+    for name, directory in (("Waldur API", "waldur_api"), ("DigitalOcean", "digitalocean"),
+                            ("Waldur site agent configuration", "site_agent_config")):
+        base = REPO / "extensions" / "awx" / "credential_types" / directory
+        assert types[name]["kind"] == "cloud"
+        assert types[name]["inputs"] == load_yaml(base / "inputs.yml")
+        assert types[name]["injectors"] == load_yaml(base / "injectors.yml")
+
+    credentials = {args["name"]: args for args in calls_to(calls, "credential")}
+    assert credentials["Waldur site agent configuration"]["credential_type"] == "Waldur site agent configuration"
+    assert credentials["Waldur site agent configuration"]["inputs"] == {"configuration": config.read_text().rstrip("\n")}
+    assert credentials["Waldur site agent DigitalOcean"]["inputs"] == {"token": "do-token-2600"}
+    assert "Waldur site agent Waldur API" not in credentials and "Waldur site agent Azure" not in credentials
+
+    [environment] = calls_to(calls, "execution_environment")
+    assert environment["image"] == "registry.example.com/waldur-site-agent-ee:1.0.0"
+    [project] = calls_to(calls, "project")
+    assert project["scm_url"] == "https://github.com/waldur/ansible-collection-site-agent.git"
+    assert project["default_environment"] == environment["name"]
+    [source] = calls_to(calls, "inventory_source")
+    assert source["source"] == "scm" and source["credential"] == "Waldur site agent configuration"
+    assert (REPO / source["source_path"]).is_file()
+    assert load_yaml(REPO / source["source_path"])["plugin"] == "waldur.site_agent.offerings"
+
+    templates = {args["name"]: args for args in calls_to(calls, "job_template")}
+    assert sorted(templates) == sorted(f"Waldur site agent: {name}" for name in (
+        "order_process", "report", "membership_sync", "load_components", "health", "diagnostics"))
+    for template in templates.values():
+        assert (REPO / template["playbook"]).is_file()
+        assert template["credentials"] == ["Waldur site agent configuration", "Waldur site agent DigitalOcean"]
+        assert template["allow_simultaneous"] is False
+        assert template["extra_vars"] == {"agent_pass_config": ""}
+        assert template["execution_environment"] == environment["name"]
+
+    schedules = {args["name"]: args for args in calls_to(calls, "schedule")}
+    assert {name: args["rrule"] for name, args in schedules.items()} == {
+        "Waldur site agent: order_process": "DTSTART:20240101T000000Z RRULE:FREQ=MINUTELY;INTERVAL=5",
+        "Waldur site agent: report": "DTSTART:20240101T000000Z RRULE:FREQ=MINUTELY;INTERVAL=30",
+        "Waldur site agent: membership_sync": "DTSTART:20240101T000000Z RRULE:FREQ=MINUTELY;INTERVAL=5",
+    }
+    for name, args in schedules.items():
+        assert args["unified_job_template"] in templates and args["unified_job_template"] == name
+
+    for secret in ("config-token-5150", "do-token-2600", "controller-token-1984"):
+        assert secret not in run.output
+
+
+def test_awx_schedules_follow_the_period_variables(tmp_path, awx_standin, monkeypatch):
+    monkeypatch.setenv("WALDUR_SITE_AGENT_ORDER_PROCESS_PERIOD_MINUTES", "2")
+    monkeypatch.setenv("WALDUR_SITE_AGENT_REPORT_PERIOD_MINUTES", "60")
+    monkeypatch.setenv("WALDUR_SITE_AGENT_MEMBERSHIP_SYNC_PERIOD_MINUTES", "15")
+
+    run, calls, _ = configure_awx(tmp_path, awx_standin, extra_vars={"awx_use_offerings_inventory": False})
+
+    assert run.rc == 0, run.output
+    assert [args["rrule"].split(" ", 1)[1] for args in calls_to(calls, "schedule")] == [
+        "RRULE:FREQ=MINUTELY;INTERVAL=2", "RRULE:FREQ=MINUTELY;INTERVAL=60", "RRULE:FREQ=MINUTELY;INTERVAL=15"]
+    assert calls_to(calls, "inventory_source") == []
+
+
+def test_awx_configure_refuses_a_fractional_period(tmp_path, awx_standin, monkeypatch):
+    monkeypatch.setenv("WALDUR_SITE_AGENT_ORDER_PROCESS_PERIOD_MINUTES", "2.5")
+
+    run, calls, _ = configure_awx(tmp_path, awx_standin)
+
+    assert run.rc != 0
+    assert "awx_period_minutes.order_process: the controller schedules whole minutes, got 2.5" in run.output
+    assert calls == []
+
+
+def test_awx_configure_needs_the_image_and_the_configuration(tmp_path, awx_standin):
+    run, calls, _ = configure_awx(tmp_path, awx_standin, extra_vars={"awx_execution_environment_image": ""})
+
+    assert run.rc != 0
+    assert "awx_execution_environment_image the execution environment image" in run.output
+    assert calls == []
+
+
+# ---------------------------------------------------------------------------------- execution environment
+def test_collection_declares_its_requirements_for_execution_environments():
+    meta = load_yaml(REPO / "meta" / "execution-environment.yml")
+
+    assert meta == {"version": 1, "dependencies": {"python": "requirements.txt", "system": "bindep.txt"}}
+    assert (REPO / "requirements.txt").is_file() and (REPO / "bindep.txt").is_file()
+
+
+@pytest.fixture(scope="module")
+def built_collection(tmp_path_factory):
+    """The collection built from the files of the working tree that git would commit."""
+    source = tmp_path_factory.mktemp("ee-src")
+    listing = subprocess.run(["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"],
+                             cwd=REPO, capture_output=True, check=True).stdout.decode().split("\0")
+    venvs = {str(Path(name).parent) for name in listing if Path(name).name == "pyvenv.cfg"}
+    for name in listing:
+        path = REPO / name
+        if not name or not path.is_file() or any(name.startswith(venv + "/") for venv in venvs):
+            continue
+        (source / name).parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy2(path, source / name)
+    subprocess.run([str(BIN / "ansible-galaxy"), "collection", "build", "--output-path", "dist"],
+                   cwd=source, capture_output=True, check=True)
+    [tarball] = (source / "dist").glob("waldur-site_agent-*.tar.gz")
+    return source, tarball
+
+
+def test_ansible_builder_creates_a_build_context_with_the_collection(built_collection, tmp_path):
+    source, tarball = built_collection
+    context = tmp_path / "context"
+
+    create = subprocess.run([str(BIN / "ansible-builder"), "create", "--file", "execution-environment.yml",
+                             "--context", str(context)], cwd=source, capture_output=True, text=True, check=False)
+
+    assert create.returncode == 0, create.stdout + create.stderr
+    [build_file] = [p for p in (context / "Containerfile", context / "Dockerfile") if p.exists()]
+    text = build_file.read_text()
+    assert (context / "_build" / "collections" / tarball.name).read_bytes() == tarball.read_bytes()
+    assert ("ansible-galaxy collection install --offline --no-deps --collections-path /usr/share/ansible/collections "
+            "/tmp/waldur-collections/waldur-site_agent-*.tar.gz") in text
+    assert "--user-pip=requirements.txt --user-bindep=bindep.txt" in text
+    assert (context / "_build" / "requirements.txt").read_text() == (REPO / "requirements.txt").read_text()
+    assert (context / "_build" / "bindep.txt").read_text() == (REPO / "bindep.txt").read_text()
+    assert 'ARG PYCMD="/usr/bin/python3.12"' in text
+    # The collection is installed in the base stage, before the builder stage introspects it.
+    assert text.index("waldur-site_agent-*.tar.gz") < text.index("FROM base AS builder") < text.index("introspect")
+
+
+def test_ansible_builder_introspect_finds_the_installed_collections_requirements(built_collection, tmp_path):
+    _, tarball = built_collection
+    installed = tmp_path / "collections"
+    subprocess.run([str(BIN / "ansible-galaxy"), "collection", "install", "--offline", "--no-deps", "-p",
+                    str(installed), str(tarball)], capture_output=True, check=True)
+
+    introspect = subprocess.run([str(BIN / "ansible-builder"), "introspect", str(installed)],
+                                capture_output=True, text=True, check=False)
+
+    assert introspect.returncode == 0, introspect.stderr
+    report = yaml.safe_load(introspect.stdout)
+    requirements = [line.strip() for line in (REPO / "requirements.txt").read_text().splitlines()
+                    if line.strip() and not line.startswith("#")]
+    assert report["python"] == [f"{line}  # from collection waldur.site_agent" for line in requirements]
+    assert report["system"] == ["ca-certificates [platform:rpm platform:dpkg]  # from collection waldur.site_agent"]
+
+
+def test_the_built_collection_holds_the_operations_content(built_collection):
+    _, tarball = built_collection
+    with tarfile.open(tarball) as archive:
+        names = set(archive.getnames())
+    for expected in ("meta/execution-environment.yml", "bindep.txt", "requirements.txt",
+                     "roles/schedule/meta/argument_specs.yml", "playbooks/health.yml", "playbooks/diagnostics.yml",
+                     "playbooks/awx_configure.yml", "extensions/awx/credential_types/waldur_api/injectors.yml",
+                     "extensions/awx/inventory/waldur_offerings.yml"):
+        assert expected in names
