@@ -124,7 +124,7 @@ def overhead_rows(runs):
                         sorted(modules.items(), key=lambda item: -item[1]))
         rows.append(["%s %s" % (run["pass_name"], BACKEND_SHORT[run["backend"]]), run["n"],
                      run["cycle"], seconds(run["wall_s"]), seconds(run.get("ansible_overhead_s")),
-                     run.get("tasks"), run.get("module_runs"), top or "—",
+                     seconds(run.get("ansible_cpu_s")), run.get("tasks"), run.get("module_runs"), top or "—",
                      "%.0f" % run["peak_tree_pss_mib"], "%.0f" % run["max_process_rss_mib"]])
     return rows
 
@@ -253,13 +253,16 @@ def targets(runs):
     fixed = [run for run in runs if run["agent"] == "ours" and run.get("ansible_overhead_s") is not None]
     if fixed:
         worst = max(fixed, key=lambda run: run["ansible_overhead_s"])
+        worst_cpu = max(fixed, key=lambda run: run.get("ansible_cpu_s") or 0)
         zero = [run for run in fixed if run["n"] == 0]
         zero_text = ", ".join("%s %s %s s" % (run["pass_name"], BACKEND_SHORT[run["backend"]], seconds(run["wall_s"]))
                               for run in zero)
         out.append(("Ansible's fixed cost per pass per offering ≤ 3 s for every N",
-                    "ansible's own time at most %s s (%s %s N=%d); whole pass at N=0: %s" % (
+                    "ansible's own wall time at most %s s (%s %s N=%d), its CPU time at most %s s (%s %s N=%d); "
+                    "whole pass at N=0: %s" % (
                         seconds(worst["ansible_overhead_s"]), worst["pass_name"], BACKEND_SHORT[worst["backend"]],
-                        worst["n"], zero_text or "not run"),
+                        worst["n"], seconds(worst_cpu.get("ansible_cpu_s")), worst_cpu["pass_name"],
+                        BACKEND_SHORT[worst_cpu["backend"]], worst_cpu["n"], zero_text or "not run"),
                     worst["ansible_overhead_s"] <= 3.0))
     big = [run for run in runs if run["agent"] == "ours" and run["n"] == 1000]
     if big:
@@ -386,15 +389,17 @@ def render_markdown(results) -> str:
         "",
         "*ansible* is the wall time not spent inside a module process (start-up of `ansible-playbook`,",
         "parsing, templating the module arguments and the filters, forking a worker per task, the",
-        "callbacks); the module columns are the lifetimes of the module processes (Python start-up,",
-        "imports, the API calls). *PSS* is the largest sum of proportional set sizes over the whole",
+        "callbacks); *ansible CPU* is the CPU time of all processes but the modules, which does not grow",
+        "when other work competes for the CPUs. The module columns are the lifetimes of the module",
+        "processes (Python start-up, imports, the API calls). *PSS* is the largest sum of proportional",
+        "set sizes over the whole",
         "process tree (`ansible-playbook`, its forked workers, the module processes) at one instant;",
         "*max RSS* is the largest single process.",
         "",
     ]
     lines += dominance_lines(runs)
     lines += [""]
-    lines += _table(["pass", "N", "cycle", "wall, s", "ansible, s", "tasks", "module runs",
+    lines += _table(["pass", "N", "cycle", "wall, s", "ansible, s", "ansible CPU, s", "tasks", "module runs",
                      "seconds in each module", "peak PSS, MiB", "max RSS, MiB"], overhead_rows(runs))
     lines += [
         "",

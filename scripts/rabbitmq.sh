@@ -27,7 +27,6 @@ die() { echo "rabbitmq.sh: $*" >&2; exit 1; }
 
 install_broker() {
   if [ -x "$RABBITMQ_BIN/rabbitmq-server" ]; then
-    stop_distro_service
     return 0
   fi
   [ "$(id -u)" = 0 ] || die "rabbitmq-server is not installed and installing it needs root"
@@ -49,7 +48,8 @@ install_broker() {
 }
 
 stop_distro_service() {
-  # Best effort: whichever init system is there, the distro broker must not run.
+  # Best effort, after our install: whichever init system is there, the distro broker must
+  # neither run now nor start at boot (it would listen on every interface).
   if command -v systemctl > /dev/null 2>&1 && [ -d /run/systemd/system ]; then
     systemctl disable --now rabbitmq-server > /dev/null 2>&1 || true
   elif [ -x /etc/init.d/rabbitmq-server ]; then
@@ -218,7 +218,9 @@ stop_broker() {
       kill -0 "$pid" 2> /dev/null || break
       sleep 0.1
     done
-    kill -0 "$pid" 2> /dev/null && kill -9 "$pid" 2> /dev/null || true
+    if kill -0 "$pid" 2> /dev/null; then
+      kill -9 "$pid" 2> /dev/null || true
+    fi
   fi
   rm -f "$RABBITMQ_PID_FILE"
   # The epmd that the broker's Erlang VM started on our private port.

@@ -83,18 +83,18 @@ plugin: waldur.site_agent.offerings
 config_path: /etc/waldur/waldur-site-agent-config.yaml
 
 # prod.waldur_offerings.yml: extra groups and variables with the constructed options
-plugin: waldur.site_agent.offerings
-config_path: config/waldur-site-agent-config.yaml
-strict: true
-keyed_groups:
-  # waldur_waldur_example_com, ...: one group per Waldur instance
-  - key: waldur_api_url | urlsplit('hostname')
-    prefix: waldur
-groups:
-  # offerings that only report usage
-  report_only: "'order_process' not in waldur_offering_roles"
-compose:
-  ansible_python_interpreter: ansible_playbook_python
+# plugin: waldur.site_agent.offerings
+# config_path: config/waldur-site-agent-config.yaml
+# strict: true
+# keyed_groups:
+#   # waldur_waldur_example_com, ...: one group per Waldur instance
+#   - key: waldur_api_url | urlsplit('hostname')
+#     prefix: waldur
+# groups:
+#   # offerings that only report usage
+#   report_only: "'order_process' not in waldur_offering_roles"
+# compose:
+#   ansible_python_interpreter: ansible_playbook_python
 """
 
 import os

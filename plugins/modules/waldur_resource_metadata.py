@@ -77,7 +77,7 @@ EXAMPLES = r"""
     resources:
       - resource_uuid: 7b1e0c9d8a7f4e3d2c1b0a9f8e7d6c5b
         backend_metadata: {status: active, region: ams3, ip_address: 203.0.113.10}
-        current_metadata: {status: off, region: ams3, ip_address: 203.0.113.10}
+        current_metadata: {status: "off", region: ams3, ip_address: 203.0.113.10}
 """
 
 RETURN = r"""

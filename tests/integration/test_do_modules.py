@@ -37,17 +37,18 @@ class Runner:
         self.count = 0
         self.last = None
 
-    def __call__(self, module="do_droplet", check=False, verbosity=0, token=P.DO_TOKEN, **args):
+    def __call__(self, module="do_droplet", check=False, verbosity=0, token=P.DO_TOKEN, env=None, **args):
         self.count += 1
         out = self.tmp_path / ("result-%d.json" % self.count)
-        args = dict({"token": token, "api_url": self.sim.url}, **args)
+        if env is None:  # else the options come from the environment
+            args = dict({"token": token, "api_url": self.sim.url}, **args)
         play = [{"name": "DigitalOcean", "hosts": "localhost", "connection": "local", "gather_facts": False,
                  "tasks": [
                      {"name": "Act", "waldur.site_agent.%s" % module: args, "register": "out",
                       "ignore_errors": True},
                      {"name": "Save", "check_mode": False, "ansible.builtin.copy": {
                          "content": "{{ out | to_json }}", "dest": str(out), "mode": "0600"}}]}]
-        self.last = run_playbook(play, check=check, verbosity=verbosity)
+        self.last = run_playbook(play, check=check, verbosity=verbosity, env=env)
         assert out.exists(), self.last.output
         return json.loads(out.read_text())
 
@@ -310,3 +311,11 @@ def test_the_token_never_appears_in_verbose_output(do_sim, run):
     assert rejected["failed"] is True
     assert rejected["msg"].startswith("DigitalOcean rejected the token (401 Unable to authenticate you)")
     assert wrong not in run.last.output and wrong not in json.dumps(rejected)
+
+
+def test_token_and_endpoint_from_the_environment(do_sim, run):
+    seeded = do_sim.app.seed_droplet("env", status="off")
+    out = run(module="do_droplet_info", backend_ids=[str(seeded["id"])],
+              env={"DIGITALOCEAN_ACCESS_TOKEN": P.DO_TOKEN, "DIGITALOCEAN_END_POINT": do_sim.url + "/v2"})
+    assert out["missing"] == [] and out["droplets"][0]["status"] == "off"
+    assert do_sim.app.calls[0]["path"] == "/v2/droplets/"  # "/v2" without its slash still reaches /v2/

@@ -25,15 +25,18 @@ import pytest
 import requests
 import yaml
 
-from tests.helpers import REPO, ansible_env
-from tests.integration.broker import rabbitmq  # noqa: F401 - the session broker fixture
+from tests.helpers import ansible_env
+from tests.integration import broker
 from tests.simulators.common import SimulatorServer
 from tests.simulators.digitalocean import presets as do_presets
 from tests.simulators.waldur import presets as P
 from tests.simulators.waldur_events import EventingWaldurSimulator
-from tests.unit.eda import load_source_plugin
+from tests.unit.eda.source_plugin import load_source_plugin
 
 pytestmark = pytest.mark.integration
+
+# The session's private RabbitMQ broker (tests/integration/broker.py).
+rabbitmq = broker.rabbitmq
 
 OFFERING = P.DO_OFFERING_UUID
 TOKEN = P.PROVIDER_TOKEN
@@ -50,7 +53,7 @@ def wait_until(condition, timeout, what, interval=0.2):
 
 
 @pytest.fixture
-def waldur(rabbitmq):  # noqa: F811 - the fixture imported above
+def waldur(rabbitmq):
     """A Waldur simulator (empty preset) whose event queues live on the broker."""
     server = SimulatorServer(EventingWaldurSimulator(preset="empty", broker=rabbitmq)).start()
     yield server
@@ -121,7 +124,7 @@ class RunningSource:
 def source_factory():
     sources = []
 
-    def start(waldur, rabbitmq, transport="ws", **extra):  # noqa: F811
+    def start(waldur, rabbitmq, transport="ws", **extra):
         args = dict(waldur_api_url=waldur.url + "/api/", waldur_api_token=TOKEN, offering_uuid=OFFERING,
                     sweep_interval=3600, **rabbitmq.source_args(transport))
         args.update(extra)
@@ -141,14 +144,14 @@ def is_order(order_uuid, state=None):
     return accept
 
 
-def settled(rabbitmq, queue_record):  # noqa: F811
+def settled(rabbitmq, queue_record):
     """True once the broker holds no ready and no unacknowledged message for the queue."""
     return rabbitmq.queue_counts(queue_record["vhost"], queue_record["queue_name"]) == (0, 0)
 
 
 # ------------------------------------------------------------------------------------------ the source
 @pytest.mark.parametrize("transport", ["ws", "wss", "tcp"])
-def test_source_turns_queue_messages_into_events(waldur, rabbitmq, source_factory, transport, caplog):  # noqa: F811
+def test_source_turns_queue_messages_into_events(waldur, rabbitmq, source_factory, transport, caplog):
     caplog.set_level(logging.DEBUG)
     source = source_factory(waldur, rabbitmq, transport)
     assert source.next()["waldur"] == {"type": "sweep", "offering_uuid": OFFERING, "reason": "startup"}
@@ -168,7 +171,7 @@ def test_source_turns_queue_messages_into_events(waldur, rabbitmq, source_factor
     assert TOKEN not in caplog.text  # stomp.py logs whole frames at DEBUG, CONNECT included
 
 
-def test_source_reconnects_after_a_broker_restart(waldur, rabbitmq, source_factory, caplog):  # noqa: F811
+def test_source_reconnects_after_a_broker_restart(waldur, rabbitmq, source_factory, caplog):
     caplog.set_level(logging.INFO)
     source = source_factory(waldur, rabbitmq, "ws")
     wait_until(lambda: waldur.app.events.queues, 30, "the queue registration")
@@ -184,7 +187,7 @@ def test_source_reconnects_after_a_broker_restart(waldur, rabbitmq, source_facto
 
 
 @pytest.mark.parametrize("transport", ["ws", "tcp"])
-def test_source_registers_a_deleted_queue_again(waldur, rabbitmq, source_factory, transport, caplog):  # noqa: F811
+def test_source_registers_a_deleted_queue_again(waldur, rabbitmq, source_factory, transport, caplog):
     caplog.set_level(logging.INFO)
     source = source_factory(waldur, rabbitmq, transport)
     wait_until(lambda: waldur.app.events.queues, 30, "the queue registration")
@@ -199,8 +202,7 @@ def test_source_registers_a_deleted_queue_again(waldur, rabbitmq, source_factory
     assert "registering the queue again" in caplog.text or "registering it again" in caplog.text
 
 
-def test_malformed_messages_are_logged_acknowledged_and_skipped(waldur, rabbitmq, source_factory,  # noqa: F811
-                                                                caplog):
+def test_malformed_messages_are_logged_acknowledged_and_skipped(waldur, rabbitmq, source_factory, caplog):
     caplog.set_level(logging.INFO)
     source = source_factory(waldur, rabbitmq, "ws")
     wait_until(lambda: waldur.app.events.queues, 30, "the queue registration")
@@ -296,7 +298,7 @@ def rulebook_factory(tmp_path):
         rulebook.stop()
 
 
-def rulebook_vars(tmp_path, waldur, do_sim, rabbitmq, transport, sweep_interval):  # noqa: F811
+def rulebook_vars(tmp_path, waldur, do_sim, rabbitmq, transport, sweep_interval):
     config = tmp_path / "waldur-site-agent-config.yaml"
     config.write_text(yaml.safe_dump(site_config(waldur.url, do_sim.url)))
     stomp = rabbitmq.source_args(transport)
@@ -331,8 +333,7 @@ def droplet_names(do_sim):
     return [droplet["name"] for droplet in do_sim.app.droplets()]
 
 
-def test_orders_are_processed_as_their_events_arrive(tmp_path, waldur, do_sim, rabbitmq,  # noqa: F811
-                                                     rulebook_factory):
+def test_orders_are_processed_as_their_events_arrive(tmp_path, waldur, do_sim, rabbitmq, rulebook_factory):
     rulebook = rulebook_factory(rulebook_vars(tmp_path, waldur, do_sim, rabbitmq, "wss", sweep_interval=3600))
     rulebook.wait_for("Subscribed to /amq/queue/consumer_")
     rulebook.wait_for("PLAY RECAP")  # the startup sweep's order pass: nothing pending then
@@ -362,8 +363,8 @@ def test_orders_are_processed_as_their_events_arrive(tmp_path, waldur, do_sim, r
     assert TOKEN not in rulebook.log()
 
 
-def test_an_order_whose_message_was_lost_is_processed_by_the_sweep(tmp_path, waldur, do_sim,  # noqa: F811
-                                                                   rabbitmq, rulebook_factory):
+def test_an_order_whose_message_was_lost_is_processed_by_the_sweep(tmp_path, waldur, do_sim, rabbitmq,
+                                                                   rulebook_factory):
     rulebook = rulebook_factory(rulebook_vars(tmp_path, waldur, do_sim, rabbitmq, "ws", sweep_interval=10))
     rulebook.wait_for("Subscribed to /amq/queue/consumer_")
     rulebook.wait_for("PLAY RECAP")

@@ -227,3 +227,30 @@ def test_the_link_checker_sees_broken_links(tmp_path):
                         "```\n[in code](nowhere.md)\n```\n")
     assert list(_relative_links(document)) == ["there.md", "there.md#a-heading", "missing.md"]
     assert _anchors((tmp_path / "there.md").read_text()) == {"a-heading"}
+
+
+# ----------------------------------------------------------------- the index
+
+def _collection_contents():
+    """Every module, filter, role, playbook, inventory/callback plugin, event source and rulebook."""
+    from ansible_collections.waldur.site_agent.plugins.filter.site_agent import FilterModule
+
+    names = set()
+    names.update(path.stem for path in (REPO / "plugins" / "modules").glob("*.py") if path.stem != "__init__")
+    names.update(FilterModule().filters())
+    names.update(path.name for path in (REPO / "roles").iterdir() if (path / "tasks").is_dir())
+    names.update(path.stem for path in (REPO / "playbooks").glob("*.yml"))
+    for kind in ("inventory", "callback"):
+        names.update(path.stem for path in (REPO / "plugins" / kind).glob("*.py") if path.stem != "__init__")
+    names.update(path.stem for path in (REPO / "extensions" / "eda" / "plugins" / "event_source").glob("*.py"))
+    names.update(path.stem for path in (REPO / "extensions" / "eda" / "rulebooks").glob("*.yml"))
+    return names
+
+
+def test_the_index_describes_every_part_of_the_collection():
+    index = (REPO / "docs" / "modules.md").read_text()
+    described = set(re.findall(r"\*\*`([a-z_]+)`\*\*", index))
+    contents = _collection_contents()
+    assert {"do_droplet", "vm_items", "schedule", "order_process", "offerings", "waldur_stomp"} <= contents
+    assert sorted(contents - described) == []
+    assert sorted(described - contents) == []

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.unit.eda import load_source_plugin
+from tests.unit.eda.source_plugin import load_source_plugin
 
 
 @pytest.fixture(scope="session")

@@ -469,13 +469,12 @@ def test_messages_become_events_acked_after_they_are_queued(plugin):
     broker = FakeBroker([("receipt",), ("message", order_message()), ("message", "garbage"),
                          ("message", order_message(order_state="done")),
                          ("message", json.dumps({"object_type": "resource", "resource_uuid": RESOURCE_UUID}))])
-    events, _sleeps, source = run_source(plugin, broker, FakeApi(registration(plugin)),
-                                   until=lambda events, sleeps: len(broker.acks) == 4)
-    assert [e["waldur"]["type"] for e in events] == ["sweep", "order", "resource"]
-    assert events[0]["waldur"]["reason"] == "startup"
+    run = run_source(plugin, broker, FakeApi(registration(plugin)), until=lambda events, sleeps: len(broker.acks) == 4)
+    assert [e["waldur"]["type"] for e in run.events] == ["sweep", "order", "resource"]
+    assert run.events[0]["waldur"]["reason"] == "startup"
     # Each ACK went out after its event was queued; malformed and dropped ones are acked too.
     assert broker.acks == [("ack-1", 2), ("ack-2", 2), ("ack-3", 2), ("ack-4", 3)]
-    assert source.counts == {"event": 2, "ignored": 1, "malformed": 1, "sweep": 1}
+    assert run.source.counts == {"event": 2, "ignored": 1, "malformed": 1, "sweep": 1}
     ((destination, sub_id, ack, headers),) = [s for connection in broker.made for s in connection.subscriptions]
     assert (destination, sub_id, ack) == ("/amq/queue/consumer_q", "consumer_q", "client-individual")
     assert headers["prefetch-count"] == "1"
@@ -496,11 +495,11 @@ def test_not_found_error_registers_the_queue_again(plugin):
         [("error", {"message": "not_found"}, "NOT_FOUND - no queue 'consumer_q' in vhost 'v1'")],
         [("receipt",), ("message", order_message())])
     api = FakeApi(registration(plugin))
-    events, sleeps, source = run_source(plugin, broker, api, until=lambda events, sleeps: len(events) == 2)
-    assert api.calls == 2 and source.registrations == 2
+    run = run_source(plugin, broker, api, until=lambda events, sleeps: len(events) == 2)
+    assert api.calls == 2 and run.source.registrations == 2
     assert len(broker.made) == 2
-    assert sleeps == [1.0]
-    assert events[1]["waldur"]["order_uuid"] == ORDER_UUID
+    assert run.sleeps == [1.0]
+    assert run.events[1]["waldur"]["order_uuid"] == ORDER_UUID
 
 
 def test_cancelled_subscription_registers_the_queue_again(plugin):
@@ -508,8 +507,8 @@ def test_cancelled_subscription_registers_the_queue_again(plugin):
         [("receipt",), ("error", {"message": "Server cancelled subscription", "subscription": "consumer_q"}, "")],
         [("receipt",), ("message", order_message())])
     api = FakeApi(registration(plugin))
-    events, sleeps, _source = run_source(plugin, broker, api, until=lambda events, sleeps: len(events) == 2)
-    assert api.calls == 2 and sleeps == [1.0]
+    run = run_source(plugin, broker, api, until=lambda events, sleeps: len(events) == 2)
+    assert api.calls == 2 and run.sleeps == [1.0]
 
 
 def test_closed_before_the_subscription_receipt_registers_again(plugin):
@@ -524,17 +523,16 @@ def test_lost_connection_reconnects_without_registering_again(plugin):
     broker = FakeBroker([("receipt",), ("disconnect",)], [("receipt",), ("disconnect",)],
                         [("receipt",), ("message", order_message())])
     api = FakeApi(registration(plugin))
-    events, sleeps, _source = run_source(plugin, broker, api, until=lambda events, sleeps: len(events) == 2)
+    run = run_source(plugin, broker, api, until=lambda events, sleeps: len(events) == 2)
     assert api.calls == 1
     # The subscription had been accepted each time: the backoff starts over at 1 s.
-    assert sleeps == [1.0, 1.0]
+    assert run.sleeps == [1.0, 1.0]
 
 
 def test_failed_connections_back_off_exponentially(plugin):
     broker = FakeBroker([("refuse",)], [("refuse",)], [("refuse",)], [("receipt",), ("message", order_message())])
-    events, sleeps, _source = run_source(plugin, broker, FakeApi(registration(plugin)),
-                                   until=lambda events, sleeps: len(events) == 2)
-    assert sleeps == [1.0, 2.0, 4.0]
+    run = run_source(plugin, broker, FakeApi(registration(plugin)), until=lambda events, sleeps: len(events) == 2)
+    assert run.sleeps == [1.0, 2.0, 4.0]
 
 
 def test_connection_errors_never_log_the_token(plugin, caplog):
@@ -559,8 +557,8 @@ def test_waldur_briefly_down_at_startup_is_retried(plugin):
                   plugin.WaldurApiError("GET ... failed: ConnectionError", transient=True),
                   registration(plugin))
     broker = FakeBroker([("receipt",), ("message", order_message())])
-    events, sleeps, _source = run_source(plugin, broker, api, until=lambda events, sleeps: len(events) == 2)
-    assert api.calls == 3 and sleeps == [1.0, 2.0]
+    run = run_source(plugin, broker, api, until=lambda events, sleeps: len(events) == 2)
+    assert api.calls == 3 and run.sleeps == [1.0, 2.0]
 
 
 def test_sweeps_at_startup_and_every_interval(plugin):
