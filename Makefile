@@ -9,7 +9,7 @@ PYTEST_WORKERS ?= 2
 export ANSIBLE_COLLECTIONS_PATH := $(CURDIR)/.cache/collections
 export ANSIBLE_NOCOLOR := 1
 
-.PHONY: help venv demo test lint sanity unit integration molecule bench clean collection-link
+.PHONY: help venv demo test lint sanity unit integration molecule bench clean collection-link system-packages
 
 help:
 	@echo "make demo   - run the order, report and membership passes against the bundled simulators"
@@ -44,7 +44,11 @@ sanity: venv
 unit: venv
 	$(PY) -m pytest tests/unit tests/contract -q -n $(PYTEST_WORKERS)
 
-integration: venv
+# Debian packages some tests need (systemd-analyze, ...); a no-op when present.
+system-packages:
+	scripts/ensure-system-packages.sh
+
+integration: venv system-packages
 	$(PY) -m pytest tests/integration -q -n $(PYTEST_WORKERS)
 
 bench: venv

@@ -261,6 +261,8 @@ class RunResult:
     peak_tree_rss_mib: float
     max_process_rss_mib: float
     cpu_s: float  # user + system CPU seconds of the whole process tree
+    runqueue_wait_s: float  # seconds the tree's main threads waited for a CPU (contention)
+    cpu_stall_share: float | None  # system-wide share of the run with a task waiting for a CPU
     calls: dict  # simulator -> {total, writes, by_operation, ...}
     outcome: dict  # orders by state / usages stored after the run
     tasks: int | None = None
@@ -338,7 +340,10 @@ def _result(agent, pass_name, backend, n, cycle, measured: Measurement, calls: d
                      wall_s=round(measured.wall_s, 3), peak_tree_pss_mib=round(measured.peak_tree_pss_mib, 1),
                      peak_tree_rss_mib=round(measured.peak_tree_rss_mib, 1),
                      max_process_rss_mib=round(measured.max_process_rss_mib, 1),
-                     cpu_s=round(measured.cpu_s, 2), calls=_api_calls(calls),
+                     cpu_s=round(measured.cpu_s, 2), runqueue_wait_s=round(measured.runqueue_wait_s, 2),
+                     cpu_stall_share=(None if measured.cpu_stall_share is None
+                                      else round(measured.cpu_stall_share, 2)),
+                     calls=_api_calls(calls),
                      outcome=outcome)
 
 

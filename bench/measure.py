@@ -55,6 +55,26 @@ def _stat(pid: int) -> tuple[int, float, float] | None:
     return int(fields[1]), int(fields[19]) / _CLK_TCK, (int(fields[11]) + int(fields[12])) / _CLK_TCK
 
 
+def _runqueue_wait_s(pid: int) -> float | None:
+    """Seconds the process's main thread spent runnable but waiting for a CPU."""
+    text = _read("/proc/%d/schedstat" % pid)
+    try:
+        return int(text.split()[1]) / 1e9 if text else None
+    except (IndexError, ValueError):
+        return None
+
+
+def cpu_stall_us() -> int | None:
+    """Microseconds during which some runnable task waited for a CPU, system-wide (PSI)."""
+    text = _read("/proc/pressure/cpu")
+    if not text:
+        return None
+    for part in text.splitlines()[0].split():
+        if part.startswith("total="):
+            return int(part[len("total="):])
+    return None
+
+
 def _memory_kib(pid: int) -> tuple[int, int] | None:
     """``(rss, pss)`` in KiB from ``smaps_rollup``."""
     text = _read("/proc/%d/smaps_rollup" % pid)
@@ -105,6 +125,8 @@ class Measurement:
     max_processes: int
     samples: int
     cpu_s: float  # user + system CPU of the whole tree
+    runqueue_wait_s: float  # main threads of the tree's processes, waiting for a CPU
+    cpu_stall_share: float | None  # share of the run during which some task waited for a CPU
     module_runs: list = field(default_factory=list)
     started: float = 0.0
     ended: float = 0.0
@@ -129,6 +151,7 @@ class _TreeSampler(threading.Thread):
         self.max_processes = 0
         self.samples = 0
         self.modules: dict[tuple[int, float], ModuleRun] = {}
+        self.waits: dict[tuple[int, float], float] = {}
         self._cmdlines: dict[tuple[int, float], str] = {}
 
     def _tree(self) -> list[tuple[int, float, float]]:
@@ -165,6 +188,9 @@ class _TreeSampler(threading.Thread):
             total_rss += memory[0]
             total_pss += memory[1]
             key = (pid, started)
+            wait = _runqueue_wait_s(pid)
+            if wait is not None:
+                self.waits[key] = wait
             if key not in self._cmdlines:
                 self._cmdlines[key] = (_read("/proc/%d/cmdline" % pid) or "").split("\0")
             match = _module_of(self._cmdlines[key])
@@ -191,6 +217,7 @@ def run_measured(cmd: list[str], env: dict | None = None, cwd: str | Path | None
     ``stdout_path`` (or are discarded)."""
     sink = open(stdout_path, "wb") if stdout_path else subprocess.DEVNULL
     try:
+        stall_before = cpu_stall_us()
         started = now()
         proc = subprocess.Popen(cmd, env=env, cwd=cwd, stdout=sink, stderr=subprocess.STDOUT,
                                 start_new_session=True)
@@ -205,6 +232,7 @@ def run_measured(cmd: list[str], env: dict | None = None, cwd: str | Path | None
             sampler.stopped.set()
             sampler.join()
         ended = now()
+        stall_after = cpu_stall_us()
         proc.returncode = os.waitstatus_to_exitcode(status)
     finally:
         if stdout_path:
@@ -214,4 +242,7 @@ def run_measured(cmd: list[str], env: dict | None = None, cwd: str | Path | None
         rc=proc.returncode, wall_s=ended - started,
         peak_tree_pss_mib=sampler.peak_pss / 1024, peak_tree_rss_mib=sampler.peak_rss / 1024,
         max_process_rss_mib=usage.ru_maxrss / 1024, max_processes=sampler.max_processes,
-        samples=sampler.samples, cpu_s=usage.ru_utime + usage.ru_stime, module_runs=modules, started=started, ended=ended)
+        samples=sampler.samples, cpu_s=usage.ru_utime + usage.ru_stime,
+        runqueue_wait_s=sum(sampler.waits.values()),
+        cpu_stall_share=(None if stall_before is None or stall_after is None
+                         else (stall_after - stall_before) / 1e6 / max(ended - started, 1e-6)), module_runs=modules, started=started, ended=ended)

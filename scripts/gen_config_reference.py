@@ -597,7 +597,7 @@ def _shown(path):
 
 
 def main(argv=None):
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n", maxsplit=1)[0])
     parser.add_argument("--check", action="store_true", help="exit 1 when the document is out of date")
     args = parser.parse_args(argv)
     found = problems()

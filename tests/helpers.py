@@ -5,6 +5,7 @@ from __future__ import annotations
 import copy
 import json
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -28,6 +29,21 @@ def collection_path() -> Path:
         except FileExistsError:  # another xdist worker made it first
             pass
     return COLLECTIONS_ROOT
+
+
+def copy_working_tree(dest: Path) -> Path:
+    """The files the next commit would hold (tracked, plus new files git does not ignore),
+    leaving out any virtualenv lying around untracked."""
+    listing = subprocess.run(["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"],
+                             cwd=REPO, capture_output=True, check=True).stdout.decode().split("\0")
+    venvs = {str(Path(name).parent) for name in listing if Path(name).name == "pyvenv.cfg"}
+    for name in listing:
+        path = REPO / name
+        if not name or not path.is_file() or any(name.startswith(venv + "/") for venv in venvs):
+            continue
+        (dest / name).parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy2(path, dest / name)
+    return dest
 
 
 def ansible_env(extra: dict | None = None) -> dict:

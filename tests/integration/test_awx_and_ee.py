@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import subprocess
 import sys
 import tarfile
@@ -19,7 +18,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from tests.helpers import REPO, collection_path, run_playbook
+from tests.helpers import REPO, collection_path, copy_working_tree, run_playbook
 
 pytestmark = pytest.mark.integration
 
@@ -220,16 +219,7 @@ def test_collection_declares_its_requirements_for_execution_environments():
 @pytest.fixture(scope="module")
 def built_collection(tmp_path_factory):
     """The collection built from the files of the working tree that git would commit."""
-    source = tmp_path_factory.mktemp("ee-src")
-    listing = subprocess.run(["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"],
-                             cwd=REPO, capture_output=True, check=True).stdout.decode().split("\0")
-    venvs = {str(Path(name).parent) for name in listing if Path(name).name == "pyvenv.cfg"}
-    for name in listing:
-        path = REPO / name
-        if not name or not path.is_file() or any(name.startswith(venv + "/") for venv in venvs):
-            continue
-        (source / name).parent.mkdir(parents=True, exist_ok=True)
-        shutil.copy2(path, source / name)
+    source = copy_working_tree(tmp_path_factory.mktemp("ee-src"))
     subprocess.run([str(BIN / "ansible-galaxy"), "collection", "build", "--output-path", "dist"],
                    cwd=source, capture_output=True, check=True)
     [tarball] = (source / "dist").glob("waldur-site_agent-*.tar.gz")

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import subprocess
 import sys
 import tarfile
@@ -14,7 +13,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from tests.helpers import REPO, ansible_env
+from tests.helpers import REPO, ansible_env, copy_working_tree
 from tests.simulators.digitalocean import presets as do_presets
 from tests.simulators.waldur import presets as waldur_presets
 
@@ -22,21 +21,6 @@ pytestmark = pytest.mark.integration
 
 BIN = Path(sys.executable).parent
 GIT_IDENTITY = ["-c", "user.name=Release Test", "-c", "user.email=release@example.com"]
-
-
-def copy_working_tree(dest: Path) -> Path:
-    """The files the next commit would hold (tracked, plus new files git does not ignore),
-    leaving out any virtualenv lying around untracked."""
-    listing = subprocess.run(["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"],
-                             cwd=REPO, capture_output=True, check=True).stdout.decode().split("\0")
-    venvs = {str(Path(name).parent) for name in listing if Path(name).name == "pyvenv.cfg"}
-    for name in listing:
-        path = REPO / name
-        if not name or not path.is_file() or any(name.startswith(venv + "/") for venv in venvs):
-            continue
-        (dest / name).parent.mkdir(parents=True, exist_ok=True)
-        shutil.copy2(path, dest / name)
-    return dest
 
 
 def run(cmd, cwd, env=None, timeout=600):
@@ -61,9 +45,8 @@ def installed(tmp_path_factory):
 
 def installed_env(collections: Path, extra: dict | None = None) -> dict:
     """ansible_env() with the installed copy as the only collection path (no link to the checkout)."""
-    env = ansible_env({"ANSIBLE_COLLECTIONS_PATH": str(collections), "ANSIBLE_ROLES_PATH": str(collections / "roles"),
-                       "ANSIBLE_COLLECTIONS_SCAN_SYS_PATH": "False", **(extra or {})})
-    return env
+    return ansible_env({"ANSIBLE_COLLECTIONS_PATH": str(collections), "ANSIBLE_ROLES_PATH": str(collections / "roles"),
+                        "ANSIBLE_COLLECTIONS_SCAN_SYS_PATH": "False", **(extra or {})})
 
 
 def test_the_tarball_leaves_out_what_build_ignore_names(installed):

@@ -211,7 +211,7 @@ def test_the_documents_exist():
 def test_relative_links_resolve(document):
     broken = []
     for target in _relative_links(document):
-        path_part, _, anchor = target.partition("#")
+        path_part, _hash, anchor = target.partition("#")
         resolved = (document.parent / path_part).resolve() if path_part else document
         if not resolved.exists():
             broken.append("%s: no such file" % target)
