@@ -23,6 +23,7 @@ from ansible.plugins.action import ActionBase
 
 from ansible_collections.waldur.site_agent.plugins.module_utils.site_config import (
     PASS_ROLES,
+    apply_environment,
     offerings_for,
     validate,
 )
@@ -72,6 +73,7 @@ class ActionModule(ActionBase):
             result.update(failed=True, msg="%s could not be read as YAML: %s" % (path, exc.message))
             return result
 
+        filled = apply_environment(config, os.environ)
         errors, warnings = validate(config)
         if warnings:
             result["warnings"] = ["%s: %s" % (path, warning) for warning in warnings]
@@ -87,7 +89,7 @@ class ActionModule(ActionBase):
             result.update(failed=True, msg="offering: no offering named or with UUID %r%s in %s" % (
                 offering, " and a %s set" % PASS_ROLES[pass_role] if pass_role else "", path))
             return result
-        result.update(path=path, offerings=selected,
+        result.update(path=path, offerings=selected, secrets_from_environment=filled,
                       root={k: v for k, v in config.items() if k != "offerings" and k != "sentry_dsn"},
                       sentry_dsn=config.get("sentry_dsn") or "")
         # The offerings hold tokens and client secrets: keep the result out of every callback.

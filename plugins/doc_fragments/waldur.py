@@ -30,6 +30,8 @@ options:
   verify_ssl:
     description:
       - Whether to verify the TLS certificate of O(api_url).
+      - If not set, the value of the E(WALDUR_VERIFY_SSL) environment variable is used (the AWX
+        credential type of this collection injects it), else V(true).
       - A private CA can be trusted through the E(REQUESTS_CA_BUNDLE) environment variable.
     type: bool
     default: true

@@ -202,6 +202,16 @@ class AzureClients:
                     self.tenant, self.client_id, self._secret, **self.credential_options())
             return self._credential
 
+    def authenticate(self):
+        """Get a token now, so rejected credentials fail the whole task once instead of
+        every machine (which would err every order for what is a configuration problem)."""
+        scope = (self.arm_endpoint if not self.public_arm else PUBLIC_ARM_ENDPOINT) + "/.default"
+        try:
+            self.credential.get_token(scope)
+        except Exception as exc:  # ClientAuthenticationError, connection errors
+            raise translate_error(exc, "authenticating as service principal %s in tenant %s"
+                                  % (self.client_id, self.tenant), secrets=(self._secret,))
+
     def _client(self, kind, factory):
         credential = self.credential
         with self._lock:

@@ -288,6 +288,48 @@ def _validate_component(path, component, problems):
         problems.warn("%s.%s" % (path, key), "unknown component key, ignored")
 
 
+# Secrets an operator may keep out of the file: AWX/AAP credentials inject these
+# variables (the built-in Azure credential injects the AZURE_* ones).
+ENVIRONMENT_SECRETS = {
+    None: {"waldur_api_token": ("WALDUR_API_TOKEN",)},
+    "digitalocean": {"token": ("DIGITALOCEAN_ACCESS_TOKEN", "DO_API_TOKEN")},
+    "azure": {"subscription_id": ("AZURE_SUBSCRIPTION_ID",), "tenant_id": ("AZURE_TENANT",),
+              "client_id": ("AZURE_CLIENT_ID",), "client_secret": ("AZURE_SECRET",)},
+}
+
+
+def apply_environment(config, environ):
+    """Fill secrets missing from the file from the environment (never override the file).
+
+    Returns the list of ``<key path> <- <variable>`` it filled, for the log."""
+    filled = []
+    if not isinstance(config, dict) or not isinstance(config.get("offerings"), list):
+        return filled
+
+    def fill(target, path, key, names):
+        if _secret_present(target.get(key)):
+            return
+        for name in names:
+            if _secret_present(environ.get(name)):
+                target[key] = environ[name]
+                filled.append("%s.%s <- %s" % (path, key, name))
+                return
+
+    for index, offering in enumerate(config["offerings"]):
+        if not isinstance(offering, dict):
+            continue
+        path = "offerings[%d]" % index
+        for key, names in ENVIRONMENT_SECRETS[None].items():
+            fill(offering, path, key, names)
+        backend_type = str(offering.get("backend_type") or "").lower()
+        if backend_type in SUPPORTED_BACKENDS:
+            settings = offering.setdefault("backend_settings", {})
+            if isinstance(settings, dict):
+                for key, names in ENVIRONMENT_SECRETS[backend_type].items():
+                    fill(settings, path + ".backend_settings", key, names)
+    return filled
+
+
 def offerings_for(config, pass_role=None, offering=None):
     """The offerings a pass works on: those with the pass's role backend set,
     optionally just the one named by ``offering`` (name or UUID)."""

@@ -63,7 +63,7 @@ def waldur_argument_spec():
     return dict(
         api_url=dict(type="str", required=True, fallback=(env_fallback, ["WALDUR_API_URL"])),
         api_token=dict(type="str", required=True, no_log=True, fallback=(env_fallback, ["WALDUR_API_TOKEN"])),
-        verify_ssl=dict(type="bool", default=True),
+        verify_ssl=dict(type="bool", default=True, fallback=(env_fallback, ["WALDUR_VERIFY_SSL"])),
         timeout=dict(type="float", default=30.0),
         max_retry_seconds=dict(type="float", default=120.0),
     )

@@ -880,6 +880,11 @@ def main():
     items = normalized_items(module)
     duplicate_errors(items)
     clients = clients_from_module(module)
+    if any(not item.get("error") and not item.get("skip") for item in items):
+        try:
+            clients.authenticate()
+        except AzureError as error:
+            module.fail_json(msg="%s; no machine was touched" % error)
     deadline_seconds = module.params["deadline"]
     chain = VmChain(module, clients, time.monotonic() + deadline_seconds if deadline_seconds else None)
 

@@ -365,6 +365,12 @@ def main():
     )
     module = AnsibleModule(argument_spec=argument_spec, supports_check_mode=True)
     clients = clients_from_module(module)
+    if any(module.params["backend_ids"]):
+        try:
+            clients.authenticate()
+        except AzureError as error:
+            # Fail rather than report every machine as unmeasured: nothing would be billed.
+            module.fail_json(msg=str(error))
     deadline_seconds = module.params["deadline"]
     reader = Reader(module, clients, time.monotonic() + deadline_seconds if deadline_seconds else None)
     module.exit_json(changed=False, machines=reader.run(module.params["backend_ids"]))

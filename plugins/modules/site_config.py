@@ -21,6 +21,12 @@ description:
     Unknown keys are warnings. Values of secrets never appear in messages.
   - Runs on the controller as an action plugin, so files encrypted with ansible-vault
     (whole file or C(!vault) values) are decrypted by Ansible.
+  - Secrets missing from the file are taken from the environment, so they can come from AWX/AAP
+    credentials instead - E(WALDUR_API_TOKEN) for C(waldur_api_token), E(DIGITALOCEAN_ACCESS_TOKEN)
+    or E(DO_API_TOKEN) for a DigitalOcean C(token), and the E(AZURE_SUBSCRIPTION_ID),
+    E(AZURE_TENANT), E(AZURE_CLIENT_ID), E(AZURE_SECRET) variables of the built-in Azure
+    credential for C(subscription_id), C(tenant_id), C(client_id), C(client_secret).
+    A value in the file always wins.
   - On success the result holds the offerings, secrets included, and is marked C(no_log)
     so no callback prints it. Register it and pass the values to the other modules.
 author:
@@ -84,6 +90,12 @@ sentry_dsn:
   description: The C(sentry_dsn) root option, or an empty string.
   returned: success
   type: str
+secrets_from_environment:
+  description: The secrets taken from the environment, as C(<key path> <- <variable>) (names only).
+  returned: success
+  type: list
+  elements: str
+  sample: ["offerings[0].backend_settings.client_secret <- AZURE_SECRET"]
 errors:
   description: Every problem found, each prefixed by its key path.
   returned: failure

@@ -66,6 +66,8 @@ options:
       - C(failed) (bool) says whether the backend failed, C(msg) is the message (stored as the order's
         C(error_message) when failed) and C(exception) an optional traceback, shortened into
         C(error_traceback).
+      - C(retry) (bool) marks a failure a later pass should retry (the backend did not finish in
+        time or was unavailable); such an order is left as it is, not set erred.
       - C(backend_id) is the id to record on the resource, C(backend_metadata) (dict) the metadata to
         record (an empty one is not written), C(resource_uuid) the provider resource (default the
         order's).
@@ -503,6 +505,8 @@ class Settle:
         if order["offering_uuid"] and order["offering_uuid"] != self.offering_uuid:
             raise ItemError("order %s belongs to offering %s, not %s"
                             % (uuid, order["offering_uuid"], self.offering_uuid))
+        if outcome["failed"] and outcome["retry"]:
+            return self._skip(uuid, order["state"], "left %s for the next pass: %s" % (order["state"], outcome["msg"]))
         if outcome["failed"]:
             return self._erred(uuid, order["state"], outcome["msg"], outcome["exception"], [])
         if order["state"] != "executing":
@@ -614,6 +618,10 @@ def parse_outcomes(module, outcomes):
             failed = boolean(raw.get("failed", False), strict=True)
         except TypeError:
             module.fail_json(msg="%s.failed must be a boolean, got %r" % (where, raw.get("failed")))
+        try:
+            retry = boolean(raw.get("retry", False), strict=True)
+        except TypeError:
+            module.fail_json(msg="%s.retry must be a boolean, got %r" % (where, raw.get("retry")))
         resource_uuid = raw.get("resource_uuid")
         if resource_uuid not in (None, ""):
             resource_uuid = module.uuid_param(resource_uuid, "%s.resource_uuid" % where)
@@ -624,6 +632,7 @@ def parse_outcomes(module, outcomes):
         parsed.append({
             "order_uuid": uuid,
             "failed": failed,
+            "retry": retry,
             "msg": str(raw.get("msg") or ""),
             "backend_id": str(backend_id) if backend_id not in (None, "") else None,
             "backend_metadata": metadata,

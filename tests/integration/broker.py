@@ -67,7 +67,8 @@ class RabbitBroker:
         return proc.stdout
 
     def start(self) -> "RabbitBroker":
-        self._run("start", str(self.directory))
+        # The first start on a fresh machine also installs rabbitmq-server (apt-get).
+        self._run("start", str(self.directory), timeout=900)
         self.env = dict(line.split("=", 1) for line in
                         (self.directory / "broker.env").read_text().splitlines() if "=" in line)
         return self

@@ -296,14 +296,22 @@ def test_missing_credentials_fail_the_task_naming_them(azure_sim, tmp_path):
     assert "tenant (env AZURE_TENANT)" in result["msg"] and "secret (env AZURE_SECRET)" in result["msg"]
 
 
-def test_a_wrong_secret_fails_the_items_without_showing_it(azure_sim, tmp_path):
+def test_a_wrong_secret_fails_the_task_once_without_showing_it(azure_sim, tmp_path):
+    """Rejected credentials are a configuration problem: the task fails (so the order pass
+    leaves the orders executing) instead of every machine failing (which would err them)."""
     sim = azure_sim
     env = azure_env(sim)
     env["AZURE_SECRET"] = "wrong-secret-value"
-    result, run = run_module(sim, tmp_path, "azure_vm_chain", {"machines": [machine()]}, env=env, verbosity=3)
-    assert result["results"][0]["failed"] and "AADSTS7000215" in result["results"][0]["msg"]
+    result, run = run_module(sim, tmp_path, "azure_vm_chain", {"machines": [machine(), machine(name="two")]},
+                             env=env, verbosity=3)
+    assert result["failed"] and "AADSTS7000215" in result["msg"] and "no machine was touched" in result["msg"]
+    assert "results" not in result
     assert "wrong-secret-value" not in run.output
     assert sim.app.resources() == []
+    info, run = run_module(sim, tmp_path, "azure_vm_chain_info",
+                           {"backend_ids": ["/subscriptions/x/resourceGroups/g/providers/Microsoft.Compute/"
+                                            "virtualMachines/v"]}, env=env)
+    assert info["failed"] and "AADSTS7000215" in info["msg"]
 
 
 # ---- deletion -------------------------------------------------------------------------------

@@ -502,6 +502,18 @@ def test_not_found_error_registers_the_queue_again(plugin):
     assert run.events[1]["waldur"]["order_uuid"] == ORDER_UUID
 
 
+@pytest.mark.parametrize("headers, body, registrations", [
+    ({"message": "not_found"}, "NOT_FOUND - no queue 'consumer_q' in vhost 'v1'", 2),
+    ({"message": "access_refused"}, "ACCESS_REFUSED - operation not permitted", 1),
+])
+def test_only_queue_errors_after_subscribing_register_again(plugin, headers, body, registrations):
+    broker = FakeBroker([("receipt",), ("error", headers, body)], [("receipt",), ("message", order_message())])
+    api = FakeApi(registration(plugin))
+    run = run_source(plugin, broker, api, until=lambda events, sleeps: len(events) == 2)
+    assert api.calls == registrations
+    assert len(broker.made) == 2 and run.sleeps == [1.0]  # either way the session starts over
+
+
 def test_cancelled_subscription_registers_the_queue_again(plugin):
     broker = FakeBroker(
         [("receipt",), ("error", {"message": "Server cancelled subscription", "subscription": "consumer_q"}, "")],

@@ -760,7 +760,8 @@ class WaldurStompSource:
                 raise StompConnectError("the broker refused the connection: %s" % self._frame_text(frame))
             return await self._consume(connection, generation, registration)
         finally:
-            close_connection(connection)
+            # In a worker thread: a DISCONNECT on a half-dead socket must not stall the loop.
+            await self.loop.run_in_executor(None, close_connection, connection)
             if self.connection is connection:
                 self.connection = None
 

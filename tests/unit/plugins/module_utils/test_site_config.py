@@ -74,3 +74,22 @@ def test_offerings_for_a_pass_and_an_offering():
     assert [o["name"] for o in offerings_for(config, "report")] == ["DO"]
     assert [o["name"] for o in offerings_for(config, "order_process", "a0000000000000000000000000000001")] == ["Azure"]
     assert [o["name"] for o in offerings_for(config, None, "DO")] == ["DO"]
+
+
+def test_secrets_missing_from_the_file_come_from_the_environment():
+    from ansible_collections.waldur.site_agent.plugins.module_utils.site_config import apply_environment
+
+    config = good_config()
+    del config["offerings"][0]["waldur_api_token"]
+    del config["offerings"][0]["backend_settings"]["token"]
+    config["offerings"][1]["backend_settings"] = {"client_secret": "from-file"}
+    environ = {"WALDUR_API_TOKEN": "w", "DIGITALOCEAN_ACCESS_TOKEN": "d", "AZURE_SUBSCRIPTION_ID": "s",
+               "AZURE_TENANT": "t", "AZURE_CLIENT_ID": "c", "AZURE_SECRET": "from-env"}
+    filled = apply_environment(config, environ)
+    assert validate(config) == ([], [])
+    assert config["offerings"][0]["waldur_api_token"] == "w"
+    assert config["offerings"][0]["backend_settings"]["token"] == "d"
+    assert config["offerings"][1]["backend_settings"]["client_secret"] == "from-file"  # the file wins
+    assert "offerings[1].backend_settings.tenant_id <- AZURE_TENANT" in filled
+    assert not any("client_secret" in line for line in filled)
+    assert all("w" != line and "from-env" not in line for line in filled)
