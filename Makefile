@@ -44,9 +44,12 @@ sanity: venv
 unit: venv
 	$(PY) -m pytest tests/unit tests/contract -q -n $(PYTEST_WORKERS)
 
-# Debian packages some tests need (systemd-analyze, ...); a no-op when present.
+# Debian packages some tests need (systemd-analyze, a Java runtime for ansible-rulebook,
+# RabbitMQ for the event tests); a no-op when present.
 system-packages:
 	scripts/ensure-system-packages.sh
+	scripts/ensure-java.sh
+	scripts/rabbitmq.sh install
 
 integration: venv system-packages
 	$(PY) -m pytest tests/integration -q -n $(PYTEST_WORKERS)
