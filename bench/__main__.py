@@ -9,6 +9,7 @@ what it measured) and, for a full run, renders ``docs/performance.md`` and
   python -m bench                   the whole plan (long: the upstream agent alone takes ~15 min)
   python -m bench --quick           N = 10 and 100 only (and N = 10 for Azure creates)
   python -m bench --only ours       one agent only (ours | upstream)
+  python -m bench --include REGEX   only the scenarios whose label matches (--append FILE: into FILE)
   python -m bench --render FILE     re-render docs/performance.md from a results file
 """
 
@@ -18,6 +19,7 @@ import argparse
 import json
 import os
 import platform
+import re
 import subprocess
 import sys
 import time
@@ -26,8 +28,8 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 from bench import render
-from bench.harness import (AZURE_LRO_SECONDS, LATENCY, RESULTS_DIR, BenchError, SimulatorSet, ensure_upstream,
-                           run_ours, run_upstream)
+from bench.harness import (AZURE_LRO_SECONDS, LATENCY, RESULTS_DIR, VARIANTS, BenchError, SimulatorSet,
+                           ensure_upstream, run_ours, run_upstream, upstream_import_footprint)
 from tests.helpers import REPO
 
 SUMMARY = RESULTS_DIR / "summary.json"
@@ -41,6 +43,7 @@ class Step:
     pass_name: str  # order | report
     backend: str  # digitalocean | azure
     n: int
+    variant: str = ""  # "" or a harness.VARIANTS key
 
     @property
     def cycles(self) -> tuple:
@@ -48,7 +51,8 @@ class Step:
         return ("first", "steady") if self.pass_name == "report" and self.n else ("only",)
 
     def label(self) -> str:
-        return "%s %s/%s N=%d" % (self.agent, self.pass_name, self.backend, self.n)
+        return "%s %s/%s N=%d%s" % (self.agent, self.pass_name, self.backend, self.n,
+                                    " [%s]" % self.variant if self.variant else "")
 
 
 def build_plan(quick: bool = False, only: str | None = None) -> list[Step]:
@@ -58,15 +62,19 @@ def build_plan(quick: bool = False, only: str | None = None) -> list[Step]:
     # them would take half an hour at 8 at a time, so the plan stops at 100.
     azure_orders = (0, 10) if quick else (0, 10, 50, 100)
     serial_orders = (10,) if quick else (10, 50)
+    # Against DigitalOcean's real limits: more creates than one minute's 250 requests allow.
+    limited = () if quick else (300,)
     ours = ([Step("ours", "order", "digitalocean", n) for n in do_orders]
             + [Step("ours", "report", "digitalocean", n) for n in sizes]
             + [Step("ours", "order", "azure", n) for n in azure_orders]
             + [Step("ours-serial", "order", "azure", n) for n in serial_orders]
-            + [Step("ours", "report", "azure", n) for n in sizes])
+            + [Step("ours", "report", "azure", n) for n in sizes]
+            + [Step("ours", "order", "digitalocean", n, "do-rate-limit") for n in limited])
     # The upstream Azure plugin builds its SDK clients without a base URL: it only talks to
     # management.azure.com, so only its Waldur and DigitalOcean sides can be measured here.
     upstream = ([Step("upstream", "order", "digitalocean", n) for n in do_orders]
-                + [Step("upstream", "report", "digitalocean", n) for n in sizes])
+                + [Step("upstream", "report", "digitalocean", n) for n in sizes]
+                + [Step("upstream", "order", "digitalocean", n, "do-rate-limit") for n in limited])
     if only == "ours":
         return ours
     if only == "upstream":
@@ -108,6 +116,7 @@ def run_plan(plan: list[Step], results: dict, out_path: Path, sims: SimulatorSet
     logs.mkdir(parents=True, exist_ok=True)
     for step in plan:
         sims.reset()
+        sims.apply_variant(step.variant)
         seeded = sims.seed(step.pass_name, step.backend, step.n)
         for cycle in step.cycles:
             load = os.getloadavg()[0]
@@ -117,7 +126,9 @@ def run_plan(plan: list[Step], results: dict, out_path: Path, sims: SimulatorSet
                 extra = {"order_process_max_workers": 1} if step.agent == "ours-serial" else None
                 result = run_ours(sims, step.pass_name, step.backend, step.n, cycle, extra_vars=extra,
                                   agent=step.agent, logs=logs)
-            check_outcome(result, seeded)
+            result.variant = step.variant
+            if not step.variant:  # a variant may leave work undone: that is what it measures
+                check_outcome(result, seeded)
             data = result.as_dict()
             data["load_before"] = round(load, 2)
             results["runs"].append(data)
@@ -125,6 +136,10 @@ def run_plan(plan: list[Step], results: dict, out_path: Path, sims: SimulatorSet
             log("%-40s %-6s %8.2f s  calls %s  peak PSS %.0f MiB%s" % (
                 step.label(), cycle, result.wall_s, render.calls_text(data), result.peak_tree_pss_mib,
                 ("  NOTE: " + result.note) if result.note else ""))
+
+
+def run_label(run: dict) -> str:
+    return Step(run["agent"], run["pass_name"], run["backend"], run["n"], run.get("variant", "")).label()
 
 
 def check_outcome(result, seeded: dict) -> None:
@@ -147,6 +162,10 @@ def main(argv=None) -> int:
     parser.add_argument("--only", choices=("ours", "upstream"), help="run one agent only")
     parser.add_argument("--docs", action=argparse.BooleanOptionalAction, default=None,
                         help="render docs/performance.md (default: after a full run of both agents)")
+    parser.add_argument("--include", metavar="REGEX",
+                        help="only the scenarios whose label matches, e.g. 'upstream order' or 'rate-limit'")
+    parser.add_argument("--append", metavar="RESULTS_JSON",
+                        help="add the runs to this results file (replacing runs of the same scenarios)")
     parser.add_argument("--render", metavar="RESULTS_JSON", help="only re-render the docs from a results file")
     args = parser.parse_args(argv)
 
@@ -158,15 +177,24 @@ def main(argv=None) -> int:
 
     RESULTS_DIR.mkdir(parents=True, exist_ok=True)
     stamp = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%SZ")
-    out_path = RESULTS_DIR / ("%s.json" % stamp)
     plan = build_plan(args.quick, args.only)
-    results = {
-        "started": stamp, "quick": args.quick, "only": args.only, "host": host_info(),
-        "latency_s": LATENCY, "azure_lro_s": AZURE_LRO_SECONDS, "collection_version": collection_version(),
-        "upstream_versions": None, "runs": [],
-    }
-    if args.only != "ours":
+    if args.include:
+        plan = [step for step in plan if re.search(args.include, step.label())]
+    if args.append:
+        out_path = Path(args.append)
+        results = json.loads(out_path.read_text())
+        labels = {step.label() for step in plan}
+        results["runs"] = [run for run in results["runs"] if run_label(run) not in labels]
+    else:
+        out_path = RESULTS_DIR / ("%s.json" % stamp)
+        results = {
+            "started": stamp, "quick": args.quick, "only": args.only, "host": host_info(),
+            "latency_s": LATENCY, "azure_lro_s": AZURE_LRO_SECONDS, "collection_version": collection_version(),
+            "upstream_versions": None, "variants": VARIANTS, "runs": [],
+        }
+    if any(step.agent == "upstream" for step in plan):
         results["upstream_versions"] = ensure_upstream()
+        results["upstream_import"] = upstream_import_footprint()
     print("bench: %d scenarios, results in %s" % (len(plan), out_path), flush=True)
     started = time.monotonic()
     try:
@@ -178,14 +206,14 @@ def main(argv=None) -> int:
     results["duration_s"] = round(time.monotonic() - started, 1)
     out_path.write_text(json.dumps(results, indent=1))
     print("bench: finished in %.0f s; results %s" % (results["duration_s"], out_path))
-    if args.docs or (args.docs is None and not args.quick and args.only is None):
+    if args.docs or (args.docs is None and not args.quick and args.only is None and not args.include):
         SUMMARY.write_text(json.dumps(results, indent=1))
         render.write_docs(results)
         print("bench: rendered %s and %s; summary %s" % (render.DOC, render.PLOT, SUMMARY))
     failed = [run for run in results["runs"] if run.get("note")]
     for run in failed:
-        print("bench: %s %s/%s N=%d %s: %s" % (run["agent"], run["pass_name"], run["backend"], run["n"],
-                                              run["cycle"], run["note"]), file=sys.stderr)
+        fields = (run["agent"], run["pass_name"], run["backend"], run["n"], run["cycle"], run["note"])
+        print("bench: %s %s/%s N=%d %s: %s" % fields, file=sys.stderr)
     return 1 if failed else 0
 
 

@@ -29,7 +29,9 @@ from tests.simulators.waldur import presets as waldur_presets
 
 BENCH_DIR = REPO / "bench"
 RESULTS_DIR = BENCH_DIR / "results"
-UPSTREAM_VENV = BENCH_DIR / ".venv-upstream"
+# Under .cache/ (git-, lint- and build-ignored): a venv inside bench/ would end up in
+# the collection artifact, which ansible-galaxy builds from everything not build_ignore'd.
+UPSTREAM_VENV = REPO / ".cache" / "bench-upstream-venv"
 UPSTREAM_PACKAGES = ("waldur-site-agent", "waldur-site-agent-digitalocean", "waldur-site-agent-azure")
 
 # Latency of one API call, as the issue sets them (seconds).
@@ -45,6 +47,11 @@ DO_LIMITS = dict(waldur_presets.DO_PLAN_QUOTAS)
 AZURE_LIMITS = dict(waldur_presets.AZURE_PLAN_QUOTAS)
 OFFERING_UUID = {"digitalocean": waldur_presets.DO_OFFERING_UUID, "azure": waldur_presets.AZURE_OFFERING_UUID}
 MODES = {"order": "order_process", "report": "report"}
+# Scenario variants: what the simulators do differently from the plain workload.
+VARIANTS = {
+    "do-rate-limit": "the DigitalOcean simulator enforces DigitalOcean's documented limits "
+                     "(250 requests per minute, 5,000 per hour) with 429 and Retry-After",
+}
 
 
 class BenchError(RuntimeError):
@@ -138,6 +145,13 @@ class SimulatorSet:
         self["waldur"].control("POST", "/_sim/reset", {"preset": "empty"})
         self["digitalocean"].control("POST", "/_sim/reset", {"preset": "default"})
         self["azure"].control("POST", "/_sim/reset", {"preset": "default"})
+
+    def apply_variant(self, variant: str) -> None:
+        """Switch the (freshly reset) simulators to a scenario variant; reset undoes it."""
+        if variant == "do-rate-limit":
+            self["digitalocean"].control("POST", "/_sim/options", {"enforce_limits": True})
+        elif variant:
+            raise BenchError("unknown scenario variant %r; known: %s" % (variant, ", ".join(VARIANTS)))
 
     def marks(self) -> dict:
         return {name: sim.mark() for name, sim in self.sims.items()}
@@ -273,11 +287,8 @@ class RunResult:
     task_times: list = field(default_factory=list)
     modules: list = field(default_factory=list)
     startup_s: float | None = None  # process start to first API call
+    variant: str = ""  # "" or a VARIANTS key
     note: str = ""
-
-    @property
-    def key(self) -> tuple:
-        return (self.agent, self.pass_name, self.backend, self.n, self.cycle)
 
     def as_dict(self) -> dict:
         return asdict(self)
@@ -354,14 +365,14 @@ def upstream_python() -> Path:
 
 
 def ensure_upstream(log=print) -> dict:
-    """Create ``bench/.venv-upstream`` with the upstream agent and its two plugins (the
+    """Create ``.cache/bench-upstream-venv`` with the upstream agent and its two plugins (the
     newest releases, pre-releases included: the Azure plugin only has those)."""
     python = upstream_python()
     if not python.exists():
         log("creating %s" % UPSTREAM_VENV)
         subprocess.run([sys.executable, "-m", "venv", str(UPSTREAM_VENV)], check=True)
     probe = subprocess.run([str(python), "-c", "import waldur_site_agent, waldur_site_agent_digitalocean, "
-                            "waldur_site_agent_azure"], capture_output=True)
+                            "waldur_site_agent_azure"], capture_output=True, check=False)
     if probe.returncode != 0:
         log("installing %s into %s" % (", ".join(UPSTREAM_PACKAGES), UPSTREAM_VENV))
         subprocess.run([str(python), "-m", "pip", "install", "-q", "--disable-pip-version-check", "--pre",
@@ -371,6 +382,31 @@ def ensure_upstream(log=print) -> dict:
          % (UPSTREAM_PACKAGES + ("waldur-api-client", "python-digitalocean"),)],
         capture_output=True, text=True, check=True)
     return json.loads(versions.stdout)
+
+
+_IMPORT_PROBE = """
+import importlib.metadata as metadata, json, resource, sys, time
+if sys.argv[1] == "without-azure":
+    everything = metadata.entry_points
+    metadata.entry_points = lambda **kw: metadata.EntryPoints(
+        [ep for ep in everything(**kw) if "azure" not in ep.value])
+started = time.process_time()
+import waldur_site_agent.main  # noqa: F401 - loads every backend plugin through its entry point
+print(json.dumps({"rss_mib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0,
+                  "cpu_s": time.process_time() - started}))
+"""
+
+
+def upstream_import_footprint() -> dict:
+    """Peak RSS and CPU time of importing the upstream agent, with all its installed plugins
+    and with the Azure plugin's entry point hidden (the agent imports every backend plugin
+    at start-up, whatever the configuration uses)."""
+    footprint = {}
+    for variant in ("all-plugins", "without-azure"):
+        probe = subprocess.run([str(upstream_python()), "-P", "-c", _IMPORT_PROBE, variant], capture_output=True,
+                               text=True, check=True, cwd=tempfile.gettempdir())
+        footprint[variant] = {key: round(value, 2) for key, value in json.loads(probe.stdout).items()}
+    return footprint
 
 
 def run_upstream(sims: SimulatorSet, pass_name: str, backend: str, n: int, cycle: str = "only",

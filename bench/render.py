@@ -30,17 +30,22 @@ UPSTREAM_MIB = 143
 
 # --------------------------------------------------------------------------- lookups
 
-def find(runs, agent, pass_name, backend, n, cycle=None):
+def find(runs, agent, pass_name, backend, n, cycle=None, variant=""):
     for run in runs:
         if (run["agent"], run["pass_name"], run["backend"], run["n"]) == (agent, pass_name, backend, n) \
-                and (cycle is None or run["cycle"] == cycle):
+                and (cycle is None or run["cycle"] == cycle) and run.get("variant", "") == variant:
             return run
     return None
 
 
-def sizes(runs, agent, pass_name, backend, nonzero=True):
+def sizes(runs, agent, pass_name, backend, nonzero=True, variant=""):
     return sorted({run["n"] for run in runs if (run["agent"], run["pass_name"], run["backend"])
-                   == (agent, pass_name, backend) and (run["n"] or not nonzero)})
+                   == (agent, pass_name, backend) and (run["n"] or not nonzero) and run.get("variant", "") == variant})
+
+
+def plain(runs):
+    """The runs of the plain workload (no scenario variant)."""
+    return [run for run in runs if not run.get("variant")]
 
 
 def waldur_calls(run):
@@ -73,7 +78,7 @@ def ratio(slow, fast) -> str:
 
 
 def _table(header, rows) -> list[str]:
-    lines = ["| " + " | ".join(header) + " |", "|" + "|".join("---" for _ in header) + "|"]
+    lines = ["| " + " | ".join(header) + " |", "|" + "|".join(["---"] * len(header)) + "|"]
     lines += ["| " + " | ".join(str(cell) for cell in row) + " |" for row in rows]
     return lines
 
@@ -136,21 +141,69 @@ def dominant(run) -> str:
         key = "the %s module" % module["module"]
         parts[key] = parts.get(key, 0.0) + module["seconds"]
     name, value = max(parts.items(), key=lambda item: item[1])
-    return "%s: %s s of %s s (%.0f%%)" % (name, seconds(value), seconds(run["wall_s"]),
-                                         100.0 * value / run["wall_s"] if run["wall_s"] else 0)
+    share = 100.0 * value / run["wall_s"] if run["wall_s"] else 0
+    return "%s: %s s of %s s (%.0f%%)" % (name, seconds(value), seconds(run["wall_s"]), share)
+
+
+DO_BURST, DO_PER_MINUTE = 250, 250.0
+LRO_S = 2.0
+
+
+def do_pacing_floor(run) -> float:
+    """The least time DigitalOcean's documented limit (a burst of 250, then 250 requests
+    per minute), which do_droplet paces itself to, allows for the run's DigitalOcean calls."""
+    return max(0, backend_calls(run) - DO_BURST) * 60.0 / DO_PER_MINUTE
+
+
+def limit_lines(runs):
+    """Sentences on what bounds the passes that are slower than their API work needs."""
+    lines = []
+    for n in sizes(runs, "ours", "order", "digitalocean"):
+        run = find(runs, "ours", "order", "digitalocean", n)
+        floor = do_pacing_floor(run)
+        if floor > 1:
+            lines.append("* order DO, N = %d: %d DigitalOcean calls (%.1f per droplet); paced under DigitalOcean's "
+                         "limit of 250 per minute after a burst of 250, they cannot take less than %s s; do_droplet "
+                         "took %s s." % (n, backend_calls(run), backend_calls(run) / float(n), seconds(floor),
+                                         seconds(sum(m["seconds"] for m in run.get("modules") or []
+                                                     if m["module"] == "do_droplet"))))
+    for n in sizes(runs, "ours", "order", "azure"):
+        run = find(runs, "ours", "order", "azure", n)
+        serial = find(runs, "ours-serial", "order", "azure", n) or next(
+            (find(runs, "ours-serial", "order", "azure", m) for m in sizes(runs, "ours-serial", "order", "azure")), None)
+        if not serial:
+            continue
+        chain = sum(m["seconds"] for m in serial.get("modules") or [] if m["module"] == "azure_vm_chain") / serial["n"]
+        rounds = -(-n // 8)
+        took = sum(m["seconds"] for m in run.get("modules") or [] if m["module"] == "azure_vm_chain")
+        lines.append("* order Azure, N = %d: one machine's chain takes %s s on its own (its long-running operations "
+                     "of %.0f s, polled); 8 at a time that is %d rounds, about %s s; azure_vm_chain took %s s."
+                     % (n, seconds(chain), LRO_S, rounds, seconds(rounds * chain), seconds(took)))
+    upstream_rates = [(run["n"], 60.0 * backend_calls(run) / run["wall_s"]) for run in runs
+                      if run["agent"] == "upstream" and run["pass_name"] == "order" and run["n"] >= 100]
+    for n, rate in upstream_rates:
+        if rate > DO_PER_MINUTE:
+            lines.append("* upstream order DO, N = %d: %.0f DigitalOcean calls per minute, over DigitalOcean's limit of "
+                         "250: against the real API it would get 429s, which python-digitalocean does not retry and "
+                         "the plugin turns into erred orders (see the rate-limited runs)." % (n, rate))
+        else:
+            lines.append("* upstream order DO, N = %d: %.0f DigitalOcean calls per minute, under DigitalOcean's limit "
+                         "of 250." % (n, rate))
+    return lines
 
 
 def dominance_lines(runs):
-    lines = []
+    lines, seen = [], set()
     for pass_name, backend, cycle in (("order", "digitalocean", "only"), ("report", "digitalocean", "steady"),
                                       ("order", "azure", "only"), ("report", "azure", "first"),
                                       ("report", "azure", "steady")):
         for n in sizes(runs, "ours", pass_name, backend, nonzero=False):
-            run = find(runs, "ours", pass_name, backend, n, cycle) if n else find(runs, "ours", pass_name, backend, 0)
-            if run:
-                lines.append("| %s %s%s | %d | %s |" % (
-                    pass_name, BACKEND_SHORT[backend], "" if cycle == "only" or not n else " (%s)" % cycle,
-                    n, dominant(run)))
+            run = find(runs, "ours", pass_name, backend, n, cycle if n else None)
+            if run is None or id(run) in seen:
+                continue
+            seen.add(id(run))
+            label = "%s %s%s" % (pass_name, BACKEND_SHORT[backend], " (%s)" % cycle if n and cycle != "only" else "")
+            lines.append("| %s | %d | %s |" % (label, n, dominant(run)))
     return ["| pass | N | largest share of the wall time |", "|---|---|---|"] + lines
 
 
@@ -181,6 +234,22 @@ def reproduction_rows(runs):
         rows.append(["peak RSS of a cycle, MiB (largest)", str(UPSTREAM_MIB), "%.0f" % max(mems),
                      deviation(max(mems), UPSTREAM_MIB), "", "", "", ""])
     return rows
+
+
+def import_lines(results):
+    footprint = results.get("upstream_import")
+    if not footprint:
+        return []
+    every, without = footprint["all-plugins"], footprint["without-azure"]
+    return [
+        "",
+        "Upstream imports every installed backend plugin at start-up, whatever the configuration uses.",
+        "Importing the agent with its three packages installed takes %.0f MiB and %s s of CPU; with the"
+        % (every["rss_mib"], seconds(every["cpu_s"])),
+        "Azure plugin's entry point hidden, %.0f MiB and %s s: the issue's 143 MiB matches an install"
+        % (without["rss_mib"], seconds(without["cpu_s"])),
+        "without the Azure plugin, and a cycle here carries the Azure SDK as well.",
+    ]
 
 
 def uncontended(run):
@@ -247,16 +316,16 @@ def targets(runs):
         share = total_calls(ours) / float(total_calls(upstream))
         ok = speed >= 10 and share <= 0.1
         out.append(("Report pass, 1,000 resources, steady state: ≥ 10× faster, ≤ 1/10 of the API calls",
-                    "%.0f× faster; %d calls vs %d (%.1f%%)" % (speed, total_calls(ours), total_calls(upstream),
-                                                              100 * share), ok))
+                    "%.0f× faster; %d calls vs %d (%.1f%%)"
+                    % (speed, total_calls(ours), total_calls(upstream), 100 * share), ok))
     ours_az = find(runs, "ours", "report", "azure", 1000, "steady")
     if ours_az:
         writes = ours_az["calls"]["waldur"]["writes"] + ours_az["calls"]["azure"]["writes"]
         per_resource = total_calls(ours_az) / 1000.0
         out.append(("Report pass, 1,000 Azure VMs, steady state: list pages, no write when nothing changed "
                     "(upstream cannot reach a local ARM endpoint; it reads every VM and 2+ Waldur objects per VM)",
-                    "%s s, %d calls (%.2f per VM), %d writes" % (seconds(ours_az["wall_s"]), total_calls(ours_az),
-                                                                per_resource, writes),
+                    "%s s, %d calls (%.2f per VM), %d writes"
+                    % (seconds(ours_az["wall_s"]), total_calls(ours_az), per_resource, writes),
                     per_resource < 1 and writes == 0))
     ours = find(runs, "ours", "order", "digitalocean", 200)
     upstream = find(runs, "upstream", "order", "digitalocean", 200)
@@ -299,12 +368,33 @@ def targets(runs):
 
 # --------------------------------------------------------------------------- plot
 
+def rate_limit_lines(runs):
+    limited = [run for run in runs if run.get("variant") == "do-rate-limit"]
+    if not limited:
+        return []
+    rows = []
+    for run in sorted(limited, key=lambda item: (item["n"], item["agent"])):
+        states = run["outcome"].get("orders", {})
+        throttled = run["calls"]["digitalocean"]["by_status"].get("429", 0)
+        rows.append([run["n"], run["agent"], seconds(run["wall_s"]), states.get("done", 0), states.get("erred", 0),
+                     run["n"] - states.get("done", 0) - states.get("erred", 0), throttled, calls_text(run)])
+    return [
+        "## Under DigitalOcean's rate limit",
+        "",
+        "The same order pass with the DigitalOcean simulator enforcing DigitalOcean's documented limits",
+        "(250 requests per minute, 5,000 per hour; a 429 with `Retry-After` beyond them). The runs above",
+        "do not enforce them, as the issue's upstream figures were measured without.",
+        "",
+    ] + _table(["N", "agent", "wall, s", "orders done", "orders erred", "orders left", "429s", "API calls"], rows) + [""]
+
+
 def write_plot(results, path: Path = PLOT) -> None:
     import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
+    from matplotlib.ticker import FuncFormatter
 
-    runs = results["runs"]
+    runs = plain(results["runs"])
     fig, axes = plt.subplots(1, 2, figsize=(12, 4.8))
     series = [
         (axes[0], "ours", "order", "digitalocean", "only", "ours: DigitalOcean creates", "C0", "o-"),
@@ -318,20 +408,23 @@ def write_plot(results, path: Path = PLOT) -> None:
         (axes[1], "ours", "report", "azure", "first", "ours: Azure, first cycle", "C2", "x:"),
     ]
     for axis, agent, pass_name, backend, cycle, label, colour, style in series:
-        points = [(run["n"], run["wall_s"]) for run in runs if (run["agent"], run["pass_name"], run["backend"],
-                                                               run["cycle"]) == (agent, pass_name, backend, cycle)
-                  and run["n"] > 0]
+        wanted = (agent, pass_name, backend, cycle)
+        points = [(run["n"], run["wall_s"]) for run in runs
+                  if (run["agent"], run["pass_name"], run["backend"], run["cycle"]) == wanted and run["n"] > 0]
         if points:
             points.sort()
             axis.plot([p[0] for p in points], [p[1] for p in points], style, color=colour, label=label)
     for axis, title in ((axes[0], "Order pass: N Create orders"), (axes[1], "Report pass: N resources (steady state)")):
         axis.set_xscale("log")
         axis.set_yscale("log")
+        for scale in (axis.xaxis, axis.yaxis):  # 10, 100, 1000 rather than 10^1, 10^2, 10^3
+            scale.set_major_formatter(FuncFormatter(lambda value, position: "%g" % value))
         axis.set_xlabel("N")
         axis.set_ylabel("wall time of one pass, s")
         axis.set_title(title)
         axis.grid(True, which="both", alpha=0.3)
-        axis.legend(fontsize=8)
+        if axis.get_legend_handles_labels()[0]:
+            axis.legend(fontsize=8)
     latency = results.get("latency_s", {})
     fig.suptitle("waldur.site_agent vs upstream waldur-site-agent; latency per call: Waldur %.0f ms, "
                  "DigitalOcean %.0f ms, Azure %.0f ms, Azure LRO %.0f s" % (
@@ -345,7 +438,8 @@ def write_plot(results, path: Path = PLOT) -> None:
 # --------------------------------------------------------------------------- page
 
 def render_markdown(results) -> str:
-    runs = results["runs"]
+    all_runs = results["runs"]
+    runs = plain(all_runs)
     host = results.get("host", {})
     latency = results.get("latency_s", {})
     versions = results.get("upstream_versions") or {}
@@ -405,8 +499,8 @@ def render_markdown(results) -> str:
     ]
     lines += _table(["target", "measured", "met"],
                     [[target, measured, "yes" if ok else "**no**"] for target, measured, ok in targets(runs)])
+    lines += [""] + rate_limit_lines(all_runs)
     lines += [
-        "",
         "## Where our time goes",
         "",
         "*ansible* is the wall time not spent inside a module process (start-up of `ansible-playbook`,",
@@ -420,6 +514,9 @@ def render_markdown(results) -> str:
         "",
     ]
     lines += dominance_lines(runs)
+    limits = limit_lines(runs)
+    if limits:
+        lines += ["", "What bounds the slow cases:", ""] + limits
     lines += [""]
     lines += _table(["pass", "N", "cycle", "wall, s", "ansible, s", "ansible CPU, s", "tasks", "module runs",
                      "seconds in each module", "peak PSS, MiB", "max RSS, MiB"], overhead_rows(runs))
@@ -435,6 +532,7 @@ def render_markdown(results) -> str:
     ]
     lines += _table(["", "issue", "this run", "deviation", "less CPU wait", "deviation", "API calls (issue)",
                      "API calls (this run)"], reproduction_rows(runs))
+    lines += import_lines(results)
     lines += [
         "",
     ] + per_item_lines(runs) + [
@@ -454,7 +552,7 @@ def render_markdown(results) -> str:
         "  configuration of that one offering, default settings (8 machines at a time). A small callback",
         "  (`bench/callback_plugins/bench_profile.py`) records the tasks; `/proc` is sampled every 50 ms",
         "  for the memory of the process tree and the module processes (`bench/measure.py`).",
-        "* Upstream: installed into `bench/.venv-upstream` (`pip install --pre` of the three packages), the",
+        "* Upstream: installed into `.cache/bench-upstream-venv` (`pip install --pre` of the three packages), the",
         "  same configuration file, DigitalOcean through `DIGITALOCEAN_END_POINT`. One cycle is run by",
         "  `bench/upstream_once.py`: the agent's real entry point with only the mode's endless",
         "  `start()` loop replaced by one pass of the same body (`setup_log_shippers`,",

@@ -2,7 +2,7 @@
 
 Run with the upstream venv's Python, with the agent's own arguments::
 
-    bench/.venv-upstream/bin/python -P bench/upstream_once.py -m order_process -c config.yaml
+    .cache/bench-upstream-venv/bin/python -P bench/upstream_once.py -m order_process -c config.yaml
 
 The agent's polling modes loop forever: run a cycle, sleep 60 s, run again when the
 period has passed. This wrapper goes through the agent's real entry point

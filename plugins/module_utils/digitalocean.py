@@ -549,6 +549,29 @@ class DigitalOceanClient:
             found[droplet_id] = self.get_droplet(droplet_id)
         return found
 
+    def scan_droplets(self, max_pages):
+        """Facts of every droplet of the account from one paged listing, or None when that
+        would take more than ``max_pages`` requests or the account changed while paging (a
+        droplet deleted meanwhile shifts the later pages, so one could be missed)."""
+        listing = self.build(_Listing)
+        seen = {}
+        totals = set()
+        page = 1
+        while True:
+            data = listing.get_data("droplets/", params={"page": page, "per_page": PER_PAGE})
+            total = (data.get("meta") or {}).get("total")
+            if not isinstance(total, int) or -(-total // PER_PAGE) > max_pages:
+                return None
+            totals.add(total)
+            for item in data.get("droplets") or []:
+                seen[item.get("id")] = droplet_facts(item)
+            if not ((data.get("links") or {}).get("pages") or {}).get("next"):
+                break
+            page += 1
+        if len(totals) != 1 or len(seen) != totals.pop():
+            return None
+        return list(seen.values())
+
     def create_droplet(self, name, region, size, image, ssh_keys=None, tags=None, user_data=None,
                        resource_tag=None):
         """Create a droplet; facts from the API's answer (status ``new``).
