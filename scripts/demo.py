@@ -23,6 +23,7 @@ from tests.simulators.common import SimulatorServer
 from tests.simulators.tls import make_tls
 from tests.simulators.waldur import presets as waldur_presets
 
+
 def banner(text):
     print("\n" + "=" * 78 + "\n" + text + "\n" + "=" * 78, flush=True)
 
@@ -40,19 +41,20 @@ def play(name, config_path, **extra):
 
 
 def show_orders(waldur):
-    print("%-10s %-10s %-16s %-10s %s" % ("type", "state", "resource", "resource", "backend id / error"))
+    row = "%-10s %-17s %-16s %-10s %s"
+    print(row % ("type", "order state", "resource", "state", "backend id / error"))
     for order in waldur.dump_state()["orders"]:
         resource = waldur.resource(order["marketplace_resource_uuid"]) or {}
         detail = resource.get("backend_id") or order.get("error_message") or ""
-        print("%-10s %-10s %-16s %-10s %s" % (order["type"], order["state"], order.get("resource_name", ""),
-                                             resource.get("state", "(gone)"), detail[:110]))
+        print(row % (order["type"], order["state"], order.get("resource_name", ""),
+                     resource.get("state", "(gone)"), detail[:110]))
 
 
 def show_clouds(do_app, azure_app):
     print("DigitalOcean droplets:")
     for droplet in do_app.droplets():
-        print("  %-10s %-14s %-8s %-14s %s" % (droplet["id"], droplet["name"], droplet["status"],
-                                              droplet["size_slug"], ",".join(droplet["tags"])))
+        print("  %-10s %-14s %-8s %-14s %s" % (
+            droplet["id"], droplet["name"], droplet["status"], droplet["size_slug"], ",".join(droplet["tags"])))
     print("Azure virtual machines:")
     for arm_id in azure_app.resources():
         if "/providers/microsoft.compute/virtualmachines/" in arm_id.lower():

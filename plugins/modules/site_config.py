@@ -30,7 +30,7 @@ description:
   - On success the result holds the offerings, secrets included, and is marked C(no_log)
     so no callback prints it. Register it and pass the values to the other modules.
 author:
-  - Waldur site agent developers
+  - Waldur site agent developers (@waldur)
 options:
   path:
     description:
@@ -50,10 +50,15 @@ options:
     type: str
 attributes:
   check_mode:
+    description: Can run in check mode and return the changes it would make, without making them.
     support: full
+    details:
+      - It only reads the file, so check mode changes nothing.
   diff_mode:
+    description: Returns details on what has changed (or would change in check mode) with C(--diff).
     support: none
   action:
+    description: Indicates this has a corresponding action plugin so some parts of the options can be executed on the controller.
     support: full
 notes:
   - The whole configuration is validated even when O(offering) selects one offering.

@@ -509,7 +509,9 @@ class Settle:
             return self._skip(uuid, order["state"], "left %s for the next pass: %s" % (order["state"], outcome["msg"]))
         if outcome["failed"]:
             return self._erred(uuid, order["state"], outcome["msg"], outcome["exception"], [])
-        if order["state"] != "executing":
+        # In check mode the claim did not approve, so a pending order stands for the executing one it would be.
+        settleable = ("executing", "pending-provider") if self.check_mode else ("executing",)
+        if order["state"] not in settleable:
             return self._skip(uuid, order["state"], "order is %s, not executing; not set done" % order["state"])
 
         actions, notes = [], []
@@ -546,12 +548,13 @@ class Settle:
         # The order may have moved meanwhile (cancelled, settled by another run): look again.
         current = self.client.get(order_path(uuid), params={"field": ["uuid", "state"]}) or {}
         state = current.get("state")
-        if state != "executing":
+        if state not in settleable:
             return self._result(uuid, state, actions, "order is %s, not executing; not set done%s"
                                 % (state, self._suffix(notes)))
         actions.append("set_state_done")
         if self.check_mode:
-            return self._result(uuid, state, actions, "would set done%s" % self._suffix(notes))
+            verb = "would approve and set done" if state == "pending-provider" else "would set done"
+            return self._result(uuid, state, actions, "%s%s" % (verb, self._suffix(notes)))
         try:
             self.client.post(order_path(uuid, "set_state_done"))
         except WaldurApiError as exc:

@@ -34,6 +34,9 @@ Deviations tolerated on purpose, each because the real server behaves that way:
 4. With the simulator's ``empty_bodies`` quirk (Waldur 7.0.7), ``approve_by_provider`` and
    ``approve_by_consumer`` answer 200 with an empty body where 8.0.5 declares
    ``OrderInfoResponse``.
+5. ``register_queue`` (``POST /api/marketplace-site-agent-identities/<uuid>/register_queue/``)
+   is newer than the 8.0.5 schema; its request and response are checked against Waldur's
+   generated client models (``AgentQueueRegistrationRequest``/``Response``) instead.
 
 Anything else is reported.
 """
@@ -197,12 +200,41 @@ def validate_exchange(exchange: dict) -> list[str]:
     return list(cached)
 
 
+_REGISTER_QUEUE = re.compile(r"^/api/marketplace-site-agent-identities/[0-9a-fA-F-]{32,36}/register_queue/$")
+
+
+def _validate_register_queue(exchange: dict, label: str) -> list[str]:
+    """Deviation 5: the generated client's models stand in for the schema."""
+    import json
+
+    from waldur_api_client.models.agent_queue_registration_request import AgentQueueRegistrationRequest
+    from waldur_api_client.models.agent_queue_registration_response import AgentQueueRegistrationResponse
+
+    problems = []
+    if not (exchange.get("request_headers") or {}).get("Authorization"):
+        problems.append("request: no Authorization header")
+    checks = [("request", exchange.get("request_body"), AgentQueueRegistrationRequest)]
+    if 200 <= exchange["status"] < 300:
+        checks.append(("response", exchange.get("response_body"), AgentQueueRegistrationResponse))
+    for side, body, model in checks:
+        try:
+            data = json.loads(body or b"null")
+            if not isinstance(data, dict):
+                raise TypeError("expected an object, got %s" % type(data).__name__)
+            model.from_dict(data)
+        except (ValueError, TypeError, KeyError) as exc:
+            problems.append("%s: does not parse as %s: %s" % (side, model.__name__, exc))
+    return [f"{label}: {problem}" for problem in problems]
+
+
 def _validate(exchange: dict) -> list[str]:
     request_api, response_api = apis()
     request = mock_request(exchange)
     status = exchange["status"]
     path = request.path
     label = f"{exchange['method']} {exchange['url']} -> {status}"
+    if _REGISTER_QUEUE.match(path):
+        return _validate_register_queue(exchange, label)
     problems: list[str] = []
     try:
         request_errors = list(request_api.iter_request_errors(request))

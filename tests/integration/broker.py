@@ -2,7 +2,7 @@
 
 ``scripts/rabbitmq.sh`` runs it with all its state in a test directory and every listener
 on 127.0.0.1. :class:`RabbitBroker` drives the script from Python and is the broker the
-Waldur simulator's :class:`tests.simulators.waldur_events.SiteAgentEvents` provisions
+Waldur simulator's :class:`tests.simulators.waldur.events.SiteAgentEvents` provisions
 queues on and publishes to. The ``rabbitmq`` fixture starts one per test session (per
 xdist worker) on free ports; tests that restart it leave it running.
 
@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.simulators.waldur_events import StompPublisher
+from tests.simulators.waldur.events import StompPublisher
 
 REPO = Path(__file__).resolve().parents[2]
 SCRIPT = REPO / "scripts" / "rabbitmq.sh"

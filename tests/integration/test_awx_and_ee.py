@@ -182,7 +182,7 @@ def test_awx_schedules_follow_the_period_variables(tmp_path, awx_standin, monkey
     monkeypatch.setenv("WALDUR_SITE_AGENT_REPORT_PERIOD_MINUTES", "60")
     monkeypatch.setenv("WALDUR_SITE_AGENT_MEMBERSHIP_SYNC_PERIOD_MINUTES", "15")
 
-    run, calls, _ = configure_awx(tmp_path, awx_standin, extra_vars={"awx_use_offerings_inventory": False})
+    run, calls, dummy = configure_awx(tmp_path, awx_standin, extra_vars={"awx_use_offerings_inventory": False})
 
     assert run.rc == 0, run.output
     assert [args["rrule"].split(" ", 1)[1] for args in calls_to(calls, "schedule")] == [
@@ -193,7 +193,7 @@ def test_awx_schedules_follow_the_period_variables(tmp_path, awx_standin, monkey
 def test_awx_configure_refuses_a_fractional_period(tmp_path, awx_standin, monkeypatch):
     monkeypatch.setenv("WALDUR_SITE_AGENT_ORDER_PROCESS_PERIOD_MINUTES", "2.5")
 
-    run, calls, _ = configure_awx(tmp_path, awx_standin)
+    run, calls, dummy = configure_awx(tmp_path, awx_standin)
 
     assert run.rc != 0
     assert "awx_period_minutes.order_process: the controller schedules whole minutes, got 2.5" in run.output
@@ -201,7 +201,7 @@ def test_awx_configure_refuses_a_fractional_period(tmp_path, awx_standin, monkey
 
 
 def test_awx_configure_needs_the_image_and_the_configuration(tmp_path, awx_standin):
-    run, calls, _ = configure_awx(tmp_path, awx_standin, extra_vars={"awx_execution_environment_image": ""})
+    run, calls, dummy = configure_awx(tmp_path, awx_standin, extra_vars={"awx_execution_environment_image": ""})
 
     assert run.rc != 0
     assert "awx_execution_environment_image the execution environment image" in run.output
@@ -248,7 +248,7 @@ def test_ansible_builder_creates_a_build_context_with_the_collection(built_colle
 
 
 def test_ansible_builder_introspect_finds_the_installed_collections_requirements(built_collection, tmp_path):
-    _, tarball = built_collection
+    dummy, tarball = built_collection
     installed = tmp_path / "collections"
     subprocess.run([str(BIN / "ansible-galaxy"), "collection", "install", "--offline", "--no-deps", "-p",
                     str(installed), str(tarball)], capture_output=True, check=True)
@@ -265,7 +265,7 @@ def test_ansible_builder_introspect_finds_the_installed_collections_requirements
 
 
 def test_the_built_collection_holds_the_operations_content(built_collection):
-    _, tarball = built_collection
+    dummy, tarball = built_collection
     with tarfile.open(tarball) as archive:
         names = set(archive.getnames())
     for expected in ("meta/execution-environment.yml", "bindep.txt", "requirements.txt",

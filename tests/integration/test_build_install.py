@@ -50,7 +50,7 @@ def installed_env(collections: Path, extra: dict | None = None) -> dict:
 
 
 def test_the_tarball_leaves_out_what_build_ignore_names(installed):
-    tarball, _ = installed
+    tarball, dummy = installed
     with tarfile.open(tarball) as archive:
         names = archive.getnames()
         manifest = json.load(archive.extractfile("MANIFEST.json"))
@@ -68,7 +68,7 @@ def test_the_tarball_leaves_out_what_build_ignore_names(installed):
 
 
 def test_ansible_doc_reads_a_module_of_the_installed_collection(installed):
-    _, collections = installed
+    dummy, collections = installed
 
     doc = run([BIN / "ansible-doc", "-t", "module", "waldur.site_agent.waldur_orders"], cwd=collections,
               env=installed_env(collections))
@@ -79,7 +79,7 @@ def test_ansible_doc_reads_a_module_of_the_installed_collection(installed):
 
 
 def test_the_order_pass_of_the_installed_collection_creates_a_droplet(installed, tmp_path, waldur_sim, do_sim):
-    _, collections = installed
+    dummy, collections = installed
     config = tmp_path / "site-agent.yaml"
     config.write_text(yaml.safe_dump({"offerings": [{
         "name": "DigitalOcean VM",
@@ -145,7 +145,7 @@ def test_release_bumps_the_version_writes_the_changelog_and_builds(repo_copy):
 
 
 def test_release_with_commit_commits_and_tags(repo_copy):
-    repo, _ = repo_copy
+    repo, dummy = repo_copy
 
     result = release(repo_copy, "--commit", "9.2.0")
 
@@ -156,7 +156,7 @@ def test_release_with_commit_commits_and_tags(repo_copy):
 
 
 def test_release_refuses_a_dirty_tree(repo_copy):
-    repo, _ = repo_copy
+    repo, dummy = repo_copy
     (repo / "README.md").write_text((repo / "README.md").read_text() + "\nunreleased edit\n")
 
     result = release(repo_copy, "9.1.0")
@@ -175,7 +175,7 @@ def test_release_refuses_a_dirty_tree(repo_copy):
     ("0.0.1", "0.0.1 is not newer than the current version"),
 ])
 def test_release_refuses_a_bad_version(repo_copy, version, message):
-    repo, _ = repo_copy
+    repo, dummy = repo_copy
 
     result = release(repo_copy, version)
 

@@ -30,7 +30,7 @@ from tests.integration import broker
 from tests.simulators.common import SimulatorServer
 from tests.simulators.digitalocean import presets as do_presets
 from tests.simulators.waldur import presets as P
-from tests.simulators.waldur_events import EventingWaldurSimulator
+from tests.simulators.waldur import WaldurSimulator
 from tests.unit.eda.source_plugin import load_source_plugin
 
 pytestmark = pytest.mark.integration
@@ -55,7 +55,7 @@ def wait_until(condition, timeout, what, interval=0.2):
 @pytest.fixture
 def waldur(rabbitmq):
     """A Waldur simulator (empty preset) whose event queues live on the broker."""
-    server = SimulatorServer(EventingWaldurSimulator(preset="empty", broker=rabbitmq)).start()
+    server = SimulatorServer(WaldurSimulator(preset="empty", broker=rabbitmq)).start()
     yield server
     server.stop()
 

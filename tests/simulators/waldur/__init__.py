@@ -19,6 +19,10 @@ next/last keeping every query parameter, ``X-Result-Count``) and every object ho
 ``field=`` (sparse objects). Unknown filters are ignored (django-filter); an invalid
 ``state`` is a 400.
 
+Event mode (``events.py``): site agent identities and one queue per identity; with a
+``broker`` (constructor argument), every order change and every change of a resource's
+``paused``/``downscaled`` flag is published to the queues of the offering, as Waldur does.
+
 Operation names (call log, ``add_fault``):
 
 =====================================  ========================================================
@@ -55,6 +59,12 @@ operation                              endpoint
 ``users.me``                           GET  /api/users/me/
 ``usages.list``                        GET  /api/marketplace-component-usages/
 ``usages.get``                         GET  /api/marketplace-component-usages/{uuid}/
+``agent_identities.list``              GET  /api/marketplace-site-agent-identities/  (``name=``)
+``agent_identities.create``            POST /api/marketplace-site-agent-identities/  (201)
+``agent_identities.get``               GET  .../{uuid}/
+``agent_identities.update``            PUT  .../{uuid}/
+``agent_identities.register_service``  POST .../{uuid}/register_service/
+``agent_identities.register_queue``    POST .../{uuid}/register_queue/  (event mode's queue)
 ``usages.set_usage``                   POST /api/marketplace-component-usages/set_usage/ (201)
 =====================================  ========================================================
 

@@ -13,8 +13,9 @@ from werkzeug.exceptions import HTTPException
 from werkzeug.wrappers import Request, Response
 
 from tests.simulators.common import Simulator, json_response
+from tests.simulators.waldur.events import EventingMarketplace, SiteAgentEvents
 from tests.simulators.waldur.model import (
-    BILLING_TYPES, LIMIT_PERIODS, ORDER_STATES, ORDER_TYPES, RESOURCE_STATES, ApiError, Marketplace,
+    BILLING_TYPES, LIMIT_PERIODS, ORDER_STATES, ORDER_TYPES, RESOURCE_STATES, ApiError,
     month_start, normalize_uuid, not_found, now)
 
 DEFAULT_PAGE_SIZE = 10
@@ -55,12 +56,15 @@ class WaldurSimulator(Simulator):
     name = "waldur"
 
     def __init__(self, preset: str | None = "default", latency: float = 0.0, empty_bodies: Any = False,
-                 max_exchanges: Any = 20000, **options: Any):
+                 max_exchanges: Any = 20000, broker: Any = None, **options: Any):
         self.exchanges: list[dict] = []
         self.max_exchanges = int(max_exchanges)
         self.default_quirks = {"empty_bodies": _as_bool(empty_bodies)}
         self.quirks = dict(self.default_quirks)
-        self.market = Marketplace(self.url)
+        # Site agent identities and event queues; with a broker, order and resource events
+        # are published to it as Waldur does (see tests/simulators/waldur/events.py).
+        self.events = SiteAgentEvents(self, broker)
+        self.market = EventingMarketplace(self.url, self.events)
         super().__init__(preset, latency, **options)
 
     # ------------------------------------------------------------------ Simulator hooks
@@ -112,7 +116,7 @@ class WaldurSimulator(Simulator):
             ("GET", usages, "usages.list", e(self.usages_list)),
             ("POST", usages + "set_usage/", "usages.set_usage", e(self.usages_set_usage)),
             ("GET", usages + "<uuid>/", "usages.get", e(self.usages_get)),
-        ]
+        ] + self.events.routes(e)
 
     def reset(self, preset: str | None = "default") -> None:
         with self.lock:
@@ -121,6 +125,7 @@ class WaldurSimulator(Simulator):
             super().reset(preset)
 
     def reset_state(self, preset: str | None) -> None:
+        self.events.reset()
         self.market.load(preset)
 
     def throttle_response(self, retry_after: int) -> Response:
@@ -156,6 +161,9 @@ class WaldurSimulator(Simulator):
         return response
 
     def _control(self, request: Request) -> Response:
+        events_response = self.events.control(request)
+        if events_response is not None:
+            return events_response
         path = request.path
         payload = request.get_json(silent=True) or {}
         try:
@@ -578,8 +586,11 @@ class WaldurSimulator(Simulator):
         value = body.get(flag, False)
         if not isinstance(value, bool):
             raise ApiError(400, {flag: ["Must be a valid boolean."]})
+        changed = resource[flag] != value
         resource[flag] = value
         self.market.touch(resource)
+        if changed:
+            self.events.publish_resource_event(resource)
         return json_response({"status": f"Resource {flag} flag has been set to {str(value).lower()}."})
 
     def resources_set_paused(self, request: Request, user: dict, uuid: str) -> Response:

@@ -1,5 +1,5 @@
 """The Waldur simulator's site agent identities, event queues and event publishing
-(tests/simulators/waldur_events.py), without a broker: a recording stand-in takes the
+(tests/simulators/waldur/events.py), without a broker: a recording stand-in takes the
 provisioning and publishing calls."""
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from werkzeug.test import Client
 
 from tests.contract.waldur_openapi import validate_exchanges
 from tests.simulators.waldur import presets as P
-from tests.simulators.waldur_events import EventingWaldurSimulator
+from tests.simulators.waldur import WaldurSimulator
 
 IDENTITIES = "/api/marketplace-site-agent-identities/"
 ORDERS = "/api/marketplace-orders/"
@@ -52,7 +52,7 @@ def broker():
 
 @pytest.fixture
 def app(broker):
-    return EventingWaldurSimulator(preset="empty", broker=broker)
+    return WaldurSimulator(preset="empty", broker=broker)
 
 
 @pytest.fixture

@@ -16,7 +16,7 @@ from werkzeug.wrappers import Request, Response
 
 from tests.simulators.common import SimulatorServer
 from tests.simulators.waldur import presets as P
-from tests.simulators.waldur_events import EventingWaldurSimulator
+from tests.simulators.waldur import WaldurSimulator
 
 OFFERING = P.DO_OFFERING_UUID
 TOKEN = P.PROVIDER_TOKEN
@@ -193,7 +193,7 @@ def test_token_is_masked_in_log_records(plugin, caplog):
 # ------------------------------------------------------------------------------------------ registration
 @pytest.fixture(scope="module")
 def waldur_server():
-    server = SimulatorServer(EventingWaldurSimulator(preset="empty")).start()
+    server = SimulatorServer(WaldurSimulator(preset="empty")).start()
     yield server
     server.stop()
 

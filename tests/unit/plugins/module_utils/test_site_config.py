@@ -64,7 +64,8 @@ def test_unknown_backend_type_and_missing_token():
     config = good_config()
     config["offerings"][0]["backend_type"] = "slurm"
     config["offerings"][1]["backend_settings"] = {}
-    errors, _ = validate(config)
+    errors, warnings = validate(config)
+    assert warnings == []
     assert any("offerings[0].backend_type: unknown backend 'slurm'" in e for e in errors)
     assert sum(1 for e in errors if e.startswith("offerings[1].backend_settings.")) == 4
 

@@ -230,6 +230,20 @@ def test_settle_in_check_mode_writes_nothing_and_says_what_it_would_do(waldur_si
     assert state_of(waldur_sim, executing_create["uuid"]) == "executing"
 
 
+def test_check_mode_settle_of_a_pending_order_says_it_would_approve_and_set_done(waldur_sim, capsys):
+    """A --check pass does not approve, so settle sees pending-provider orders; it reports what
+    the real pass would do instead of "not executing"."""
+    outcomes = [{"order_uuid": P.DO_ORDER_UUID, "failed": False, "backend_id": "9"}]
+
+    checked = run(waldur_sim, capsys, state="settled", outcomes=outcomes, _ansible_check_mode=True)
+    real = run(waldur_sim, capsys, state="settled", outcomes=outcomes)
+
+    assert checked["results"][0]["msg"].startswith("would approve and set done")
+    assert checked["done"] == 1
+    assert real["results"][0]["msg"] == "order is pending-provider, not executing; not set done"
+    assert state_of(waldur_sim, P.DO_ORDER_UUID) == "pending-provider"
+
+
 def test_settle_names_the_bad_outcome(waldur_sim, capsys):
     outcomes = [{"order_uuid": P.DO_ORDER_UUID}] * 1 + [{"order_uuid": "e%031d" % i} for i in (1, 2)] + \
         [{"order_uuid": "not-a-uuid", "failed": False}]

@@ -15,7 +15,7 @@ This module gives the simulator the same:
   messages are lost) and a control API under ``/_sim/events``;
 * :class:`StompPublisher`: publishes JSON to ``/amq/queue/<queue>`` of a vhost over STOMP
   (stomp-py), persistent, each send confirmed by a broker receipt;
-* :class:`EventingWaldurSimulator`: the Waldur simulator with all of the above wired in
+* the Waldur simulator (:mod:`tests.simulators.waldur.simulator`) wires all of the above in
   (routes, hooks at every order transition and resource flag change, control paths).
 
 Without a broker (``events.broker is None``) registration still answers and every message
@@ -56,7 +56,6 @@ from werkzeug.wrappers import Request, Response
 
 from tests.simulators.common import json_response
 from tests.simulators.waldur.model import ApiError, Marketplace, iso, new_uuid, normalize_uuid, not_found, now
-from tests.simulators.waldur.simulator import WaldurSimulator
 
 IDENTITIES = "/api/marketplace-site-agent-identities/"
 SERVICES = "/api/marketplace-site-agent-services/"
@@ -175,7 +174,7 @@ def _close(connection) -> None:
 class SiteAgentEvents:
     """Identities, services and event queues of one simulated Waldur, and its publisher."""
 
-    def __init__(self, simulator: WaldurSimulator, broker: Any = None):
+    def __init__(self, simulator, broker: Any = None):
         self.simulator = simulator
         self.broker = broker
         self.identities: dict[str, dict] = {}
@@ -497,39 +496,5 @@ class EventingMarketplace(Marketplace):
         self._published(order)
 
 
-class EventingWaldurSimulator(WaldurSimulator):
-    """The Waldur simulator with site agent identities, event queues and publishing.
-
-    ``events`` is the :class:`SiteAgentEvents`; set ``events.broker`` to publish to a real
-    broker. Resetting forgets identities and queues (the broker keeps its queues)."""
-
-    name = "waldur"
-
-    def __init__(self, *args, broker: Any = None, **kwargs):
-        self.events = SiteAgentEvents(self, broker)
-        super().__init__(*args, **kwargs)
-
-    def routes(self):
-        return super().routes() + self.events.routes(self._endpoint)
-
-    def reset_state(self, preset):
-        if not isinstance(self.market, EventingMarketplace):
-            self.market = EventingMarketplace(self.url, self.events)
-        self.events.reset()
-        super().reset_state(preset)
-
-    def _set_flag(self, request, user, uuid, flag):
-        resource = self._provider_resource(user, uuid)
-        before = resource[flag]
-        response = super()._set_flag(request, user, uuid, flag)
-        if response.status_code == 200 and resource[flag] != before:
-            self.events.publish_resource_event(resource)
-        return response
-
-    def _control(self, request):
-        response = self.events.control(request)
-        return response if response is not None else super()._control(request)
-
-
-__all__ = ["EventingMarketplace", "EventingWaldurSimulator", "PublishError", "SiteAgentEvents", "StompPublisher",
+__all__ = ["EventingMarketplace", "PublishError", "SiteAgentEvents", "StompPublisher",
            "OBSERVABLE_OBJECT_TYPES"]
