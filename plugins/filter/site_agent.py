@@ -322,6 +322,19 @@ def usage_rows(machines, resources):
     return rows
 
 
+def api_call_count(results):
+    """Total API calls reported by registered module results (Waldur modules report
+    ``{reads, writes, retries}``, backend modules a number); skipped tasks count nothing."""
+    total = 0
+    for result in results or []:
+        calls = result.get("api_calls") if isinstance(result, dict) else None
+        if isinstance(calls, dict):
+            total += int(calls.get("reads") or 0) + int(calls.get("writes") or 0)
+        elif isinstance(calls, int) and not isinstance(calls, bool):
+            total += calls
+    return total
+
+
 class FilterModule(object):
     """Order and resource glue for the site agent passes."""
 
@@ -333,4 +346,5 @@ class FilterModule(object):
             "vm_membership_items": vm_membership_items,
             "metadata_updates": metadata_updates,
             "usage_rows": usage_rows,
+            "api_call_count": api_call_count,
         }

@@ -32,6 +32,7 @@ from ansible_collections.waldur.site_agent.plugins.module_utils.azure_naming imp
 AZURE_IMPORT_ERROR = None
 try:
     from azure.core.exceptions import AzureError as SdkAzureError
+    from azure.core.pipeline.policies import SansIOHTTPPolicy
     from azure.identity import ClientSecretCredential
     from azure.mgmt.compute import ComputeManagementClient
     from azure.mgmt.network import NetworkManagementClient
@@ -42,6 +43,7 @@ try:
 except ImportError:
     AZURE_IMPORT_ERROR = traceback.format_exc()
     SdkAzureError = Exception
+    SansIOHTTPPolicy = object
     ClientSecretCredential = ComputeManagementClient = NetworkManagementClient = None
     ResourceManagementClient = None
 
@@ -144,6 +146,18 @@ def plain(value):
     return getattr(value, "value", value)
 
 
+class CallCounter(SansIOHTTPPolicy):
+    """Counts the ARM requests sent (retries and LRO polls included) for the pass summary."""
+
+    def __init__(self):
+        self._lock = threading.Lock()
+        self.calls = 0
+
+    def on_request(self, request):
+        with self._lock:
+            self.calls += 1
+
+
 class AzureClients:
     """Lazily built Azure clients sharing one credential.
 
@@ -164,6 +178,12 @@ class AzureClients:
         self._lock = threading.Lock()
         self._credential = None
         self._clients = {}
+        self.counter = CallCounter()
+
+    @property
+    def api_calls(self):
+        """ARM requests sent so far by every client of this run."""
+        return self.counter.calls
 
     @property
     def public_authority(self):
@@ -188,7 +208,7 @@ class AzureClients:
         options = self._transport_options()
         options.update(base_url=self.arm_endpoint, polling_interval=self.polling_interval,
                        retry_status=RETRY_STATUS, retry_backoff_max=RETRY_BACKOFF_MAX,
-                       user_agent=USER_AGENT)
+                       user_agent=USER_AGENT, per_retry_policies=[self.counter])
         if not self.public_arm:
             # tokens must be issued for the ARM endpoint actually called (sovereign clouds, Azure Stack)
             options["credential_scopes"] = [self.arm_endpoint + "/.default"]

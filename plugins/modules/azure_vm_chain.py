@@ -227,6 +227,11 @@ results:
       description: Traceback of an unexpected error (a bug) that failed the item.
       returned: when such an error happened
       type: str
+api_calls:
+  description: ARM requests sent by this task (retries and long-running-operation polls included).
+  returned: always
+  type: int
+  sample: 42
 """
 
 import base64
@@ -903,7 +908,7 @@ def main():
     if failed and module.params["fail_on_item_error"]:
         module.fail_json(msg="%d of %d machine(s) failed: %s" % (len(failed), len(results), failed[0]["msg"]),
                          changed=changed, results=results)
-    module.exit_json(changed=changed, results=results, msg=summary(results))
+    module.exit_json(changed=changed, results=results, msg=summary(results), api_calls=clients.api_calls)
 
 
 if __name__ == "__main__":

@@ -113,6 +113,11 @@ machines:
     msg:
       description: Why a machine is not found or not measured; empty otherwise.
       type: str
+api_calls:
+  description: ARM requests sent by this task.
+  returned: always
+  type: int
+  sample: 5
 """
 
 import time
@@ -373,7 +378,8 @@ def main():
             module.fail_json(msg=str(error))
     deadline_seconds = module.params["deadline"]
     reader = Reader(module, clients, time.monotonic() + deadline_seconds if deadline_seconds else None)
-    module.exit_json(changed=False, machines=reader.run(module.params["backend_ids"]))
+    machines = reader.run(module.params["backend_ids"])
+    module.exit_json(changed=False, machines=machines, api_calls=clients.api_calls)
 
 
 if __name__ == "__main__":

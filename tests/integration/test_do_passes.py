@@ -13,6 +13,7 @@ import subprocess
 import sys
 import threading
 import time
+import uuid
 from pathlib import Path
 
 import pytest
@@ -28,6 +29,13 @@ pytestmark = pytest.mark.integration
 ORDER_PASS = REPO / "playbooks" / "order_process.yml"
 MEMBERSHIP_PASS = REPO / "playbooks" / "membership_sync.yml"
 REPORT_PASS = REPO / "playbooks" / "report.yml"
+
+ACT = "Carry out the orders on DigitalOcean"
+PROVIDER_KEY = W.SSH_KEYS[0]
+# Limits of the size_mapping entry s-2vcpu-4gb, and limits no entry matches.
+BIG = {"cpu": 2, "ram": 4096, "disk": 81920}
+ODD = {"cpu": 3, "ram": 3072, "disk": 25600}
+ODD_MESSAGE = "limits cpu=3, disk=25600, ram=3072 match no size_mapping entry; the droplet is left unchanged"
 
 
 # ---- configuration and passes ---------------------------------------------------------------
@@ -78,11 +86,510 @@ def order_droplet(waldur, name: str, limits: dict | None = None, **attributes) -
     return order["uuid"], order["marketplace_resource_uuid"]
 
 
+def update_limits(waldur, resource_uuid: str, limits: dict) -> str:
+    return call_waldur(waldur, "/api/marketplace-resources/%s/update_limits/" % resource_uuid,
+                       {"limits": limits})["order_uuid"]
+
+
+def terminate(waldur, resource_uuid: str) -> str:
+    return call_waldur(waldur, "/api/marketplace-resources/%s/terminate/" % resource_uuid, {})["order_uuid"]
+
+
+def set_flag(waldur, resource_uuid: str, flag: str, value: bool) -> None:
+    """Staff pauses or downscales a resource (or clears the flag)."""
+    call_waldur(waldur, "/api/marketplace-provider-resources/%s/%s/" % (resource_uuid, "set_" + flag),
+                {flag: value}, token=W.STAFF_TOKEN)
+
+
+def assert_done(waldur, order_uuid: str) -> dict:
+    order = waldur.app.order(order_uuid)
+    assert order["state"] == "done", (order["state"], order["error_message"])
+    return order
+
+
+def assert_erred(waldur, order_uuid: str, reason: str) -> dict:
+    order = waldur.app.order(order_uuid)
+    assert order["state"] == "erred" and reason in order["error_message"], (order["state"], order["error_message"])
+    return order
+
+
 def waldur_writes(waldur, since=0) -> list[str]:
     return [call["operation"] for call in waldur.app.write_calls(since)]
+
+
+def log_lines(run) -> list[dict]:
+    return [json.loads(line) for line in run.stdout.splitlines() if line.startswith("{")]
+
+
+def item_events(run) -> dict:
+    """What each order's item said, per (task, order uuid), from the JSON log."""
+    return {(line.get("task"), line.get("order")): line["event"] for line in log_lines(run) if line.get("order")}
+
+
+def recap_changed(run) -> int:
+    [changed] = re.findall(r"^localhost\s*:.*\bchanged=(\d+)", run.stdout, re.MULTILINE)
+    return int(changed)
+
+
+# ---- DigitalOcean as the simulator holds it ---------------------------------------------------
+
+def tag(resource_uuid: str) -> str:
+    return "waldur-resource:" + resource_uuid
 
 
 def do_writes(do, since=0) -> list[str]:
     return [call["operation"] for call in do.app.write_calls(since)]
 
 
+def droplet_of(waldur, do, resource_uuid: str) -> dict:
+    """The droplet Waldur records as the resource's backend."""
+    backend_id = waldur.app.resource(resource_uuid)["backend_id"]
+    assert backend_id.isdigit(), backend_id
+    droplet = do.app.droplet(int(backend_id))
+    assert droplet is not None, backend_id
+    return droplet
+
+
+def seed_machine(waldur, do, name: str, status: str = "active", **resource_fields) -> tuple[str, dict]:
+    """A resource Waldur already has, with its tagged droplet: (resource uuid, droplet)."""
+    resource_uuid = uuid.uuid4().hex
+    droplet = do.app.seed_droplet(name, tags=["waldur", tag(resource_uuid)], status=status)
+    resource_fields.setdefault("limits", dict(W.DO_PLAN_QUOTAS))
+    waldur.app.seed_resource(W.DO_OFFERING_UUID, name, uuid=resource_uuid, backend_id=str(droplet["id"]),
+                             **resource_fields)
+    return resource_uuid, droplet
+
+
+def do_module(tmp_path: Path, do, module: str, **args) -> dict:
+    """One DigitalOcean module task in a playbook; its registered result."""
+    out = tmp_path / ("%s.json" % module)
+    play = [{"name": "DigitalOcean", "hosts": "localhost", "connection": "local", "gather_facts": False,
+             "tasks": [
+                 {"name": "Act", "waldur.site_agent.%s" % module: dict(
+                     {"token": DO.DO_TOKEN, "api_url": do.url + "/v2/"}, **args), "register": "out"},
+                 {"name": "Save", "ansible.builtin.copy": {
+                     "content": "{{ out | to_json }}", "dest": str(out), "mode": "0600"}}]}]
+    run = run_playbook(play)
+    assert run.rc == 0, run.output[-6000:]
+    return json.loads(out.read_text())
+
+
+# ---- create, idempotence ----------------------------------------------------------------------
+
+def test_orders_create_droplets_as_ordered_and_a_second_pass_changes_nothing(tmp_path, waldur_sim, do_sim):
+    waldur, do = waldur_sim, do_sim
+    config = write_config(tmp_path, waldur, do)
+    # The default preset's order takes the offering's defaults; this one orders its own
+    # region, size, image, tags, user data and public key; the third names a service
+    # provider key.
+    custom_order, custom_uuid = order_droplet(
+        waldur, "Build Box", region="fra1", size="s-2vcpu-4gb", image="debian-12-x64", tags=["team:blue"],
+        user_data="#cloud-config\npackages: [htop]\n", ssh_public_key=DO.NEW_PUBLIC_KEY)
+    keyed_order, keyed_uuid = order_droplet(waldur, "keyed", ssh_key=PROVIDER_KEY["uuid"])
+
+    run = run_pass(ORDER_PASS, config, verbosity=3)
+
+    for order_uuid in (W.DO_ORDER_UUID, custom_order, keyed_order):
+        assert_done(waldur, order_uuid)
+    preset = droplet_of(waldur, do, W.DO_RESOURCE_UUID)
+    custom = droplet_of(waldur, do, custom_uuid)
+    keyed = droplet_of(waldur, do, keyed_uuid)
+    assert len(do.app.droplets()) == 3
+    resource = waldur.app.resource(W.DO_RESOURCE_UUID)
+    assert resource["state"] == "OK"
+    assert resource["backend_metadata"]["droplet"]["id"] == preset["id"]
+    assert resource["backend_metadata"]["droplet"]["status"] == "active"
+
+    assert (preset["name"], preset["region"]["slug"], preset["size_slug"], preset["image"]["slug"]) == \
+        ("do-vm-1", "ams3", "s-1vcpu-1gb", "ubuntu-22-04-x64")
+    assert preset["tags"] == ["waldur", tag(W.DO_RESOURCE_UUID)]
+    assert preset["ssh_key_ids"] == []
+    assert (custom["name"], custom["region"]["slug"], custom["size_slug"], custom["image"]["slug"]) == \
+        ("build-box", "fra1", "s-2vcpu-4gb", "debian-12-x64")
+    assert custom["tags"] == ["team:blue", tag(custom_uuid)]
+    assert custom["user_data"] == "#cloud-config\npackages: [htop]\n"
+    # each ordered public key was added to DigitalOcean once, found by its fingerprint, and attached
+    [new_key] = [key for key in do.app.keys() if key["fingerprint"] == DO.NEW_KEY_FINGERPRINT]
+    [provider_key] = [key for key in do.app.keys() if key["fingerprint"] == PROVIDER_KEY["fingerprint_md5"]]
+    assert custom["ssh_key_ids"] == [new_key["id"]] and new_key["name"] == "waldur-" + custom_uuid[:8]
+    assert keyed["ssh_key_ids"] == [provider_key["id"]]
+    assert len(do.app.calls_of("keys.create")) == 2
+
+    # -vvv prints module arguments and results: the DigitalOcean token is not among them
+    assert '"invocation"' in run.output
+    assert DO.DO_TOKEN not in run.output and W.PROVIDER_TOKEN not in run.output
+
+    # a second pass has nothing to do: it writes nowhere and reports no change
+    waldur_since, do_since = len(waldur.app.calls), len(do.app.calls)
+    again = run_pass(ORDER_PASS, config)
+    assert waldur_writes(waldur, waldur_since) == [] and do_writes(do, do_since) == []
+    assert recap_changed(again) == 0
+
+
+def test_check_mode_lists_what_each_order_would_do_and_writes_nothing(tmp_path, waldur_sim, do_sim):
+    waldur, do = waldur_sim, do_sim
+    config = write_config(tmp_path, waldur, do)
+    grow_uuid, grow = seed_machine(waldur, do, "grow")
+    odd_uuid, _ = seed_machine(waldur, do, "odd")
+    doomed_uuid, doomed = seed_machine(waldur, do, "doomed")
+    grow_order = update_limits(waldur, grow_uuid, BIG)
+    odd_order = update_limits(waldur, odd_uuid, ODD)
+    doomed_order = terminate(waldur, doomed_uuid)
+    waldur_since, do_since = len(waldur.app.calls), len(do.app.calls)
+
+    check = run_pass(ORDER_PASS, config, check=True, json_log=True)
+
+    assert waldur_writes(waldur, waldur_since) == [] and do_writes(do, do_since) == []
+    said = item_events(check)
+    assert said[(ACT, W.DO_ORDER_UUID)].startswith(
+        "would create droplet do-vm-1 in ams3 (s-1vcpu-1gb, ubuntu-22-04-x64)")
+    assert said[(ACT, grow_order)].startswith(
+        "would resize droplet %s from s-1vcpu-1gb to s-2vcpu-4gb" % grow["id"])
+    assert said[(ACT, odd_order)] == ODD_MESSAGE
+    assert said[(ACT, doomed_order)] == "would delete droplet %s" % doomed["id"]
+    for order_uuid in (W.DO_ORDER_UUID, grow_order, odd_order, doomed_order):
+        assert waldur.app.order(order_uuid)["state"] == "pending-provider"  # not even approved
+    assert do.app.droplet(grow["id"])["size_slug"] == "s-1vcpu-1gb"
+    assert do.app.droplet(doomed["id"]) is not None and len(do.app.droplets()) == 3
+
+
+# ---- update and terminate ---------------------------------------------------------------------
+
+def test_updates_resize_through_size_mapping_and_terminations_destroy(tmp_path, waldur_sim, do_sim):
+    waldur, do = waldur_sim, do_sim
+    waldur.app.reset("empty")
+    config = write_config(tmp_path, waldur, do)
+    grow_uuid, grow = seed_machine(waldur, do, "grow")
+    resting_uuid, resting = seed_machine(waldur, do, "resting", status="off")
+    odd_uuid, odd = seed_machine(waldur, do, "odd")
+    doomed_uuid, doomed = seed_machine(waldur, do, "doomed")
+    vanished_uuid, vanished = seed_machine(waldur, do, "vanished")
+    # someone deletes a droplet in the DigitalOcean console
+    gone = requests.delete("%s/v2/droplets/%d" % (do.url, vanished["id"]), timeout=10,
+                           headers={"Authorization": "Bearer " + DO.DO_TOKEN})
+    assert gone.status_code == 204
+    orders = {"grow": update_limits(waldur, grow_uuid, BIG), "resting": update_limits(waldur, resting_uuid, BIG),
+              "odd": update_limits(waldur, odd_uuid, ODD), "doomed": terminate(waldur, doomed_uuid),
+              "vanished": terminate(waldur, vanished_uuid)}
+    since = len(do.app.calls)
+
+    run = run_pass(ORDER_PASS, config, json_log=True)
+
+    for order_uuid in orders.values():
+        assert_done(waldur, order_uuid)
+    said = item_events(run)
+    # a running droplet: shut down, resized (CPU and RAM only), powered back on, in that order
+    assert [action["type"] for action in do.app.actions(grow["id"])] == ["shutdown", "resize", "power_on"]
+    assert [call["path"].rstrip("/") for call in do.app.calls_of("droplet_actions.create", since)
+            if "/%d/" % grow["id"] in call["path"]] == ["/v2/droplets/%d/actions" % grow["id"]] * 3
+    after = do.app.droplet(grow["id"])
+    assert (after["size_slug"], after["vcpus"], after["memory"], after["status"]) == \
+        ("s-2vcpu-4gb", 2, 4096, "active")
+    assert after["disk"] == grow["disk"]
+    assert said[(ACT, orders["grow"])].startswith(
+        "resized droplet %s from s-1vcpu-1gb to s-2vcpu-4gb (shut down, resized, powered on)" % grow["id"])
+    assert waldur.app.resource(grow_uuid)["limits"] == BIG
+    assert waldur.app.resource(grow_uuid)["backend_metadata"]["droplet"]["size_slug"] == "s-2vcpu-4gb"
+    # a droplet that was off is resized and stays off
+    assert [action["type"] for action in do.app.actions(resting["id"])] == ["resize"]
+    assert (do.app.droplet(resting["id"])["size_slug"], do.app.droplet(resting["id"])["status"]) == \
+        ("s-2vcpu-4gb", "off")
+    # limits no size matches: the droplet is left as it is and the pass says so
+    assert do.app.actions(odd["id"]) == [] and do.app.droplet(odd["id"])["size_slug"] == "s-1vcpu-1gb"
+    assert said[(ACT, orders["odd"])] == ODD_MESSAGE
+    # terminations: one droplet destroyed, one already gone
+    assert do.app.droplet(doomed["id"]) is None
+    assert sorted(call["path"].rstrip("/") for call in do.app.calls_of("droplets.delete", since)) == \
+        ["/v2/droplets/%d" % doomed["id"], "/v2/droplets/%d" % vanished["id"]]
+    assert said[(ACT, orders["vanished"])] == "droplet %s is already gone" % vanished["id"]
+    for resource_uuid in (doomed_uuid, vanished_uuid):
+        assert waldur.app.resource(resource_uuid)["state"] == "Terminated"
+    assert sorted(d["id"] for d in do.app.droplets()) == sorted([grow["id"], resting["id"], odd["id"]])
+
+
+# ---- a pass killed part-way, duplicates, planted tags -----------------------------------------
+
+def process_tree(pid: int) -> list[int]:
+    """``pid`` and its descendants (ansible's workers start sessions of their own, so a
+    process group would miss them)."""
+    found, pending = [], [pid]
+    while pending:
+        current = pending.pop()
+        found.append(current)
+        for task in Path("/proc/%d/task" % current).glob("*"):
+            try:
+                pending.extend(int(child) for child in (task / "children").read_text().split())
+            except OSError:  # the task ended meanwhile
+                continue
+    return found
+
+
+def kill_tree(process: subprocess.Popen) -> None:
+    """Kill the pass and everything it started at once, as a lost container or host would."""
+    for pid in process_tree(process.pid):
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+    process.wait(timeout=30)
+
+
+def test_a_pass_killed_after_the_create_is_finished_by_the_next_with_one_droplet(
+        tmp_path, waldur_sim, do_sim):
+    waldur, do = waldur_sim, do_sim
+    config = write_config(tmp_path, waldur, do)
+    # Hold the create in DigitalOcean until the pass is dead; DigitalOcean then makes the
+    # droplet it accepted, and nobody tells Waldur its id.
+    arrived, release = threading.Event(), threading.Event()
+    original = do.app._injected
+
+    def gate(operation):
+        if operation == "droplets.create" and not release.is_set():
+            arrived.set()
+            release.wait(120)
+        return original(operation)
+
+    do.app._injected = gate
+    try:
+        process = subprocess.Popen(
+            [str(Path(sys.executable).parent / "ansible-playbook"), str(ORDER_PASS)],
+            env=ansible_env({"WALDUR_SITE_AGENT_CONFIG": str(config)}), cwd=REPO,
+            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        try:
+            assert arrived.wait(180), "the pass never created the droplet"
+        finally:
+            kill_tree(process)
+        release.set()
+        deadline = time.monotonic() + 30
+        while not do.app.calls_of("droplets.create") and time.monotonic() < deadline:
+            time.sleep(0.05)
+    finally:
+        release.set()
+        del do.app.__dict__["_injected"]
+    [created] = do.app.droplets()
+    assert created["tags"] == ["waldur", tag(W.DO_RESOURCE_UUID)]
+    assert waldur.app.order(W.DO_ORDER_UUID)["state"] == "executing"  # claimed, never settled
+    assert waldur.app.resource(W.DO_RESOURCE_UUID)["backend_id"] == ""
+    since = len(do.app.calls)
+
+    run_pass(ORDER_PASS, config)
+
+    assert_done(waldur, W.DO_ORDER_UUID)
+    assert waldur.app.resource(W.DO_RESOURCE_UUID)["backend_id"] == str(created["id"])  # adopted
+    assert do_writes(do, since) == [] and len(do.app.droplets()) == 1
+
+
+def test_two_droplets_with_the_resource_tag_err_the_order_naming_the_count(tmp_path, waldur_sim, do_sim):
+    waldur, do = waldur_sim, do_sim
+    config = write_config(tmp_path, waldur, do)
+    for name in ("twin-1", "twin-2"):
+        do.app.seed_droplet(name, tags=[tag(W.DO_RESOURCE_UUID)])
+
+    run_pass(ORDER_PASS, config)
+
+    assert_erred(waldur, W.DO_ORDER_UUID, "2 droplets carry tag %s" % tag(W.DO_RESOURCE_UUID))
+    assert do.app.calls_of("droplets.create") == [] and len(do.app.droplets()) == 2
+
+
+def test_an_order_planting_another_resource_tag_gets_its_own_droplet(tmp_path, waldur_sim, do_sim):
+    waldur, do = waldur_sim, do_sim
+    waldur.app.reset("empty")
+    config = write_config(tmp_path, waldur, do)
+    victim_uuid, victim = seed_machine(waldur, do, "victim")
+    # the victim's droplet lost its Waldur id: only the tag still binds it to its resource
+    stray = do.app.seed_droplet("stray", tags=[tag(uuid.uuid4().hex)])
+    order_uuid, resource_uuid = order_droplet(waldur, "intruder", tags=["ok", tag(victim_uuid), stray["tags"][0]])
+
+    run_pass(ORDER_PASS, config)
+
+    assert_done(waldur, order_uuid)
+    mine = droplet_of(waldur, do, resource_uuid)
+    assert mine["id"] not in (victim["id"], stray["id"])
+    assert mine["tags"] == ["ok", tag(resource_uuid)]
+    assert do.app.droplet(victim["id"])["tags"] == victim["tags"]
+    assert do.app.droplet(stray["id"])["tags"] == stray["tags"]
+    assert do.app.actions(victim["id"]) == [] and do.app.actions(stray["id"]) == []
+    assert waldur.app.resource(victim_uuid)["backend_id"] == str(victim["id"])
+
+
+@pytest.mark.parametrize("account_size", [10, 450])
+def test_orders_adopt_their_tagged_droplet_whether_the_account_is_listed_once_or_by_tag(
+        tmp_path, waldur_sim, do_sim, account_size):
+    """Several Create orders look their tags up in one listing of the account when that takes
+    fewer calls than a listing per tag (10 droplets: one page); in a larger account (450
+    droplets: three pages for three orders) each order lists its own tag."""
+    waldur, do = waldur_sim, do_sim
+    waldur.app.reset("empty")
+    do.app.configure(droplet_limit=1000)
+    config = write_config(tmp_path, waldur, do)
+    for index in range(account_size - 1):
+        do.app.seed_droplet("other-%03d" % index, tags=[tag("%032x" % index)])
+    orders = [order_droplet(waldur, name) for name in ("left-over", "fresh-1", "fresh-2")]
+    # a droplet an earlier, killed pass made for the first order
+    left_over = do.app.seed_droplet("left-over", tags=["waldur", tag(orders[0][1])])
+    since = len(do.app.calls)
+
+    run_pass(ORDER_PASS, config)
+
+    for order_uuid, _ in orders:
+        assert_done(waldur, order_uuid)
+    assert waldur.app.resource(orders[0][1])["backend_id"] == str(left_over["id"])
+    assert len(do.app.calls_of("droplets.create", since)) == 2
+    assert len(do.app.droplets()) == account_size + 2
+    listings = [call["query"] for call in do.app.calls_of("droplets.list", since)]
+    if account_size == 10:
+        assert len(listings) == 1 and "tag_name" not in listings[0]
+    else:  # the first page shows the listing would cost more: one listing per tag instead
+        assert len(listings) == 4 and "tag_name" not in listings[0]
+        assert sorted(query for query in listings[1:]) == sorted(
+            "tag_name=waldur-resource%%3A%s&per_page=200" % resource_uuid for _, resource_uuid in orders)
+
+
+# ---- orders refused before anything is made, throttling ---------------------------------------
+
+def test_orders_without_region_image_or_size_err_and_create_nothing(tmp_path, waldur_sim, do_sim):
+    waldur, do = waldur_sim, do_sim
+    waldur.app.reset("empty")
+    config = write_config(tmp_path, waldur, do, default_region=None, default_image=None, default_size=None)
+    refused = {
+        "region": order_droplet(waldur, "nowhere", image="debian-12-x64", size="s-1vcpu-1gb"),
+        "image": order_droplet(waldur, "blank", region="ams3", size="s-1vcpu-1gb"),
+        # no size, and limits that match no size_mapping entry
+        "size": order_droplet(waldur, "shapeless", limits=ODD, region="ams3", image="debian-12-x64"),
+    }
+
+    run_pass(ORDER_PASS, config)
+
+    for what, (order_uuid, resource_uuid) in refused.items():
+        assert_erred(waldur, order_uuid, "DigitalOcean droplet %s is not specified" % what)
+        assert waldur.app.resource(resource_uuid) is None
+    assert do.app.calls_of("droplets.create") == [] and do.app.droplets() == []
+    assert do_writes(do) == []
+
+
+def test_429_bursts_from_digitalocean_are_retried_and_the_pass_succeeds(tmp_path, waldur_sim, do_sim):
+    waldur, do = waldur_sim, do_sim
+    config = write_config(tmp_path, waldur, do)
+    for operation, times in (("droplets.list", 2), ("droplets.create", 1), ("droplets.get", 2)):
+        do.app.add_fault(operation, status=429, times=times, retry_after=1)
+
+    run_pass(ORDER_PASS, config)
+
+    assert_done(waldur, W.DO_ORDER_UUID)
+    assert [call["status"] for call in do.app.calls_of("droplets.create")] == [429, 202]
+    assert [call["status"] for call in do.app.calls].count(429) == 5
+    assert len(do.app.droplets()) == 1
+    assert waldur.app.resource(W.DO_RESOURCE_UUID)["backend_id"] == str(do.app.droplets()[0]["id"])
+
+
+# ---- scale under DigitalOcean's rate limit ----------------------------------------------------
+
+def test_two_hundred_orders_under_the_rate_limit_all_finish(tmp_path, waldur_sim, do_sim):
+    """DigitalOcean allows a burst of 250 requests a minute and answers 429 with Retry-After
+    past it. The simulator enforces that shape with the window scaled from 60 s to 10 s
+    (250 requests per 10 s), so the pass meets the limit well within a minute; the client
+    paces itself at DigitalOcean's real rate once its first burst is spent."""
+    waldur, do = waldur_sim, do_sim
+    waldur.app.reset("empty")
+    do.app.configure(enforce_limits=True, burst_limit=250, burst_window=10.0, droplet_limit=1000)
+    config = write_config(tmp_path, waldur, do)
+    orders = [order_droplet(waldur, "bulk-%03d" % index) for index in range(200)]
+
+    started = time.monotonic()
+    run_pass(ORDER_PASS, config)
+    elapsed = time.monotonic() - started
+
+    assert [order for order, _ in orders if waldur.app.order(order)["state"] != "done"] == []
+    droplets = {str(droplet["id"]): droplet for droplet in do.app.droplets()}
+    assert len(droplets) == 200
+    for _, resource_uuid in orders:
+        assert droplets[waldur.app.resource(resource_uuid)["backend_id"]]["tags"] == ["waldur", tag(resource_uuid)]
+    statuses = [call["status"] for call in do.app.calls]
+    assert 429 in statuses  # the limit was met
+    # one listing finds the tagged droplets of all 200 orders, not one listing each
+    assert len(do.app.calls_of("droplets.list")) < 5
+    assert elapsed < 120
+
+
+def test_a_listing_of_a_thousand_droplets_under_the_rate_limit_misses_none(tmp_path, do_sim):
+    """The rate limit in the shape of the test above (250 requests per 10 s); another client
+    sharing the token has spent almost all of it when the listing starts."""
+    do = do_sim
+    seeded = [do.app.seed_droplet("d-%04d" % index, tags=[tag("%032x" % index)]) for index in range(1000)]
+    do.app.configure(enforce_limits=True, burst_limit=250, burst_window=10.0)
+    with requests.Session() as other_client:
+        for _ in range(248):
+            other_client.get(do.url + "/v2/account", timeout=10, headers={"Authorization": "Bearer " + DO.DO_TOKEN})
+    since = len(do.app.calls)
+    wanted = [str(droplet["id"]) for droplet in reversed(seeded)]
+
+    out = do_module(tmp_path, do, "do_droplet_info", backend_ids=wanted)
+
+    assert out["missing"] == []
+    assert [droplet["backend_id"] for droplet in out["droplets"]] == wanted
+    assert all(droplet["found"] for droplet in out["droplets"])
+    listing = do.app.calls_of("droplets.list", since)
+    assert 429 in [call["status"] for call in listing]
+    assert [call["status"] for call in listing].count(200) == 5  # five pages of 200, each read once
+
+
+# ---- membership: pause, downscale, restore ----------------------------------------------------
+
+def test_membership_pass_shuts_down_paused_and_downscaled_droplets_and_powers_them_on(
+        tmp_path, waldur_sim, do_sim):
+    waldur, do = waldur_sim, do_sim
+    waldur.app.reset("empty")
+    config = write_config(tmp_path, waldur, do)
+    machines = {name: seed_machine(waldur, do, name) for name in ("paused", "downscaled", "steady")}
+    set_flag(waldur, machines["paused"][0], "paused", True)
+    set_flag(waldur, machines["downscaled"][0], "downscaled", True)
+
+    def status(name):
+        return do.app.droplet(machines[name][1]["id"])["status"]
+
+    def actions(since):
+        return sorted((call["path"], call["status"]) for call in do.app.calls_of("droplet_actions.create", since))
+
+    def action_paths(*names):
+        return sorted(("/v2/droplets/%d/actions/" % machines[name][1]["id"], 201) for name in names)
+
+    run_pass(MEMBERSHIP_PASS, config)
+    assert (status("paused"), status("downscaled"), status("steady")) == ("off", "off", "active")
+    assert [a["type"] for a in do.app.actions(machines["paused"][1]["id"])] == ["shutdown"]
+    assert [a["type"] for a in do.app.actions(machines["downscaled"][1]["id"])] == ["shutdown"]
+    assert actions(0) == action_paths("paused", "downscaled")
+    metadata = waldur.app.resource(machines["paused"][0])["backend_metadata"]
+    assert metadata["droplet"]["status"] == "off"
+
+    # nothing changed: no droplet action, nothing written anywhere
+    waldur_since, do_since = len(waldur.app.calls), len(do.app.calls)
+    run_pass(MEMBERSHIP_PASS, config)
+    assert do_writes(do, do_since) == [] and waldur_writes(waldur, waldur_since) == []
+
+    set_flag(waldur, machines["paused"][0], "paused", False)
+    set_flag(waldur, machines["downscaled"][0], "downscaled", False)
+    do_since = len(do.app.calls)
+    run_pass(MEMBERSHIP_PASS, config)
+    assert {status(name) for name in machines} == {"active"}
+    assert actions(do_since) == action_paths("paused", "downscaled")
+    assert [a["type"] for a in do.app.actions(machines["paused"][1]["id"])] == ["shutdown", "power_on"]
+
+    do_since = len(do.app.calls)
+    run_pass(MEMBERSHIP_PASS, config)
+    assert do_writes(do, do_since) == []
+
+
+# ---- report ---------------------------------------------------------------------------------
+
+def test_report_pass_sends_no_usage_at_all(tmp_path, waldur_sim, do_sim):
+    waldur, do = waldur_sim, do_sim
+    waldur.app.reset("empty")
+    config = write_config(tmp_path, waldur, do)
+    resource_uuid, _ = seed_machine(waldur, do, "metered")
+
+    run = run_pass(REPORT_PASS, config)
+
+    assert "DigitalOcean droplets report no usage" in run.output
+    assert waldur.app.calls_of("usages.set_usage") == [] and waldur_writes(waldur) == []
+    assert waldur.app.usages(resource_uuid) == []
+    assert do.app.calls == []

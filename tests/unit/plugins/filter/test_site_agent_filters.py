@@ -183,3 +183,11 @@ def test_usage_rows_leave_out_unmeasured_machines():
     machines = [{"backend_id": "/subscriptions/s/vm1", "found": True, "usages": {"cpu": 2}},
                 {"backend_id": "/vm2", "found": False, "usages": {}}]
     assert usage_rows(machines, resources) == [{"resource_uuid": "a" * 32, "usages": {"cpu": 2}}]
+
+
+def test_api_call_count_sums_waldur_and_backend_figures_and_ignores_skipped_tasks():
+    from ansible_collections.waldur.site_agent.plugins.filter.site_agent import api_call_count
+
+    registered = [{"api_calls": {"reads": 3, "writes": 2, "retries": 1}}, {"api_calls": 7},
+                  {"skipped": True}, {}, None]
+    assert api_call_count(registered) == 12
