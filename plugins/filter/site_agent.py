@@ -102,8 +102,9 @@ def _update_skip_or_none(order, resource):
 
 # ---------------------------------------------------------------- DigitalOcean
 
-def droplet_items(orders, backend_settings=None, ssh_keys=None):
-    """Claimed orders -> ``do_droplet`` items (behaviour page, DigitalOcean)."""
+def _order_items(orders, backend_settings, create_params, update_params):
+    """One item per order: ``create_params`` for Create/Restore, ``update_params`` for an
+    Update whose limits changed, ``state: absent`` for Terminate."""
     settings = _settings(backend_settings)
     items = []
     for order in orders or []:
@@ -111,29 +112,52 @@ def droplet_items(orders, backend_settings=None, ssh_keys=None):
         order_type = order.get("type")
         backend_id = resource.get("backend_id") or None
         if order_type in CREATE_TYPES:
-            item.update(_droplet_create_params(order, resource, settings, ssh_keys))
+            item.update(create_params(order, resource, settings))
             item["backend_id"] = backend_id
         elif order_type == "Update":
             item.update(state="present", backend_id=backend_id)
             skip = _update_skip_or_none(order, resource)
             if skip:
                 item["skip"] = skip
-            elif not backend_id:
-                item["error"] = "the resource has no backend id, so there is no droplet to resize"
             else:
-                target = order.get("target_limits") or order.get("limits")
-                slug = size_for_limits(settings.get("size_mapping") or {}, target)
-                if slug:
-                    item["size"] = slug
-                else:
-                    item["skip"] = ("limits %s match no size_mapping entry; the droplet is left unchanged"
-                                    % _render_limits(target))
+                item.update(update_params(order, settings, backend_id))
         elif order_type == "Terminate":
             item.update(state="absent", backend_id=backend_id)
         else:
             item["error"] = "order type %r is not supported" % order_type
         items.append(item)
     return items
+
+
+def _power_items(resources, stopped_state, running_state):
+    """Resources with a backend id -> power items: paused/downscaled stop, the others run."""
+    items = []
+    for resource in resources or []:
+        if not resource.get("backend_id"):
+            continue
+        stopped = bool(resource.get("paused") or resource.get("downscaled"))
+        items.append({"resource_uuid": normalize_uuid(resource["uuid"]),
+                      "backend_id": str(resource["backend_id"]),
+                      "state": stopped_state if stopped else running_state})
+    return items
+
+
+def droplet_items(orders, backend_settings=None, ssh_keys=None):
+    """Claimed orders -> ``do_droplet`` items (behaviour page, DigitalOcean)."""
+    def create(order, resource, settings):
+        return _droplet_create_params(order, resource, settings, ssh_keys)
+
+    def update(order, settings, backend_id):
+        if not backend_id:
+            return {"error": "the resource has no backend id, so there is no droplet to resize"}
+        target = order.get("target_limits") or order.get("limits")
+        slug = size_for_limits(settings.get("size_mapping") or {}, target)
+        if slug:
+            return {"size": slug}
+        return {"skip": "limits %s match no size_mapping entry; the droplet is left unchanged"
+                        % _render_limits(target)}
+
+    return _order_items(orders, backend_settings, create, update)
 
 
 def _render_limits(limits):
@@ -199,43 +223,19 @@ def _droplet_ssh_keys(attributes, settings, ssh_keys, notes):
 
 def droplet_membership_items(resources):
     """Resources -> ``do_droplet`` power items: paused/downscaled -> off, else active."""
-    items = []
-    for resource in resources or []:
-        if not resource.get("backend_id"):
-            continue
-        stopped = bool(resource.get("paused") or resource.get("downscaled"))
-        items.append({"resource_uuid": normalize_uuid(resource["uuid"]),
-                      "backend_id": str(resource["backend_id"]),
-                      "state": "off" if stopped else "active"})
-    return items
+    return _power_items(resources, "off", "active")
 
 
 # ---------------------------------------------------------------------- Azure
 
 def vm_items(orders, backend_settings=None, ssh_keys=None):
     """Claimed orders -> ``azure_vm_chain`` items (behaviour page, Azure)."""
-    settings = _settings(backend_settings)
-    items = []
-    for order in orders or []:
-        resource, item = _order_base(order)
-        order_type = order.get("type")
-        backend_id = resource.get("backend_id") or None
-        if order_type in CREATE_TYPES:
-            item.update(_vm_create_params(order, resource, settings, ssh_keys))
-            item["backend_id"] = backend_id
-        elif order_type == "Update":
-            item.update(state="present", backend_id=backend_id)
-            skip = _update_skip_or_none(order, resource)
-            if skip:
-                item["skip"] = skip
-            else:
-                item["error"] = "resizing is not supported on Azure"
-        elif order_type == "Terminate":
-            item.update(state="absent", backend_id=backend_id)
-        else:
-            item["error"] = "order type %r is not supported" % order_type
-        items.append(item)
-    return items
+    def create(order, resource, settings):
+        return _vm_create_params(order, resource, settings, ssh_keys)
+
+    # Azure machines are not resized (set_resource_limits refuses upstream too).
+    return _order_items(orders, backend_settings, create,
+                        lambda *order_settings_backend_id: {"error": "resizing is not supported on Azure"})
 
 
 def _vm_create_params(order, resource, settings, ssh_keys):
@@ -276,15 +276,7 @@ def _vm_create_params(order, resource, settings, ssh_keys):
 
 def vm_membership_items(resources):
     """Resources -> ``azure_vm_chain`` power items: paused/downscaled -> deallocated, else running."""
-    items = []
-    for resource in resources or []:
-        if not resource.get("backend_id"):
-            continue
-        stopped = bool(resource.get("paused") or resource.get("downscaled"))
-        items.append({"resource_uuid": normalize_uuid(resource["uuid"]),
-                      "backend_id": str(resource["backend_id"]),
-                      "state": "deallocated" if stopped else "running"})
-    return items
+    return _power_items(resources, "deallocated", "running")
 
 
 # ----------------------------------------------------------------- all passes
