@@ -66,10 +66,10 @@ def test_scenario_converges_idempotently_and_stops_its_simulators(scenario, tmp_
     proc = subprocess.Popen([str(MOLECULE), "test", "-s", scenario], cwd=REPO, env=env, text=True,
                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, start_new_session=True)
     try:
-        output, _ = proc.communicate(timeout=900)
+        output = proc.communicate(timeout=900)[0]
     except subprocess.TimeoutExpired:
         os.killpg(proc.pid, signal.SIGKILL)  # molecule and the ansible-playbook it runs
-        output, _ = proc.communicate()
+        output = proc.communicate()[0]
     finally:
         leftovers = simulator_processes(ephemeral)
         for pid in leftovers:
@@ -77,7 +77,7 @@ def test_scenario_converges_idempotently_and_stops_its_simulators(scenario, tmp_
 
     assert proc.returncode == 0, output[-8000:]
     assert not leftovers, "simulators still running after molecule test: %s" % leftovers
-    steps = re.findall(r"^%s > (\w+): Executed: (\w+)" % scenario, output.split("DETAILS")[-1], re.M)
+    steps = re.findall(r"^%s > (\w+): Executed: (\w+)" % scenario, output.rsplit("DETAILS", maxsplit=1)[-1], re.M)
     assert steps == [(step, "Successful") for step in STEPS], output[-3000:]
 
     converge = section(output, scenario, "converge")
