@@ -570,3 +570,23 @@ def test_wait_stops_at_the_deadline(do_sim):
     started = time.monotonic()
     assert client.wait_for_action(droplet["id"], action, started + 0.5) == "in-progress"
     assert time.monotonic() - started < 1.5
+
+
+def test_scan_droplets_lists_the_account_in_pages_within_the_bound(do_sim):
+    seeded = [do_sim.app.seed_droplet("d%d" % i)["id"] for i in range(450)]
+    client = sim_client(do_sim)
+    scanned = client.scan_droplets(max_pages=3)
+    assert sorted(d["id"] for d in scanned) == sorted(seeded)
+    assert [c["operation"] for c in do_sim.app.calls] == ["droplets.list"] * 3
+    do_sim.app.calls.clear()
+    assert client.scan_droplets(max_pages=2) is None  # 3 pages would be needed: give up after one
+    assert [c["operation"] for c in do_sim.app.calls] == ["droplets.list"]
+
+
+def test_scan_droplets_gives_up_when_the_account_changes_while_paging(api):
+    # page 1 says 3 droplets in all, page 2 says 2: one was deleted meanwhile and pages shifted
+    api.app.on("GET", "/v2/droplets", (200, {"droplets": [droplet_json(1), droplet_json(2)], "meta": {"total": 3},
+                                          "links": {"pages": {"next": api.url + "/v2/droplets?page=2"}}}),
+           (200, {"droplets": [droplet_json(3)], "meta": {"total": 2}, "links": {"pages": {}}}))
+    client = make_client(api.url)
+    assert client.scan_droplets(max_pages=5) is None
