@@ -4,9 +4,6 @@ a consumer would, over HTTP) and the Azure simulator (the real Azure SDKs over T
 
 from __future__ import annotations
 
-import json
-import os
-import signal
 import subprocess
 import sys
 import threading
@@ -16,18 +13,17 @@ from decimal import Decimal
 from pathlib import Path
 
 import pytest
-import requests
 import yaml
 
-from tests.helpers import REPO, ansible_env, run_playbook, simulator_site_config
+from tests.helpers import REPO, ansible_env
+from tests.integration.passes import (
+    MEMBERSHIP_PASS, ORDER_PASS, REPORT_PASS, assert_done, assert_erred, call_waldur, edit_config, kill_tree,
+    log_lines, order_machine, run_pass, set_flag, terminate, update_limits, waldur_writes, write_config)
 from tests.simulators.azure import presets as AZ
 from tests.simulators.waldur import presets as W
 
 pytestmark = pytest.mark.integration
 
-ORDER_PASS = REPO / "playbooks" / "order_process.yml"
-MEMBERSHIP_PASS = REPO / "playbooks" / "membership_sync.yml"
-REPORT_PASS = REPO / "playbooks" / "report.yml"
 
 KEY_1, KEY_2, KEY_3 = W.SSH_KEYS[:3]
 DEBIAN = "Debian:debian-12:12-gen2:latest"
@@ -37,96 +33,11 @@ CHAIN_PUTS = ["resource_groups.put", "virtual_networks.put", "subnets.put", "pub
 
 # ---- configuration and passes ---------------------------------------------------------------
 
-def write_config(tmp_path: Path, waldur, azure, **settings) -> Path:
-    """The simulators' Azure offering, with backend settings changed (None removes one)."""
-    config = simulator_site_config(waldur.url, azure_url=azure.url)
-    backend = config["offerings"][0]["backend_settings"]
-    for key, value in settings.items():
-        if value is None:
-            backend.pop(key, None)
-        else:
-            backend[key] = value
-    path = tmp_path / "waldur-site-agent-config.yaml"
-    path.write_text(yaml.safe_dump(config, sort_keys=False))
-    return path
-
-
-def edit_config(path: Path, **settings) -> None:
-    config = yaml.safe_load(path.read_text())
-    backend = config["offerings"][0]["backend_settings"]
-    for key, value in settings.items():
-        if value is None:
-            backend.pop(key, None)
-        else:
-            backend[key] = value
-    path.write_text(yaml.safe_dump(config, sort_keys=False))
-
-
-def run_pass(playbook: Path, config: Path, check=False, verbosity=0, json_log=False):
-    env = {"WALDUR_SITE_AGENT_CONFIG": str(config)}
-    if json_log:
-        env["ANSIBLE_STDOUT_CALLBACK"] = "waldur.site_agent.waldur_json"
-    run = run_playbook(playbook, env=env, check=check, verbosity=verbosity)
-    assert run.rc == 0, run.output[-6000:]
-    return run
-
-
-def log_lines(run) -> list[dict]:
-    return [json.loads(line) for line in run.stdout.splitlines() if line.startswith("{")]
-
-
 # ---- Waldur as its users drive it -------------------------------------------------------------
-
-def call_waldur(waldur, path: str, body: dict, token: str = W.CONSUMER_TOKEN) -> dict:
-    response = requests.post(waldur.url + path, json=body, timeout=10,
-                             headers={"Authorization": "Token " + token})
-    assert response.status_code < 300, response.text
-    return response.json() if response.content else {}
-
 
 def order_vm(waldur, name: str, limits: dict | None = None, **attributes) -> tuple[str, str]:
     """A consumer orders a machine; (order uuid, marketplace resource uuid)."""
-    offering = "%s/api/marketplace-public-offerings/%s/" % (waldur.url, W.AZURE_OFFERING_UUID)
-    order = call_waldur(waldur, "/api/marketplace-orders/", {
-        "offering": offering,
-        "project": "%s/api/projects/%s/" % (waldur.url, W.PROJECT_UUID),
-        "plan": "%splans/%s/" % (offering, W.AZURE_PLAN_UUID),
-        "attributes": dict(attributes, name=name),
-        "limits": dict(limits or W.AZURE_PLAN_QUOTAS),
-        "accepting_terms_of_service": True,
-    })
-    return order["uuid"], order["marketplace_resource_uuid"]
-
-
-def update_limits(waldur, resource_uuid: str, limits: dict) -> str:
-    return call_waldur(waldur, "/api/marketplace-resources/%s/update_limits/" % resource_uuid,
-                       {"limits": limits})["order_uuid"]
-
-
-def terminate(waldur, resource_uuid: str) -> str:
-    return call_waldur(waldur, "/api/marketplace-resources/%s/terminate/" % resource_uuid, {})["order_uuid"]
-
-
-def set_flag(waldur, resource_uuid: str, flag: str, value: bool) -> None:
-    """Staff pauses or downscales a resource (or clears the flag)."""
-    call_waldur(waldur, "/api/marketplace-provider-resources/%s/%s/" % (resource_uuid, "set_" + flag),
-                {flag: value}, token=W.STAFF_TOKEN)
-
-
-def assert_done(waldur, order_uuid: str) -> dict:
-    order = waldur.app.order(order_uuid)
-    assert order["state"] == "done", order["error_message"]
-    return order
-
-
-def assert_erred(waldur, order_uuid: str, reason: str) -> dict:
-    order = waldur.app.order(order_uuid)
-    assert order["state"] == "erred" and reason in order["error_message"], (order["state"], order["error_message"])
-    return order
-
-
-def waldur_writes(waldur, since=0) -> list[str]:
-    return [call["operation"] for call in waldur.app.write_calls(since)]
+    return order_machine(waldur, W.AZURE_OFFERING_UUID, W.AZURE_PLAN_UUID, name, limits or W.AZURE_PLAN_QUOTAS, **attributes)
 
 
 # ---- Azure as the simulator holds it ----------------------------------------------------------
@@ -160,7 +71,7 @@ def arm_ids(azure) -> set[str]:
 
 def test_orders_build_update_and_tear_down_machines_and_hide_every_secret(tmp_path, waldur_sim, azure_sim):
     waldur, azure = waldur_sim, azure_sim
-    config = write_config(tmp_path, waldur, azure, network_cidr="10.20.0.0/16", subnet_cidr="10.20.1.0/24",
+    config = write_config(tmp_path, waldur, azure=azure, network_cidr="10.20.0.0/16", subnet_cidr="10.20.1.0/24",
                           allowed_ssh_ranges=["203.0.113.0/24", "198.51.100.7/32"])
     preset_uuid = W.AZURE_RESOURCE_UUID
     # The default preset's order names service-provider key 1 and takes the offering's defaults;
@@ -280,7 +191,7 @@ def test_a_shared_group_holds_one_machine_per_resource_and_loses_only_the_termin
         tmp_path, waldur_sim, azure_sim):
     waldur, azure = waldur_sim, azure_sim
     waldur.app.reset("empty")
-    config = write_config(tmp_path, waldur, azure, default_resource_group="shared-rg", allowed_ssh_ranges=None)
+    config = write_config(tmp_path, waldur, azure=azure, default_resource_group="shared-rg", allowed_ssh_ranges=None)
     orders = [order_vm(waldur, name, ssh_key=KEY_1["uuid"]) for name in ("Web Server", "web--server!", "db")]
 
     run_pass(ORDER_PASS, config)
@@ -325,7 +236,7 @@ def test_a_shared_group_holds_one_machine_per_resource_and_loses_only_the_termin
 @pytest.mark.parametrize("operation", CHAIN_PUTS)
 def test_a_fault_at_any_step_errs_the_order_and_leaves_nothing(tmp_path, waldur_sim, azure_sim, operation):
     waldur, azure = waldur_sim, azure_sim
-    config = write_config(tmp_path, waldur, azure)  # with allowed_ssh_ranges, so the NSG is a step
+    config = write_config(tmp_path, waldur, azure=azure)  # with allowed_ssh_ranges, so the NSG is a step
     azure.app.add_fault(operation, status=409)
 
     run_pass(ORDER_PASS, config)
@@ -336,36 +247,11 @@ def test_a_fault_at_any_step_errs_the_order_and_leaves_nothing(tmp_path, waldur_
     assert waldur.app.resource(W.AZURE_RESOURCE_UUID) is None  # nothing was built for it
 
 
-def process_tree(pid: int) -> list[int]:
-    """``pid`` and its descendants (ansible's workers start sessions of their own, so a
-    process group would miss them)."""
-    found, pending = [], [pid]
-    while pending:
-        current = pending.pop()
-        found.append(current)
-        for task in Path("/proc/%d/task" % current).glob("*"):
-            try:
-                pending.extend(int(child) for child in (task / "children").read_text().split())
-            except OSError:  # the task ended meanwhile
-                continue
-    return found
-
-
-def kill_tree(process: subprocess.Popen) -> None:
-    """Kill the pass and everything it started at once, as a lost container or host would."""
-    for pid in process_tree(process.pid):
-        try:
-            os.kill(pid, signal.SIGKILL)
-        except ProcessLookupError:
-            pass
-    process.wait(timeout=30)
-
-
 @pytest.mark.parametrize("killed_during", ["nics.put", "vms.put"])
 def test_a_pass_killed_mid_chain_is_finished_by_the_next_with_one_chain(
         tmp_path, waldur_sim, azure_sim, killed_during):
     waldur, azure = waldur_sim, azure_sim
-    config = write_config(tmp_path, waldur, azure)
+    config = write_config(tmp_path, waldur, azure=azure)
     # Hold the request in ARM until the pass is dead; ARM then carries out what it accepted.
     arrived, release = threading.Event(), threading.Event()
     original = azure.app._injected
@@ -416,7 +302,7 @@ def test_a_pass_killed_mid_chain_is_finished_by_the_next_with_one_chain(
 def test_orders_that_cannot_be_built_are_erred_before_any_write(tmp_path, waldur_sim, azure_sim):
     waldur, azure = waldur_sim, azure_sim
     waldur.app.reset("empty")
-    config = write_config(tmp_path, waldur, azure, default_location=None)
+    config = write_config(tmp_path, waldur, azure=azure, default_location=None)
     refused = [
         (order_vm(waldur, "keyless", location="westeurope"), "the order carries no SSH key"),
         (order_vm(waldur, "stranger", location="westeurope", ssh_key="e00000000000000000000000000000ff"),
@@ -441,7 +327,7 @@ def test_orders_that_cannot_be_built_are_erred_before_any_write(tmp_path, waldur
 def test_membership_pass_deallocates_and_starts_only_when_needed(tmp_path, waldur_sim, azure_sim):
     waldur, azure = waldur_sim, azure_sim
     waldur.app.reset("empty")
-    config = write_config(tmp_path, waldur, azure)
+    config = write_config(tmp_path, waldur, azure=azure)
     machines = {name: azure.app.seed_vm(name) for name in ("paused", "downscaled", "steady")}
     resources = {name: waldur.app.seed_resource(W.AZURE_OFFERING_UUID, name, backend_id=machine)["uuid"]
                  for name, machine in machines.items()}
@@ -486,7 +372,7 @@ def test_report_pass_meters_readable_machines_once(tmp_path, waldur_sim, azure_s
     call_waldur(waldur, "/api/marketplace-provider-offerings/%s/create_offering_component/" % W.AZURE_OFFERING_UUID,
                 {"billing_type": "usage", "name": "GPU", "type": "gpu", "measured_unit": "GPUs"},
                 token=W.PROVIDER_TOKEN)
-    config = write_config(tmp_path, waldur, azure)
+    config = write_config(tmp_path, waldur, azure=azure)
     settings = yaml.safe_load(config.read_text())
     components = settings["offerings"][0]["backend_components"]
     components["ram"].update(measured_unit="GiB", unit_factor=1024)

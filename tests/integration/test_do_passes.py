@@ -6,9 +6,7 @@ python-digitalocean over HTTP)."""
 from __future__ import annotations
 
 import json
-import os
 import re
-import signal
 import subprocess
 import sys
 import threading
@@ -19,17 +17,16 @@ from pathlib import Path
 
 import pytest
 import requests
-import yaml
 
-from tests.helpers import REPO, ansible_env, run_playbook, simulator_site_config
+from tests.helpers import REPO, ansible_env, run_playbook
+from tests.integration.passes import (
+    MEMBERSHIP_PASS, ORDER_PASS, REPORT_PASS, assert_done, assert_erred, kill_tree, log_lines, order_machine,
+    run_pass, set_flag, terminate, update_limits, waldur_writes, write_config)
 from tests.simulators.digitalocean import presets as DO
 from tests.simulators.waldur import presets as W
 
 pytestmark = pytest.mark.integration
 
-ORDER_PASS = REPO / "playbooks" / "order_process.yml"
-MEMBERSHIP_PASS = REPO / "playbooks" / "membership_sync.yml"
-REPORT_PASS = REPO / "playbooks" / "report.yml"
 
 ACT = "Carry out the orders on DigitalOcean"
 PROVIDER_KEY = W.SSH_KEYS[0]
@@ -41,85 +38,11 @@ ODD_MESSAGE = "limits cpu=3, disk=25600, ram=3072 match no size_mapping entry; t
 
 # ---- configuration and passes ---------------------------------------------------------------
 
-def write_config(tmp_path: Path, waldur, do, **settings) -> Path:
-    """The simulators' DigitalOcean offering, with backend settings changed (None removes one)."""
-    config = simulator_site_config(waldur.url, do_url=do.url)
-    backend = config["offerings"][0]["backend_settings"]
-    for key, value in settings.items():
-        if value is None:
-            backend.pop(key, None)
-        else:
-            backend[key] = value
-    path = tmp_path / "waldur-site-agent-config.yaml"
-    path.write_text(yaml.safe_dump(config, sort_keys=False))
-    return path
-
-
-def run_pass(playbook: Path, config: Path, check=False, verbosity=0, json_log=False):
-    env = {"WALDUR_SITE_AGENT_CONFIG": str(config)}
-    if json_log:
-        env["ANSIBLE_STDOUT_CALLBACK"] = "waldur.site_agent.waldur_json"
-    run = run_playbook(playbook, env=env, check=check, verbosity=verbosity)
-    assert run.rc == 0, run.output[-6000:]
-    return run
-
-
 # ---- Waldur as its users drive it -------------------------------------------------------------
-
-def call_waldur(waldur, path: str, body: dict, token: str = W.CONSUMER_TOKEN) -> dict:
-    response = requests.post(waldur.url + path, json=body, timeout=10,
-                             headers={"Authorization": "Token " + token})
-    assert response.status_code < 300, response.text
-    return response.json() if response.content else {}
-
 
 def order_droplet(waldur, name: str, limits: dict | None = None, **attributes) -> tuple[str, str]:
     """A consumer orders a droplet; (order uuid, marketplace resource uuid)."""
-    offering = "%s/api/marketplace-public-offerings/%s/" % (waldur.url, W.DO_OFFERING_UUID)
-    order = call_waldur(waldur, "/api/marketplace-orders/", {
-        "offering": offering,
-        "project": "%s/api/projects/%s/" % (waldur.url, W.PROJECT_UUID),
-        "plan": "%splans/%s/" % (offering, W.DO_PLAN_UUID),
-        "attributes": dict(attributes, name=name),
-        "limits": dict(limits or W.DO_PLAN_QUOTAS),
-        "accepting_terms_of_service": True,
-    })
-    return order["uuid"], order["marketplace_resource_uuid"]
-
-
-def update_limits(waldur, resource_uuid: str, limits: dict) -> str:
-    return call_waldur(waldur, "/api/marketplace-resources/%s/update_limits/" % resource_uuid,
-                       {"limits": limits})["order_uuid"]
-
-
-def terminate(waldur, resource_uuid: str) -> str:
-    return call_waldur(waldur, "/api/marketplace-resources/%s/terminate/" % resource_uuid, {})["order_uuid"]
-
-
-def set_flag(waldur, resource_uuid: str, flag: str, value: bool) -> None:
-    """Staff pauses or downscales a resource (or clears the flag)."""
-    call_waldur(waldur, "/api/marketplace-provider-resources/%s/%s/" % (resource_uuid, "set_" + flag),
-                {flag: value}, token=W.STAFF_TOKEN)
-
-
-def assert_done(waldur, order_uuid: str) -> dict:
-    order = waldur.app.order(order_uuid)
-    assert order["state"] == "done", (order["state"], order["error_message"])
-    return order
-
-
-def assert_erred(waldur, order_uuid: str, reason: str) -> dict:
-    order = waldur.app.order(order_uuid)
-    assert order["state"] == "erred" and reason in order["error_message"], (order["state"], order["error_message"])
-    return order
-
-
-def waldur_writes(waldur, since=0) -> list[str]:
-    return [call["operation"] for call in waldur.app.write_calls(since)]
-
-
-def log_lines(run) -> list[dict]:
-    return [json.loads(line) for line in run.stdout.splitlines() if line.startswith("{")]
+    return order_machine(waldur, W.DO_OFFERING_UUID, W.DO_PLAN_UUID, name, limits or W.DO_PLAN_QUOTAS, **attributes)
 
 
 def item_events(run) -> dict:
@@ -309,31 +232,6 @@ def test_updates_resize_through_size_mapping_and_terminations_destroy(tmp_path, 
 
 
 # ---- a pass killed part-way, duplicates, planted tags -----------------------------------------
-
-def process_tree(pid: int) -> list[int]:
-    """``pid`` and its descendants (ansible's workers start sessions of their own, so a
-    process group would miss them)."""
-    found, pending = [], [pid]
-    while pending:
-        current = pending.pop()
-        found.append(current)
-        for task in Path("/proc/%d/task" % current).glob("*"):
-            try:
-                pending.extend(int(child) for child in (task / "children").read_text().split())
-            except OSError:  # the task ended meanwhile
-                continue
-    return found
-
-
-def kill_tree(process: subprocess.Popen) -> None:
-    """Kill the pass and everything it started at once, as a lost container or host would."""
-    for pid in process_tree(process.pid):
-        try:
-            os.kill(pid, signal.SIGKILL)
-        except ProcessLookupError:
-            pass
-    process.wait(timeout=30)
-
 
 def test_a_pass_killed_after_the_create_is_finished_by_the_next_with_one_droplet(
         tmp_path, waldur_sim, do_sim):

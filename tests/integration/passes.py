@@ -1,0 +1,137 @@
+"""Helpers shared by the end-to-end pass tests: the site agent configuration, the passes
+as an operator runs them, and Waldur as its consumers and staff drive it (over HTTP)."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+from pathlib import Path
+
+import requests
+import yaml
+
+from tests.helpers import REPO, run_playbook, simulator_site_config
+from tests.simulators.waldur import presets as W
+
+ORDER_PASS = REPO / "playbooks" / "order_process.yml"
+MEMBERSHIP_PASS = REPO / "playbooks" / "membership_sync.yml"
+REPORT_PASS = REPO / "playbooks" / "report.yml"
+
+
+# ---- configuration and passes ---------------------------------------------------------------
+
+def _apply(backend: dict, settings: dict) -> None:
+    for key, value in settings.items():
+        if value is None:
+            backend.pop(key, None)
+        else:
+            backend[key] = value
+
+
+def write_config(tmp_path: Path, waldur, do=None, azure=None, **settings) -> Path:
+    """The simulators' offering for ``do`` or ``azure``, with backend settings changed
+    (None removes one)."""
+    config = simulator_site_config(waldur.url, do_url=do.url if do else None, azure_url=azure.url if azure else None)
+    _apply(config["offerings"][0]["backend_settings"], settings)
+    path = tmp_path / "waldur-site-agent-config.yaml"
+    path.write_text(yaml.safe_dump(config, sort_keys=False))
+    return path
+
+
+def edit_config(path: Path, **settings) -> None:
+    config = yaml.safe_load(path.read_text())
+    _apply(config["offerings"][0]["backend_settings"], settings)
+    path.write_text(yaml.safe_dump(config, sort_keys=False))
+
+
+def run_pass(playbook: Path, config: Path, check=False, verbosity=0, json_log=False):
+    env = {"WALDUR_SITE_AGENT_CONFIG": str(config)}
+    if json_log:
+        env["ANSIBLE_STDOUT_CALLBACK"] = "waldur.site_agent.waldur_json"
+    run = run_playbook(playbook, env=env, check=check, verbosity=verbosity)
+    assert run.rc == 0, run.output[-6000:]
+    return run
+
+
+def log_lines(run) -> list[dict]:
+    return [json.loads(line) for line in run.stdout.splitlines() if line.startswith("{")]
+
+
+def call_waldur(waldur, path: str, body: dict, token: str = W.CONSUMER_TOKEN) -> dict:
+    response = requests.post(waldur.url + path, json=body, timeout=10,
+                             headers={"Authorization": "Token " + token})
+    assert response.status_code < 300, response.text
+    return response.json() if response.content else {}
+
+
+def order_machine(waldur, offering_uuid: str, plan_uuid: str, name: str, limits: dict,
+                  **attributes) -> tuple[str, str]:
+    """A consumer orders a machine; (order uuid, marketplace resource uuid)."""
+    offering = "%s/api/marketplace-public-offerings/%s/" % (waldur.url, offering_uuid)
+    order = call_waldur(waldur, "/api/marketplace-orders/", {
+        "offering": offering,
+        "project": "%s/api/projects/%s/" % (waldur.url, W.PROJECT_UUID),
+        "plan": "%splans/%s/" % (offering, plan_uuid),
+        "attributes": dict(attributes, name=name),
+        "limits": dict(limits),
+        "accepting_terms_of_service": True,
+    })
+    return order["uuid"], order["marketplace_resource_uuid"]
+
+
+def update_limits(waldur, resource_uuid: str, limits: dict) -> str:
+    return call_waldur(waldur, "/api/marketplace-resources/%s/update_limits/" % resource_uuid,
+                       {"limits": limits})["order_uuid"]
+
+
+def terminate(waldur, resource_uuid: str) -> str:
+    return call_waldur(waldur, "/api/marketplace-resources/%s/terminate/" % resource_uuid, {})["order_uuid"]
+
+
+def set_flag(waldur, resource_uuid: str, flag: str, value: bool) -> None:
+    """Staff pauses or downscales a resource (or clears the flag)."""
+    call_waldur(waldur, "/api/marketplace-provider-resources/%s/%s/" % (resource_uuid, "set_" + flag),
+                {flag: value}, token=W.STAFF_TOKEN)
+
+
+def assert_done(waldur, order_uuid: str) -> dict:
+    order = waldur.app.order(order_uuid)
+    assert order["state"] == "done", (order["state"], order["error_message"])
+    return order
+
+
+def assert_erred(waldur, order_uuid: str, reason: str) -> dict:
+    order = waldur.app.order(order_uuid)
+    assert order["state"] == "erred" and reason in order["error_message"], (order["state"], order["error_message"])
+    return order
+
+
+def waldur_writes(waldur, since=0) -> list[str]:
+    return [call["operation"] for call in waldur.app.write_calls(since)]
+
+
+def process_tree(pid: int) -> list[int]:
+    """``pid`` and its descendants (ansible's workers start sessions of their own, so a
+    process group would miss them)."""
+    found, pending = [], [pid]
+    while pending:
+        current = pending.pop()
+        found.append(current)
+        for task in Path("/proc/%d/task" % current).glob("*"):
+            try:
+                pending.extend(int(child) for child in (task / "children").read_text().split())
+            except OSError:  # the task ended meanwhile
+                continue
+    return found
+
+
+def kill_tree(process: subprocess.Popen) -> None:
+    """Kill the pass and everything it started at once, as a lost container or host would."""
+    for pid in process_tree(process.pid):
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+    process.wait(timeout=30)
