@@ -54,6 +54,10 @@ system-packages:
 integration: venv system-packages
 	$(PY) -m pytest tests/integration -q -n $(PYTEST_WORKERS)
 
+# The roles' Molecule scenarios (make integration runs them too, through pytest).
+molecule: venv
+	for scenario in order_process report membership_sync; do $(BIN)/molecule test -s $$scenario || exit 1; done
+
 bench: venv
 	$(PY) -m bench
 
