@@ -154,7 +154,7 @@ def test_check_mode_lists_what_each_order_would_do_and_writes_nothing(tmp_path, 
     waldur, do = waldur_sim, do_sim
     config = write_config(tmp_path, waldur, do)
     grow_uuid, grow = seed_machine(waldur, do, "grow")
-    odd_uuid, _ = seed_machine(waldur, do, "odd")
+    odd_uuid, dummy = seed_machine(waldur, do, "odd")
     doomed_uuid, doomed = seed_machine(waldur, do, "doomed")
     grow_order = update_limits(waldur, grow_uuid, BIG)
     odd_order = update_limits(waldur, odd_uuid, ODD)
@@ -330,7 +330,7 @@ def test_orders_adopt_their_tagged_droplet_whether_the_account_is_listed_once_or
 
     run_pass(ORDER_PASS, config)
 
-    for order_uuid, _ in orders:
+    for order_uuid, dummy in orders:
         assert_done(waldur, order_uuid)
     assert waldur.app.resource(orders[0][1])["backend_id"] == str(left_over["id"])
     assert len(do.app.calls_of("droplets.create", since)) == 2
@@ -341,7 +341,7 @@ def test_orders_adopt_their_tagged_droplet_whether_the_account_is_listed_once_or
     else:  # the first page shows the listing would cost more: one listing per tag instead
         assert len(listings) == 4 and "tag_name" not in listings[0]
         assert sorted(query for query in listings[1:]) == sorted(
-            "tag_name=waldur-resource%%3A%s&per_page=200" % resource_uuid for _, resource_uuid in orders)
+            "tag_name=waldur-resource%%3A%s&per_page=200" % resource_uuid for dummy, resource_uuid in orders)
 
 
 # ---- orders refused before anything is made, throttling ---------------------------------------
@@ -398,10 +398,10 @@ def test_two_hundred_orders_under_the_rate_limit_all_finish(tmp_path, waldur_sim
     run_pass(ORDER_PASS, config)
     elapsed = time.monotonic() - started
 
-    assert [order for order, _ in orders if waldur.app.order(order)["state"] != "done"] == []
+    assert [order for order, dummy in orders if waldur.app.order(order)["state"] != "done"] == []
     droplets = {str(droplet["id"]): droplet for droplet in do.app.droplets()}
     assert len(droplets) == 200
-    for _, resource_uuid in orders:
+    for dummy, resource_uuid in orders:
         assert droplets[waldur.app.resource(resource_uuid)["backend_id"]]["tags"] == ["waldur", tag(resource_uuid)]
     statuses = [call["status"] for call in do.app.calls]
     assert 429 in statuses  # the limit was met
@@ -427,7 +427,7 @@ def test_a_listing_of_a_thousand_droplets_under_the_rate_limit_misses_none(tmp_p
     seeded = [do.app.seed_droplet("d-%04d" % index, tags=[tag("%032x" % index)]) for index in range(1000)]
     do.app.configure(enforce_limits=True, burst_limit=250, burst_window=10.0)
     with requests.Session() as other_client:
-        for _ in range(248):
+        for dummy in range(248):
             other_client.get(do.url + "/v2/account", timeout=10, headers={"Authorization": "Bearer " + DO.DO_TOKEN})
     since = len(do.app.calls)
     wanted = [str(droplet["id"]) for droplet in reversed(seeded)]
@@ -490,7 +490,7 @@ def test_report_pass_sends_no_usage_at_all(tmp_path, waldur_sim, do_sim):
     waldur, do = waldur_sim, do_sim
     waldur.app.reset("empty")
     config = write_config(tmp_path, waldur, do)
-    resource_uuid, _ = seed_machine(waldur, do, "metered")
+    resource_uuid, dummy = seed_machine(waldur, do, "metered")
 
     run = run_pass(REPORT_PASS, config)
 

@@ -585,8 +585,9 @@ def test_scan_droplets_lists_the_account_in_pages_within_the_bound(do_sim):
 
 def test_scan_droplets_gives_up_when_the_account_changes_while_paging(api):
     # page 1 says 3 droplets in all, page 2 says 2: one was deleted meanwhile and pages shifted
-    api.app.on("GET", "/v2/droplets", (200, {"droplets": [droplet_json(1), droplet_json(2)], "meta": {"total": 3},
-                                          "links": {"pages": {"next": api.url + "/v2/droplets?page=2"}}}),
-           (200, {"droplets": [droplet_json(3)], "meta": {"total": 2}, "links": {"pages": {}}}))
+    first = {"droplets": [droplet_json(1), droplet_json(2)], "meta": {"total": 3},
+             "links": {"pages": {"next": api.url + "/v2/droplets?page=2"}}}
+    second = {"droplets": [droplet_json(3)], "meta": {"total": 2}, "links": {"pages": {}}}
+    api.app.on("GET", "/v2/droplets", (200, first), (200, second))
     client = make_client(api.url)
     assert client.scan_droplets(max_pages=5) is None
