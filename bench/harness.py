@@ -375,8 +375,12 @@ def ensure_upstream(log=print) -> dict:
                             "waldur_site_agent_azure"], capture_output=True, check=False)
     if probe.returncode != 0:
         log("installing %s into %s" % (", ".join(UPSTREAM_PACKAGES), UPSTREAM_VENV))
-        subprocess.run([str(python), "-m", "pip", "install", "-q", "--disable-pip-version-check", "--pre",
-                        *UPSTREAM_PACKAGES], check=True)
+        install = subprocess.run([str(python), "-m", "pip", "install", "-q", "--disable-pip-version-check", "--pre",
+                                  *UPSTREAM_PACKAGES], capture_output=True, text=True, check=False)
+        if install.returncode != 0:
+            # pip's own lines, without the notes about unreachable extra indexes
+            output = [line for line in (install.stdout + install.stderr).splitlines() if "is ignored" not in line]
+            raise BenchError("installing the upstream agent failed:\n" + "\n".join(output[-20:]))
     versions = subprocess.run(
         [str(python), "-c", "import importlib.metadata as m, json; print(json.dumps({p: m.version(p) for p in %r}))"
          % (UPSTREAM_PACKAGES + ("waldur-api-client", "python-digitalocean"),)],

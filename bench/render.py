@@ -207,7 +207,13 @@ def dominance_lines(runs):
     return ["| pass | N | largest share of the wall time |", "|---|---|---|"] + lines
 
 
-def reproduction_rows(runs):
+def injected_latency(run, latency) -> float:
+    """Seconds of injected latency in the run's calls: on the critical path of an agent that
+    makes one call at a time."""
+    return sum(data["total"] * latency.get(name, 0.0) for name, data in run["calls"].items())
+
+
+def reproduction_rows(runs, latency):
     rows = []
     for pass_name, backend, n, cycle, ref_s, ref_w, ref_b in UPSTREAM_REFERENCE:
         run = find(runs, "upstream", pass_name, backend, n, cycle)
@@ -216,20 +222,15 @@ def reproduction_rows(runs):
         if run is None:
             rows.append([label, seconds(ref_s), "not run", "", "", "", ref_calls, "—"])
             continue
-        adjusted = uncontended(run)
+        waited = run.get("runqueue_wait_s")
         rows.append([label, seconds(ref_s), seconds(run["wall_s"]), deviation(run["wall_s"], ref_s),
-                     seconds(adjusted), deviation(adjusted, ref_s), ref_calls, calls_text(run)])
-    starts = [run["startup_s"] for run in runs if run["agent"] == "upstream" and run.get("startup_s")]
-    mems = [run["max_process_rss_mib"] for run in runs if run["agent"] == "upstream"]
+                     seconds(injected_latency(run, latency)), seconds(waited), ref_calls, calls_text(run)])
+    starts = [run for run in runs if run["agent"] == "upstream" and run.get("startup_s")]
     if starts:
-        start_runs = [run for run in runs if run["agent"] == "upstream" and run["n"] == 0]
-        adjusted = [max(0.0, run["startup_s"] - (run.get("runqueue_wait_s") or 0)) for run in start_runs
-                    if run.get("startup_s")]
-        median = sorted(starts)[len(starts) // 2]
+        median = sorted(run["startup_s"] for run in starts)[len(starts) // 2]
         rows.append(["process start to first call (median of %d runs)" % len(starts), seconds(UPSTREAM_START_S),
-                     seconds(median), deviation(median, UPSTREAM_START_S),
-                     seconds(min(adjusted)) if adjusted else "—",
-                     deviation(min(adjusted), UPSTREAM_START_S) if adjusted else "", "", ""])
+                     seconds(median), deviation(median, UPSTREAM_START_S), "", "", "", ""])
+    mems = [run["max_process_rss_mib"] for run in runs if run["agent"] == "upstream"]
     if mems:
         rows.append(["peak RSS of a cycle, MiB (largest)", str(UPSTREAM_MIB), "%.0f" % max(mems),
                      deviation(max(mems), UPSTREAM_MIB), "", "", "", ""])
@@ -250,14 +251,6 @@ def import_lines(results):
         % (without["rss_mib"], seconds(without["cpu_s"])),
         "without the Azure plugin, and a cycle here carries the Azure SDK as well.",
     ]
-
-
-def uncontended(run):
-    """Upstream runs in one thread: its wall time less the time that thread waited for a
-    CPU is what it would have taken on an idle machine."""
-    if run.get("runqueue_wait_s") is None:
-        return None
-    return max(0.0, run["wall_s"] - run["runqueue_wait_s"])
 
 
 def deviation(value, reference) -> str:
@@ -524,14 +517,15 @@ def render_markdown(results) -> str:
         "",
         "## Upstream reproduced",
         "",
-        "The figures the issue gives for upstream (same latencies), against this run. The machine was",
-        "busy with other work during the run; *less CPU wait* subtracts the time upstream's single",
-        "thread was runnable but waiting for a CPU (`/proc/<pid>/schedstat`), which is what the same",
-        "cycle takes on an idle machine.",
+        "The figures the issue gives for upstream (same latencies), against this run. Upstream makes one",
+        "call at a time, so its cycle is the injected latency of its calls plus its own start-up and CPU",
+        "time; *waiting for a CPU* is the time its thread was runnable but not running because other",
+        "work held the CPUs (`/proc/<pid>/schedstat`).",
         "",
     ]
-    lines += _table(["", "issue", "this run", "deviation", "less CPU wait", "deviation", "API calls (issue)",
-                     "API calls (this run)"], reproduction_rows(runs))
+    lines += _table(["", "issue, s", "this run, s", "deviation", "of which injected latency, s",
+                     "waiting for a CPU, s", "API calls (issue)", "API calls (this run)"],
+                    reproduction_rows(runs, latency))
     lines += import_lines(results)
     lines += [
         "",

@@ -55,6 +55,8 @@ def _counts(calls: list[dict]) -> dict:
         "writes": sum(1 for call in calls if call["write"]),
         "by_operation": dict(Counter(call["operation"] for call in calls)),
         "by_status": {str(k): v for k, v in Counter(call["status"] for call in calls).items()},
+        # time the server spent on the calls, injected latency included
+        "server_s": round(sum(call["seconds"] for call in calls), 3),
         "first": calls[0]["time"] - calls[0]["seconds"] if calls else None,
         "last": calls[-1]["time"] if calls else None,
     }

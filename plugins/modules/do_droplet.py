@@ -112,6 +112,8 @@ options:
   wait:
     description:
       - Wait for created droplets to become C(active) and for power actions to complete.
+      - Droplets being started are waited for together; one paged listing of the account reads the
+        status of all of them (a single GET when only one droplet is waited for).
       - A resize always waits for the power-off and the resize itself, which must finish before the
         droplet can be powered on again.
     type: bool
@@ -297,6 +299,7 @@ from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.waldur.site_agent.plugins.module_utils.batch import ItemError, run_batch
 from ansible_collections.waldur.site_agent.plugins.module_utils.digitalocean import (
     DigitalOceanError,
+    DropletWaiter,
     backend_metadata,
     client_from_module,
     digitalocean_argument_spec,
@@ -332,8 +335,11 @@ class DropletWorker:
     """Brings one item's droplet to its state. ``__call__`` never raises: failures
     become the item's result."""
 
-    def __init__(self, client, check_mode=False, wait=True, wait_timeout=300, clock=time.monotonic):
+    def __init__(self, client, check_mode=False, wait=True, wait_timeout=300, clock=time.monotonic,
+                 waiter=None):
         self.client = client
+        # one waiter for all workers: droplets being started are read together
+        self.waiter = waiter or DropletWaiter(client, clock=clock)
         self.check_mode = check_mode
         self.wait = wait
         self.wait_timeout = wait_timeout
@@ -489,7 +495,7 @@ class DropletWorker:
         return None
 
     def _wait_started(self, facts, deadline, notes):
-        latest = self.client.wait_for_droplet(facts["id"], ("active", "off"), deadline)
+        latest = self.waiter.wait(facts, ("active", "off"), deadline)
         if latest is None:
             raise ItemError("droplet %s disappeared while it was being created" % facts["id"])
         if latest["status"] == "new":
@@ -508,7 +514,7 @@ class DropletWorker:
                                 "; powered off for it and on again"))
             return None
         if facts["status"] == "new":
-            facts = self.client.wait_for_droplet(droplet_id, ("active", "off"), deadline) or facts
+            facts = self.waiter.wait(facts, ("active", "off"), deadline) or facts
         was_running = facts["status"] != "off"
         steps = []
         if was_running:

@@ -15,15 +15,18 @@ description:
   - The first and last task of an order pass (claim, act, settle).
   - With O(state=claimed), lists the offering's orders in C(pending-provider) and C(executing)
     (all pages), approves the pending ones (C(approve_by_provider); a C(409) answer is re-read
-    and the order is carried on when it is executing), and returns every actionable order joined
-    with its provider resource. Update orders get C(target_limits) (the order's limits, else the
+    and the order is carried on when it is executing; an approved Update is re-read too, as Waldur
+    may err it on approval), and returns every actionable order joined with its provider resource. Update orders get C(target_limits) (the order's limits, else the
     plan's quotas). When some order is a Create or Restore, the service provider's SSH keys (all
     pages) are returned too.
   - With O(state=settled), takes the per-order outcomes of the backend task (a backend module's
-    C(results) can be passed as they are) and, per order, records the backend id and backend
-    metadata on the resource when they differ, re-reads the order and sets it C(done) (only from
-    C(executing)), or sets it C(erred) with the outcome's message (only when it is not already
-    terminal).
+    C(results) can be passed as they are) and, per order, re-reads the order's state, records the
+    backend id and backend metadata on the resource when they differ and sets it C(done) (only from
+    C(executing); an order that moved meanwhile makes Waldur refuse, and is read again), or sets it
+    C(erred) with the outcome's message (only when it is not already terminal).
+  - The current backend ids and metadata are compared with one paged listing of the offering's
+    in-flight (C(Creating), C(Updating), C(Terminating)) resources when two or more outcomes record
+    something; other resources are read one by one.
   - Orders are worked on concurrently; one order failing never stops the others.
 author:
   - Waldur site agent developers (@waldur)
@@ -317,6 +320,10 @@ from ansible_collections.waldur.site_agent.plugins.module_utils.waldur_api impor
 
 CREATE_TYPES = ("Create", "Restore")
 TRACEBACK_LIMIT = 2000
+# What settling needs of an order; one read of these per order, right before its writes.
+SETTLE_ORDER_FIELDS = ["uuid", "state", "offering_uuid", "marketplace_resource_uuid"]
+# Provider resource states while an order on them is executing (Create, Update, Terminate).
+IN_FLIGHT_RESOURCE_STATES = ["Creating", "Updating", "Terminating"]
 
 
 # ---------------------------------------------------------------------------- claim
@@ -416,14 +423,19 @@ class Claim:
                 self.client.post(order_path(order["uuid"], "approve_by_provider"), json={})
                 with self._lock:
                     self.approved.append(order["uuid"])
+                approved = True
             except WaldurApiError as exc:
                 if not exc.conflict:  # 409: approved meanwhile (or cancelled); the re-read tells
                     raise
-            # Waldur may process an order on approval (older servers err some Updates at once),
-            # so what counts is the state after approval.
-            order = dict(order, **{key: value for key, value in
-                                   normalize_order(self.client.get(order_path(order["uuid"]))).items()
-                                   if value is not None})
+                approved = False
+            # A 200 moved the order to executing. After a 409, and after approving an Update (Waldur's
+            # Update processor runs on approval and may err the order at once), the state is read again.
+            if approved and order["type"] != "Update":
+                order = dict(order, state="executing")
+            else:
+                order = dict(order, **{key: value for key, value in
+                                       normalize_order(self.client.get(order_path(order["uuid"]))).items()
+                                       if value is not None})
             if order["state"] != "executing":
                 return {"skip": {"uuid": order["uuid"], "state": order["state"],
                                  "msg": "order is %s after approval, not executing" % order["state"]}}
@@ -495,13 +507,46 @@ def _short_traceback(text):
 
 class Settle:
     def __init__(self, module, client, offering_uuid):
+        self.module = module
         self.client = client
         self.offering_uuid = offering_uuid
         self.check_mode = module.check_mode
+        self.listed_resources = {}
+
+    def list_resources(self, outcomes):
+        """Backend ids and metadata of the offering's in-flight resources, in one paged listing.
+
+        Only worth it when two or more outcomes record something; a resource missing from the
+        listing (or a listing that fails) is read on its own by the order that needs it."""
+        recording = [outcome for outcome in outcomes
+                     if not outcome["failed"] and (outcome["backend_id"] or outcome["backend_metadata"])]
+        if len(recording) < 2:
+            return
+        try:
+            raws = self.client.list("marketplace-provider-resources/", params={
+                "offering_uuid": self.offering_uuid, "state": IN_FLIGHT_RESOURCE_STATES,
+                "field": ["uuid", "backend_id", "backend_metadata"]})
+        except WaldurApiError as exc:
+            self.module.warn("could not list the resources of offering %s, reading them one by one: %s"
+                             % (self.offering_uuid, exc))
+            return
+        for raw in raws:
+            resource = normalize_resource(raw)
+            if resource["uuid"]:
+                self.listed_resources[resource["uuid"]] = resource
+
+    def resource(self, resource_uuid):
+        listed = self.listed_resources.get(resource_uuid)
+        if listed is not None:
+            return listed
+        return normalize_resource(self.client.get(provider_resource_path(resource_uuid)))
 
     def settle_one(self, outcome):
         uuid = outcome["order_uuid"]
-        order = normalize_order(self.client.get(order_path(uuid)))
+        # The one read of the order: its state decides (done only from executing, erred only when not
+        # terminal), and it is taken right before the writes. A change after it makes Waldur answer
+        # 409, which is read again below.
+        order = normalize_order(self.client.get(order_path(uuid), params={"field": SETTLE_ORDER_FIELDS}))
         if order["offering_uuid"] and order["offering_uuid"] != self.offering_uuid:
             raise ItemError("order %s belongs to offering %s, not %s"
                             % (uuid, order["offering_uuid"], self.offering_uuid))
@@ -517,7 +562,7 @@ class Settle:
         actions, notes = [], []
         resource_uuid = outcome["resource_uuid"] or order["marketplace_resource_uuid"]
         if resource_uuid and (outcome["backend_id"] or outcome["backend_metadata"]):
-            resource = normalize_resource(self.client.get(provider_resource_path(resource_uuid)))
+            resource = self.resource(resource_uuid)
             backend_id = outcome["backend_id"]
             if backend_id and backend_id != resource["backend_id"]:
                 actions.append("set_backend_id")
@@ -545,12 +590,7 @@ class Settle:
                         actions.remove("set_backend_metadata")
                         notes.append("backend metadata not recorded (%s)" % exc)
 
-        # The order may have moved meanwhile (cancelled, settled by another run): look again.
-        current = self.client.get(order_path(uuid), params={"field": ["uuid", "state"]}) or {}
-        state = current.get("state")
-        if state not in settleable:
-            return self._result(uuid, state, actions, "order is %s, not executing; not set done%s"
-                                % (state, self._suffix(notes)))
+        state = order["state"]
         actions.append("set_state_done")
         if self.check_mode:
             verb = "would approve and set done" if state == "pending-provider" else "would set done"
@@ -560,11 +600,15 @@ class Settle:
         except WaldurApiError as exc:
             if not exc.conflict:
                 raise
+            # The order moved after it was read (cancelled, settled by another run): look again.
             state = (self.client.get(order_path(uuid), params={"field": ["uuid", "state"]}) or {}).get("state")
-            if state != "done":
-                raise ItemError("set_state_done was refused (%s); the order is %s" % (exc, state))
             actions.remove("set_state_done")
-            return self._result(uuid, state, actions, "order was set done meanwhile%s" % self._suffix(notes))
+            if state == "done":
+                return self._result(uuid, state, actions, "order was set done meanwhile%s" % self._suffix(notes))
+            if state in (None, "executing"):
+                raise ItemError("set_state_done was refused (%s); the order is %s" % (exc, state))
+            return self._result(uuid, state, actions, "order is %s, not executing; not set done%s"
+                                % (state, self._suffix(notes)))
         return self._result(uuid, "done", actions, "set done%s" % self._suffix(notes))
 
     def _erred(self, uuid, state, message, exception, actions):
@@ -651,6 +695,7 @@ def run_settle(module, client, offering_uuid, params):
                              "backend_id, backend_metadata} (a backend module's results)")
     outcomes = parse_outcomes(module, params["outcomes"])
     settle = Settle(module, client, offering_uuid)
+    settle.list_resources(outcomes)
 
     def on_error(outcome, exc):
         message = error_message(exc)

@@ -591,3 +591,58 @@ def test_scan_droplets_gives_up_when_the_account_changes_while_paging(api):
     api.app.on("GET", "/v2/droplets", (200, first), (200, second))
     client = make_client(api.url)
     assert client.scan_droplets(max_pages=5) is None
+
+
+# ---- waiting for many droplets together ---------------------------------------------------
+
+def test_one_droplet_is_waited_for_with_gets_and_many_with_the_listing(do_sim):
+    do_sim.app.configure(boot_seconds=0.3)
+    client = sim_client(do_sim)
+    waiter = do.DropletWaiter(client, min_interval=0.1)
+    deadline = time.monotonic() + 10
+    alone = client.create_droplet("alone", "ams3", "s-1vcpu-1gb", "ubuntu-22-04-x64")
+    assert waiter.wait(alone, ("active", "off"), deadline)["status"] == "active"
+    assert set(c["operation"] for c in do_sim.app.calls_of("droplets.get")) == {"droplets.get"}
+    assert do_sim.app.calls_of("droplets.list") == []
+
+    created = [client.create_droplet("many-%d" % i, "ams3", "s-1vcpu-1gb", "ubuntu-22-04-x64") for i in range(5)]
+    since = len(do_sim.app.calls)
+    threads = [threading.Thread(target=lambda f=f: outcomes.append(waiter.wait(f, ("active",), deadline)))
+               for f in created]
+    outcomes = []
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert sorted(f["id"] for f in outcomes) == sorted(f["id"] for f in created)
+    assert all(f["status"] == "active" and f["networks"]["public_ipv4"] for f in outcomes)
+    reads = [c["operation"] for c in do_sim.app.calls[since:]]
+    assert 1 <= reads.count("droplets.list") <= 5 and len(reads) < 2 * len(created)
+
+
+def test_a_droplet_gone_while_waited_for_reads_as_none(do_sim):
+    do_sim.app.configure(boot_seconds=30)
+    client = sim_client(do_sim)
+    facts = client.create_droplet("gone", "ams3", "s-1vcpu-1gb", "ubuntu-22-04-x64")
+    client.destroy_droplet(facts["id"])
+    assert do.DropletWaiter(client).wait(facts, ("active",), time.monotonic() + 10) is None
+
+
+def test_the_wait_ends_at_the_deadline_with_the_last_facts_and_backs_off(do_sim):
+    do_sim.app.configure(boot_seconds=30)
+    client = sim_client(do_sim)
+    facts = client.create_droplet("stuck", "ams3", "s-1vcpu-1gb", "ubuntu-22-04-x64")
+    started = time.monotonic()
+    latest = do.DropletWaiter(client, min_interval=0.05, max_interval=0.4).wait(facts, ("active",), started + 1.5)
+    assert latest["status"] == "new" and 1.5 <= time.monotonic() - started < 2.5
+    polls = len(do_sim.app.calls_of("droplets.get"))
+    assert 4 <= polls <= 8  # 0.05, 0.1, 0.2, 0.4, 0.4 ... apart, not every 0.05 s
+
+
+def test_a_failed_refresh_fails_the_waits_it_was_for(api):
+    api.app.on("GET", "/v2/droplets/5",
+               (403, {"id": "forbidden", "message": "You do not have access for the attempted action."}))
+    client = make_client(api.url)
+    with pytest.raises(do.DigitalOceanError) as caught:
+        do.DropletWaiter(client).wait(droplet_json(5, status="new"), ("active",), time.monotonic() + 10)
+    assert caught.value.status == 403 and TOKEN not in str(caught.value)

@@ -9,8 +9,13 @@ from types import SimpleNamespace
 import pytest
 from ansible.module_utils.testing import patch_module_args
 
-from ansible_collections.waldur.site_agent.plugins.module_utils.digitalocean import DigitalOceanError
+from ansible_collections.waldur.site_agent.plugins.module_utils.batch import run_batch
+from ansible_collections.waldur.site_agent.plugins.module_utils.digitalocean import (
+    DigitalOceanClient,
+    DigitalOceanError,
+)
 from ansible_collections.waldur.site_agent.plugins.modules import do_droplet
+from tests.simulators.digitalocean import presets
 
 UUID = "5f0f2b4c9a8e4d3f8a1b2c3d4e5f6a7b"
 OTHER = "7a6b5c4d3e2f41a09b8c7d6e5f4a3b2c"
@@ -93,9 +98,16 @@ class FakeClient:
                 droplet["size_slug"] = action["size"]
         return status
 
-    def wait_for_droplet(self, droplet_id, statuses, deadline):
-        self.calls.append(("wait_for_droplet", int(droplet_id)))
-        droplet = self.droplets.get(int(droplet_id))
+
+class FakeWaiter:
+    """The DropletWaiter interface over a FakeClient: a droplet being started is up at once."""
+
+    def __init__(self, client):
+        self.client = client
+
+    def wait(self, facts, statuses, deadline):
+        self.client.calls.append(("wait", facts["id"]))
+        droplet = self.client.droplets.get(int(facts["id"]))
         if droplet and droplet["status"] == "new":
             droplet["status"] = "active"
         return copy.deepcopy(droplet) if droplet else None
@@ -114,7 +126,8 @@ def create_item(**fields):
 
 
 def run(client, one, check_mode=False, wait=True):
-    return do_droplet.DropletWorker(client, check_mode=check_mode, wait=wait, wait_timeout=60)(one)
+    return do_droplet.DropletWorker(client, check_mode=check_mode, wait=wait, wait_timeout=60,
+                                    waiter=FakeWaiter(client))(one)
 
 
 # ---- error, skip, validation ----------------------------------------------------------
@@ -175,7 +188,7 @@ def test_create_without_wait_returns_the_new_droplet():
     client = FakeClient()
     result = run(client, create_item(), wait=False)
     assert result["droplet"]["status"] == "new"
-    assert not [call for call in client.calls if call[0] == "wait_for_droplet"]
+    assert not [call for call in client.calls if call[0] == "wait"]
 
 
 def test_exactly_one_tagged_droplet_is_adopted():
@@ -356,7 +369,7 @@ def test_a_rejected_token_fails_every_item_without_calls():
 
 def test_prefetch_reads_many_droplets_in_one_go():
     client = FakeClient(facts(7), facts(8, status="off"))
-    worker = do_droplet.DropletWorker(client, wait_timeout=60)
+    worker = do_droplet.DropletWorker(client, wait_timeout=60, waiter=FakeWaiter(client))
     items = [item(state="off", backend_id="7"), item(state="active", backend_id="8"),
              item(state="absent", backend_id="9"), item(state="off", backend_id="10", error="x")]
     worker.prefetch(items)
@@ -424,3 +437,29 @@ def test_module_fails_when_the_token_is_rejected(run_module):
     assert out["failed"] is True
     assert out["msg"] == str(error)
     assert out["results"][0]["failed"] is True
+
+
+# ---- many creates against the simulator ---------------------------------------------------
+
+def test_fifty_creates_wait_together_with_a_few_reads(do_sim):
+    """Every worker waits for its own droplet, but the reads that see them boot are shared:
+    a handful of account listings, not a poll per droplet."""
+    do_sim.app.configure(boot_seconds=1.0)
+    client = DigitalOceanClient(presets.DO_TOKEN, api_url=do_sim.url, max_connections=50)
+    worker = do_droplet.DropletWorker(client, wait_timeout=10)
+    items = [dict(create_item(resource_uuid="%032x" % (index + 1)), name="bulk-%02d" % index) for index in range(50)]
+
+    worker.prefetch(items)  # as the module does: one listing answers all tag lookups
+    results = run_batch(items, worker, max_workers=50, deadline_seconds=60)
+
+    assert [r["action"] for r in results if not r["failed"]] == ["created"] * 50
+    assert [r["droplet"]["status"] for r in results] == ["active"] * 50
+    # facts come from the listing entry: the addresses assigned at boot are there
+    assert all(r["backend_metadata"]["droplet"]["networks"]["public_ipv4"] for r in results)
+    assert sorted(r["backend_id"] for r in results) == sorted(str(d["id"]) for d in do_sim.app.droplets())
+    operations = [call["operation"] for call in do_sim.app.calls]
+    assert operations.count("droplets.create") == 50
+    waits = [op for op in operations[operations.index("droplets.create"):] if op != "droplets.create"]
+    assert set(waits) <= {"droplets.list", "droplets.get"}
+    assert 1 <= len(waits) <= 8, operations  # one poll per droplet would be 50 or more
+    assert len(operations) == 1 + 50 + len(waits) == client.api_calls

@@ -325,3 +325,153 @@ def test_an_order_cancelled_meanwhile_is_not_set_done(waldur_sim, capsys, execut
 
     assert result["results"][0]["msg"] == "order is pending-provider, not executing; not set done"
     assert waldur_sim.app.write_calls() == []
+
+
+BATCH = 20
+
+
+def test_a_batch_of_creates_costs_about_six_waldur_calls_per_order(waldur_sim, capsys):
+    """Claim + settle of N Create orders: approve and read the resource per order when claiming;
+    one state read, set_backend_id, set_backend_metadata and set_state_done per order when
+    settling; listings and the SSH keys are paid once per batch."""
+    app = waldur_sim.app
+    app.reset("empty")
+    seeded = [app.seed_order(P.DO_OFFERING_UUID, attributes={"name": "web-%d" % index}) for index in range(BATCH)]
+    app.calls.clear()
+
+    claim = run(waldur_sim, capsys, state="claimed")
+    assert sorted(order["uuid"] for order in claim["orders"]) == sorted(order["uuid"] for order in seeded)
+    assert all(order["state"] == "executing" for order in claim["orders"])
+    outcomes = [{"order_uuid": order["uuid"], "resource_uuid": order["marketplace_resource_uuid"], "failed": False,
+                 "backend_id": str(500 + index), "backend_metadata": {"status": "active", "region": "ams3"}}
+                for index, order in enumerate(claim["orders"])]
+    settle = run(waldur_sim, capsys, state="settled", outcomes=outcomes)
+
+    assert settle["done"] == BATCH
+    assert all(state_of(waldur_sim, order["uuid"]) == "done" for order in seeded)
+    per_operation = {}
+    for call in app.calls:
+        per_operation[call["operation"]] = per_operation.get(call["operation"], 0) + 1
+    assert per_operation == {
+        # per order
+        "orders.approve_by_provider": BATCH, "resources.get": BATCH, "orders.get": BATCH,
+        "resources.set_backend_id": BATCH, "resources.set_backend_metadata": BATCH, "orders.set_state_done": BATCH,
+        # per batch: the order listing, offering -> service provider -> keys, the in-flight resources
+        "orders.list": 1, "offering.get": 1, "service_provider.list": 1, "service_provider.keys": 1,
+        "resources.list": 1,
+    }
+    assert len(app.calls) <= 6 * BATCH + 5
+    assert claim["api_calls"]["reads"] + settle["api_calls"]["reads"] + claim["api_calls"]["writes"] \
+        + settle["api_calls"]["writes"] == len(app.calls)
+
+
+def test_settle_compares_with_listed_resources_and_reads_the_others_alone(waldur_sim, capsys):
+    """Two or more outcomes to record: the offering's in-flight resources come from one listing.
+    Values already recorded are not written again; a resource outside the listing (here an
+    executing Update on a resource still OK) is read on its own."""
+    app = waldur_sim.app
+    app.reset("empty")
+    recorded = app.seed_resource(P.DO_OFFERING_UUID, "web-1", state="Creating", backend_id="601",
+                                 backend_metadata={"status": "active"})
+    create = app.seed_order(P.DO_OFFERING_UUID, state="executing", resource_uuid=recorded["uuid"])
+    running = app.seed_resource(P.DO_OFFERING_UUID, "web-2", backend_id="602")
+    update = app.seed_order(P.DO_OFFERING_UUID, type="Update", state="executing", resource_uuid=running["uuid"])
+    app.calls.clear()
+    outcomes = [{"order_uuid": create["uuid"], "failed": False, "backend_id": "601",
+                 "backend_metadata": {"status": "active"}},
+                {"order_uuid": update["uuid"], "failed": False, "backend_id": "602",
+                 "backend_metadata": {"status": "active", "size": "s-2vcpu-4gb"}}]
+
+    result = run(waldur_sim, capsys, state="settled", outcomes=outcomes)
+
+    assert [entry["actions"] for entry in result["results"]] == [
+        ["set_state_done"], ["set_backend_metadata", "set_state_done"]]
+    assert app.resource(running["uuid"])["backend_metadata"] == {"status": "active", "size": "s-2vcpu-4gb"}
+    listing = app.calls_of("resources.list")
+    assert len(listing) == 1
+    assert [call["path"] for call in app.calls_of("resources.get")] == [
+        "/api/marketplace-provider-resources/%s/" % running["uuid"]]
+    assert app.calls_of("resources.set_backend_id") == []
+
+
+def test_settle_reads_resources_alone_when_the_listing_fails(waldur_sim, capsys):
+    app = waldur_sim.app
+    app.reset("empty")
+    orders = [app.seed_order(P.DO_OFFERING_UUID, state="executing") for _index in range(2)]
+    app.add_fault("resources.list", status=403, times=-1)
+    app.calls.clear()
+
+    result = run(waldur_sim, capsys, state="settled",
+                 outcomes=[{"order_uuid": order["uuid"], "failed": False, "backend_id": "7%d" % index}
+                           for index, order in enumerate(orders)])
+
+    assert result["done"] == 2
+    assert len(app.calls_of("resources.get")) == 2
+    assert [app.resource(order["marketplace_resource_uuid"])["backend_id"] for order in orders] == ["70", "71"]
+    assert "reading them one by one" in json.dumps(result["warnings"])  # the 2.19 warning shape nests the text
+
+
+def test_an_approved_update_is_read_again_and_dropped_when_waldur_erred_it(waldur_sim, capsys):
+    """Waldur's Update processor runs on approval and may err the order at once; a Create is
+    executing once approval answered 200 and is not read again."""
+    app = waldur_sim.app
+    app.reset("empty")
+    running = app.seed_resource(P.DO_OFFERING_UUID, "db-1", backend_id="401", limits={"cpu": 1})
+    update = app.seed_order(P.DO_OFFERING_UUID, type="Update", resource_uuid=running["uuid"], limits={"cpu": 2})
+    create = app.seed_order(P.DO_OFFERING_UUID)
+    original = app.market.approve_by_provider
+
+    def approve_and_err_updates(order, user):
+        original(order, user)
+        if order["type"] == "Update":
+            app.market.set_state_erred(order, "Can't switch from state '5' using method 'schedule_updating'", "")
+    app.market.approve_by_provider = approve_and_err_updates
+    app.calls.clear()
+
+    result = run(waldur_sim, capsys, state="claimed")
+
+    assert [order["uuid"] for order in result["orders"]] == [create["uuid"]]
+    assert result["orders"][0]["state"] == "executing"
+    assert result["skipped_orders"] == [{"uuid": update["uuid"], "state": "erred",
+                                         "msg": "order is erred after approval, not executing"}]
+    assert [call["path"] for call in app.calls_of("orders.get")] == ["/api/marketplace-orders/%s/" % update["uuid"]]
+
+
+class DoneRefusedClient:
+    """Waldur that reads the order executing, then answers set_state_done with 409 because the
+    order moved meanwhile to ``state_after``."""
+
+    def __init__(self, state_after):
+        self.state_after = state_after
+        self.reads = 0
+
+    def get(self, path, params=None):
+        self.reads += 1
+        return {"uuid": "1" * 32, "state": "executing" if self.reads == 1 else self.state_after,
+                "offering_uuid": "d" * 32, "marketplace_resource_uuid": "2" * 32}
+
+    def post(self, path, json=None, params=None, idempotent=True):
+        raise WaldurApiError(409, "POST", "/api/" + path, "Valid states for operation: executing.")
+
+
+@pytest.mark.parametrize("state_after, msg", [
+    ("done", "order was set done meanwhile"),
+    ("canceled", "order is canceled, not executing; not set done"),
+])
+def test_an_order_that_moved_before_done_is_left_as_it_is(state_after, msg):
+    settle = waldur_orders.Settle(StubModule(), DoneRefusedClient(state_after), "d" * 32)
+    outcome = {"order_uuid": "1" * 32, "failed": False, "retry": False, "msg": "", "backend_id": None,
+               "backend_metadata": None, "resource_uuid": None, "exception": None}
+
+    result = settle.settle_one(outcome)
+
+    assert (result["state"], result["actions"], result["msg"]) == (state_after, [], msg)
+
+
+def test_a_409_on_done_for_an_order_still_executing_is_an_error():
+    settle = waldur_orders.Settle(StubModule(), DoneRefusedClient("executing"), "d" * 32)
+    outcome = {"order_uuid": "1" * 32, "failed": False, "retry": False, "msg": "", "backend_id": None,
+               "backend_metadata": None, "resource_uuid": None, "exception": None}
+
+    with pytest.raises(waldur_orders.ItemError, match="set_state_done was refused"):
+        settle.settle_one(outcome)
