@@ -6,7 +6,8 @@ writes ``bench/results/<timestamp>.json`` after every run (an interrupted benchm
 what it measured) and, for a full run, renders ``docs/performance.md`` and
 ``docs/performance.png`` and refreshes ``bench/results/summary.json``.
 
-  python -m bench                   the whole plan (long: the upstream agent alone takes ~15 min)
+  python -m bench                   the whole plan (about an hour on 2 CPUs: paced DigitalOcean
+                                    creates, one-at-a-time Azure creates and upstream dominate)
   python -m bench --quick           N = 10 and 100 only (and N = 10 for Azure creates)
   python -m bench --only ours       one agent only (ours | upstream)
   python -m bench --include REGEX   only the scenarios whose label matches (--append FILE: into FILE)

@@ -16,9 +16,9 @@ description:
   - With O(state=claimed), lists the offering's orders in C(pending-provider) and C(executing)
     (all pages), approves the pending ones (C(approve_by_provider); a C(409) answer is re-read
     and the order is carried on when it is executing; an approved Update is re-read too, as Waldur
-    may err it on approval), and returns every actionable order joined with its provider resource. Update orders get C(target_limits) (the order's limits, else the
-    plan's quotas). When some order is a Create or Restore, the service provider's SSH keys (all
-    pages) are returned too.
+    may err it on approval), and returns every actionable order joined with its provider resource.
+    Update orders get C(target_limits) (the order's limits, else the plan's quotas). When some
+    order is a Create or Restore, the service provider's SSH keys (all pages) are returned too.
   - With O(state=settled), takes the per-order outcomes of the backend task (a backend module's
     C(results) can be passed as they are) and, per order, re-reads the order's state, records the
     backend id and backend metadata on the resource when they differ and sets it C(done) (only from
