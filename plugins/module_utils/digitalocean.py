@@ -776,8 +776,9 @@ class DropletWaiter:
             self._entries.append(entry)
             try:
                 while True:
-                    if entry["error"] is not None:
-                        raise entry["error"]
+                    error = entry["error"]
+                    if isinstance(error, DigitalOceanError):
+                        raise error
                     if entry["done"]:
                         return entry["facts"]
                     now = self._clock()
