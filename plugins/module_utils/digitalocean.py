@@ -776,9 +776,8 @@ class DropletWaiter:
             self._entries.append(entry)
             try:
                 while True:
-                    error = entry["error"]
-                    if isinstance(error, DigitalOceanError):
-                        raise error
+                    if entry["error"] is not None:
+                        raise entry["error"]  # pylint: disable=raising-bad-type  # set by a failed refresh
                     if entry["done"]:
                         return entry["facts"]
                     now = self._clock()
