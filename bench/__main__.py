@@ -17,6 +17,7 @@ what it measured) and, for a full run, renders ``docs/performance.md`` and
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import json
 import os
 import platform
@@ -122,12 +123,12 @@ def run_plan(plan: list[Step], results: dict, out_path: Path, sims: SimulatorSet
         for cycle in step.cycles:
             load = os.getloadavg()[0]
             if step.agent == "upstream":
-                result = run_upstream(sims, step.pass_name, step.backend, step.n, cycle, logs=logs)
+                result = run_upstream(sims, step.pass_name, step.backend, step.n, cycle, logs=logs,
+                                      variant=step.variant)
             else:
                 extra = {"order_process_max_workers": 1} if step.agent == "ours-serial" else None
                 result = run_ours(sims, step.pass_name, step.backend, step.n, cycle, extra_vars=extra,
-                                  agent=step.agent, logs=logs)
-            result.variant = step.variant
+                                  agent=step.agent, logs=logs, variant=step.variant)
             if not step.variant:  # a variant may leave work undone: that is what it measures
                 check_outcome(result, seeded)
             data = result.as_dict()
@@ -170,6 +171,12 @@ def main(argv=None) -> int:
     parser.add_argument("--render", metavar="RESULTS_JSON", help="only re-render the docs from a results file")
     args = parser.parse_args(argv)
 
+    render_docs = args.docs or (args.docs is None and not args.quick and args.only is None and not args.include)
+    if (args.render or render_docs) and importlib.util.find_spec("matplotlib") is None:
+        # Fail now rather than after an hour of measuring.
+        print("bench: the plot needs matplotlib (requirements-dev.txt): %s -m pip install matplotlib"
+              % sys.executable, file=sys.stderr)
+        return 2
     if args.render:
         results = json.loads(Path(args.render).read_text())
         render.write_docs(results)
@@ -186,6 +193,8 @@ def main(argv=None) -> int:
         results = json.loads(out_path.read_text())
         labels = {step.label() for step in plan}
         results["runs"] = [run for run in results["runs"] if run_label(run) not in labels]
+        results.setdefault("appended", []).append({"started": stamp, "only": args.only, "include": args.include,
+                                                   "scenarios": len(plan)})
     else:
         out_path = RESULTS_DIR / ("%s.json" % stamp)
         results = {
@@ -207,7 +216,7 @@ def main(argv=None) -> int:
     results["duration_s"] = round(time.monotonic() - started, 1)
     out_path.write_text(json.dumps(results, indent=1))
     print("bench: finished in %.0f s; results %s" % (results["duration_s"], out_path))
-    if args.docs or (args.docs is None and not args.quick and args.only is None and not args.include):
+    if render_docs:
         SUMMARY.write_text(json.dumps(results, indent=1))
         render.write_docs(results)
         print("bench: rendered %s and %s; summary %s" % (render.DOC, render.PLOT, SUMMARY))

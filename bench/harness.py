@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -90,7 +91,10 @@ class SimulatorSet:
         self.waldur_listings = waldur_listings
         self.latency = dict(LATENCY if latency is None else latency)
         self.lro_seconds = lro_seconds
-        self.workdir = Path(workdir or tempfile.mkdtemp(prefix="bench-", dir=REPO / ".cache"))
+        self._own_workdir = workdir is None  # a temporary one, removed by stop()
+        if workdir is None:
+            (REPO / ".cache").mkdir(exist_ok=True)
+        self.workdir = Path(workdir or tempfile.mkdtemp(prefix="bench-run-", dir=REPO / ".cache"))
         self.sims: dict[str, SimulatorProcess] = {}
 
     def __enter__(self) -> "SimulatorSet":
@@ -133,6 +137,8 @@ class SimulatorSet:
                 except subprocess.TimeoutExpired:
                     sim.proc.kill()
         self.sims.clear()
+        if self._own_workdir:
+            shutil.rmtree(self.workdir, ignore_errors=True)
 
     def __getitem__(self, name: str) -> SimulatorProcess:
         return self.sims[name]
@@ -305,8 +311,13 @@ def _first_call_delay(calls: dict, started_wall: float) -> float | None:
 
 # --------------------------------------------------------------------------- our passes
 
+def _log_name(agent, pass_name, backend, n, cycle, variant) -> str:
+    return "%s-%s-%s-%d-%s%s.log" % (agent, pass_name, backend, n, cycle, "-" + variant if variant else "")
+
+
 def run_ours(sims: SimulatorSet, pass_name: str, backend: str, n: int, cycle: str = "only",
-             extra_vars: dict | None = None, agent: str = "ours", logs: Path | None = None) -> RunResult:
+             extra_vars: dict | None = None, agent: str = "ours", logs: Path | None = None,
+             variant: str = "") -> RunResult:
     """One ``ansible-playbook playbooks/<mode>.yml`` run over the already seeded simulators."""
     config = sims.write_config(backend)
     profile = sims.workdir / "profile.json"
@@ -324,10 +335,11 @@ def run_ours(sims: SimulatorSet, pass_name: str, backend: str, n: int, cycle: st
         cmd += ["-e", json.dumps(extra_vars)]
     marks = sims.marks()
     started_wall = time.time()
-    log_path = (logs or sims.workdir) / ("%s-%s-%s-%d-%s.log" % (agent, pass_name, backend, n, cycle))
+    log_path = (logs or sims.workdir) / _log_name(agent, pass_name, backend, n, cycle, variant)
     measured = run_measured(cmd, env=env, cwd=REPO, stdout_path=log_path, timeout=3600)
     calls = sims.calls_since(marks)
     result = _result(agent, pass_name, backend, n, cycle, measured, calls, sims)
+    result.variant = variant
     result.startup_s = _first_call_delay(calls, started_wall)
     profile_data = json.loads(profile.read_text()) if profile.exists() else {"tasks": []}
     tasks = profile_data["tasks"]
@@ -414,7 +426,7 @@ def upstream_import_footprint() -> dict:
 
 
 def run_upstream(sims: SimulatorSet, pass_name: str, backend: str, n: int, cycle: str = "only",
-                 logs: Path | None = None) -> RunResult:
+                 logs: Path | None = None, variant: str = "") -> RunResult:
     """One cycle of ``waldur_site_agent -m <mode>`` (see ``bench/upstream_once.py``)."""
     config = sims.write_config(backend)
     env = dict(os.environ)
@@ -428,10 +440,11 @@ def run_upstream(sims: SimulatorSet, pass_name: str, backend: str, n: int, cycle
            "-c", str(config)]
     marks = sims.marks()
     started_wall = time.time()
-    log_path = (logs or sims.workdir) / ("upstream-%s-%s-%d-%s.log" % (pass_name, backend, n, cycle))
+    log_path = (logs or sims.workdir) / _log_name("upstream", pass_name, backend, n, cycle, variant)
     measured = run_measured(cmd, env=env, cwd=sims.workdir, stdout_path=log_path, timeout=3600)
     calls = sims.calls_since(marks)
     result = _result("upstream", pass_name, backend, n, cycle, measured, calls, sims)
+    result.variant = variant
     result.startup_s = _first_call_delay(calls, started_wall)
     if measured.rc != 0:
         result.note = "upstream rc=%d, log %s" % (measured.rc, log_path)

@@ -487,6 +487,28 @@ def write_plot(results, path: Path = PLOT) -> None:
 
 # --------------------------------------------------------------------------- page
 
+def appended_text(results) -> str:
+    """Scenarios measured again later into the same results (``python -m bench --append``)."""
+    parts = []
+    for entry in results.get("appended") or []:
+        what = ", ".join(filter(None, ["%s only" % entry["only"] if entry.get("only") else "",
+                                       "scenarios matching '%s'" % entry["include"] if entry.get("include") else ""]))
+        parts.append("%s (%s, %d scenarios)" % (entry["started"], what or "all", entry["scenarios"]))
+    return "; scenarios measured again since: " + "; ".join(parts) if parts else ""
+
+
+def order_note(runs):
+    """Why the largest DigitalOcean order pass is no faster than upstream, when it is not."""
+    ours = find(runs, "ours", "order", "digitalocean", 1000)
+    upstream = find(runs, "upstream", "order", "digitalocean", 1000)
+    if not ours or not upstream or upstream["wall_s"] / ours["wall_s"] >= 2:
+        return []
+    return ["At N = 1000 the order pass is bound by DigitalOcean's rate limit: do_droplet keeps to 250",
+            "requests per minute (%s s at least for its %d calls), upstream ignores it and against the real"
+            % (seconds(do_pacing_floor(ours)), backend_calls(ours)),
+            "API would see 429s and erred orders (see *Under DigitalOcean's rate limit*).", ""]
+
+
 def render_markdown(results) -> str:
     all_runs = results["runs"]
     runs = plain(all_runs)
@@ -498,12 +520,14 @@ def render_markdown(results) -> str:
         "",
         "How the passes scale with the number of orders and resources, and how they compare with the",
         "upstream Python agent (`waldur-site-agent` with its `-digitalocean` and `-azure` plugins).",
-        "All figures come from one run of `make bench` on one machine, rendered from",
-        "`bench/results/summary.json`:",
+        "All figures come from `make bench` on one machine (one full run of the plan, and the scenarios",
+        "measured again since, listed below), rendered from `bench/results/summary.json`:",
         "",
-        "* run %s, %s CPUs (%s), %s, Python %s, %s; collection %s; upstream %s." % (
-            results.get("started"), host.get("cpus"), host.get("cpu_model") or "unknown CPU",
-            host.get("platform"), host.get("python"), host.get("ansible") or "ansible unknown",
+        "* when: the full plan %s%s." % (results.get("started"), appended_text(results)),
+        "* machine: %s CPUs (%s), %s, Python %s, %s." % (
+            host.get("cpus"), host.get("cpu_model") or "unknown CPU", host.get("platform"), host.get("python"),
+            host.get("ansible") or "ansible unknown"),
+        "* versions: collection %s; upstream %s." % (
             results.get("collection_version"),
             ", ".join("%s %s" % item for item in sorted(versions.items())) or "not run"),
         "* latency injected into every API call: Waldur %.0f ms, DigitalOcean %.0f ms, Azure ARM %.0f ms; every"
@@ -511,10 +535,11 @@ def render_markdown(results) -> str:
         "  Azure create/delete is a long-running operation that stays `InProgress` for %.0f s (polled with"
         % results.get("azure_lro_s", 0),
         "  `Retry-After: 1`).",
-        "* the machine was shared with other work; the system load average before each run is in the results",
-        "  file (`load_before`), and timings of a few seconds vary by ±20 %% from run to run%s." % (
-            " (this run: %.1f to %.1f)" % (min(r.get("load_before", 0) for r in runs),
-                                           max(r.get("load_before", 0) for r in runs)) if runs else ""),
+        "* the machine is shared with other work, and short passes vary with its load (the same N = 0 order",
+        "  pass took about 2 s on the quiet machine and up to 6 s with both CPUs busy); the load average",
+        "  before each run is in the results file (`load_before`%s)." % (
+            ", here %.1f to %.1f" % (min(r.get("load_before", 0) for r in runs),
+                                     max(r.get("load_before", 0) for r in runs)) if runs else ""),
         "",
         "![Wall time of one pass against N, ours and upstream](performance.png)",
         "",
@@ -526,8 +551,7 @@ def render_markdown(results) -> str:
     ]
     lines += _table(["N", "pass", "ours, s", "upstream, s", "ratio", "API calls, ours", "API calls, upstream"],
                     comparison_rows(runs))
-    lines += [
-        "",
+    lines += [""] + order_note(runs) + [
         "Our DigitalOcean report pass makes no API call at all: DigitalOcean reports no usage (the",
         "behaviour page: nothing is sent, not even zeros), so the pass reads the configuration and says so.",
         "Upstream reads every droplet and every resource's usage, and on the first cycle of a month",
