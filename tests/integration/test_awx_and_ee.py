@@ -250,8 +250,10 @@ def test_ansible_builder_creates_a_build_context_with_the_collection(built_colle
 def test_ansible_builder_introspect_finds_the_installed_collections_requirements(built_collection, tmp_path):
     dummy, tarball = built_collection
     installed = tmp_path / "collections"
+    # Only that path counts as installed (make exports ANSIBLE_COLLECTIONS_PATH with the checkout's link).
     subprocess.run([str(BIN / "ansible-galaxy"), "collection", "install", "--offline", "--no-deps", "-p",
-                    str(installed), str(tarball)], capture_output=True, check=True)
+                    str(installed), str(tarball)], capture_output=True, check=True,
+                   env=dict(os.environ, ANSIBLE_COLLECTIONS_PATH=str(installed)))
 
     introspect = subprocess.run([str(BIN / "ansible-builder"), "introspect", str(installed)],
                                 capture_output=True, text=True, check=False)

@@ -37,8 +37,10 @@ def installed(tmp_path_factory):
     assert build.returncode == 0, build.stdout + build.stderr
     [tarball] = (source / "dist").glob("waldur-site_agent-*.tar.gz")
     target = tmp_path_factory.mktemp("installed")
+    # Only the target counts as installed: `make` exports ANSIBLE_COLLECTIONS_PATH with the
+    # checkout's link, and ansible-galaxy would otherwise find the collection there and skip.
     install = run([BIN / "ansible-galaxy", "collection", "install", "--offline", "--no-deps", "-p", target, tarball],
-                  cwd=target)
+                  cwd=target, env=dict(os.environ, ANSIBLE_COLLECTIONS_PATH=str(target)))
     assert install.returncode == 0, install.stdout + install.stderr
     return tarball, target
 
