@@ -411,7 +411,7 @@ def test_settle_reads_resources_alone_when_the_listing_fails(waldur_sim, capsys)
     assert "reading them one by one" in json.dumps(result["warnings"])  # the 2.19 warning shape nests the text
 
 
-def test_an_approved_update_is_read_again_and_dropped_when_waldur_erred_it(waldur_sim, capsys):
+def test_an_approved_update_is_read_again_and_dropped_when_waldur_erred_it(waldur_sim, capsys, monkeypatch):
     """Waldur's Update processor runs on approval and may err the order at once; a Create is
     executing once approval answered 200 and is not read again."""
     app = waldur_sim.app
@@ -425,7 +425,8 @@ def test_an_approved_update_is_read_again_and_dropped_when_waldur_erred_it(waldu
         original(order, user)
         if order["type"] == "Update":
             app.market.set_state_erred(order, "Can't switch from state '5' using method 'schedule_updating'", "")
-    app.market.approve_by_provider = approve_and_err_updates
+    # the simulator's marketplace outlives this test (the server is session-wide): patch, then restore
+    monkeypatch.setattr(app.market, "approve_by_provider", approve_and_err_updates)
     app.calls.clear()
 
     result = run(waldur_sim, capsys, state="claimed")
