@@ -23,9 +23,7 @@ import requests
 import yaml
 
 from bench.measure import Measurement, run_measured
-from tests.helpers import REPO, ansible_env
-from tests.simulators.azure import presets as azure_presets
-from tests.simulators.digitalocean import presets as do_presets
+from tests.helpers import REPO, ansible_env, simulator_site_config
 from tests.simulators.waldur import presets as waldur_presets
 
 BENCH_DIR = REPO / "bench"
@@ -39,11 +37,6 @@ UPSTREAM_PACKAGES = ("waldur-site-agent", "waldur-site-agent-digitalocean", "wal
 LATENCY = {"waldur": 0.020, "digitalocean": 0.050, "azure": 0.050}
 AZURE_LRO_SECONDS = 2.0
 
-COMPONENTS = {
-    "cpu": {"measured_unit": "Cores", "unit_factor": 1, "accounting_type": "limit", "label": "CPU"},
-    "ram": {"measured_unit": "MiB", "unit_factor": 1, "accounting_type": "limit", "label": "RAM"},
-    "disk": {"measured_unit": "MiB", "unit_factor": 1, "accounting_type": "limit", "label": "Disk"},
-}
 DO_LIMITS = dict(waldur_presets.DO_PLAN_QUOTAS)
 AZURE_LIMITS = dict(waldur_presets.AZURE_PLAN_QUOTAS)
 OFFERING_UUID = {"digitalocean": waldur_presets.DO_OFFERING_UUID, "azure": waldur_presets.AZURE_OFFERING_UUID}
@@ -208,57 +201,13 @@ class SimulatorSet:
     # ---- configuration --------------------------------------------------------------
     def site_config(self, backend: str) -> dict:
         """The site agent configuration (the upstream file format both agents read) with
-        one offering on ``backend``."""
-        waldur_url = self["waldur"].url + "/api/"
-        if backend == "digitalocean":
-            offering = {
-                "name": "DigitalOcean bench",
-                "waldur_api_url": waldur_url,
-                "waldur_api_token": waldur_presets.PROVIDER_TOKEN,
-                "waldur_offering_uuid": OFFERING_UUID[backend],
-                "backend_type": "digitalocean",
-                "order_processing_backend": "digitalocean",
-                "reporting_backend": "digitalocean",
-                "membership_sync_backend": "digitalocean",
-                "backend_settings": {
-                    "token": do_presets.DO_TOKEN,
-                    # Ours reads it here; upstream's python-digitalocean only reads
-                    # DIGITALOCEAN_END_POINT, which the upstream runner sets.
-                    "api_url": self["digitalocean"].url + "/v2/",
-                    "default_region": "ams3",
-                    "default_image": "ubuntu-22-04-x64",
-                    "default_size": "s-1vcpu-1gb",
-                    "default_tags": ["waldur"],
-                },
-                "backend_components": COMPONENTS,
-            }
-        else:
-            azure_url = self["azure"].url
-            offering = {
-                "name": "Azure bench",
-                "waldur_api_url": waldur_url,
-                "waldur_api_token": waldur_presets.PROVIDER_TOKEN,
-                "waldur_offering_uuid": OFFERING_UUID[backend],
-                "backend_type": "azure",
-                "order_processing_backend": "azure",
-                "reporting_backend": "azure",
-                "membership_sync_backend": "azure",
-                "backend_settings": {
-                    "subscription_id": azure_presets.SUBSCRIPTION_ID,
-                    "tenant_id": azure_presets.TENANT_ID,
-                    "client_id": azure_presets.CLIENT_ID,
-                    "client_secret": azure_presets.CLIENT_SECRET,
-                    "arm_endpoint": azure_url,
-                    "authority_host": azure_url,
-                    "polling_interval": 1,
-                    "default_location": "westeurope",
-                    "default_size": "Standard_B2s",
-                    "default_image": "Canonical:0001-com-ubuntu-server-jammy:22_04-lts:latest",
-                    "allowed_ssh_ranges": ["203.0.113.0/24"],
-                },
-                "backend_components": COMPONENTS,
-            }
-        return {"timezone": "UTC", "offerings": [offering]}
+        one offering on ``backend``: the simulators' offering, as the tests and demo use it.
+        Ours reads DigitalOcean's endpoint from ``api_url``; upstream's python-digitalocean only
+        reads DIGITALOCEAN_END_POINT, which the upstream runner sets."""
+        urls = {"do_url": self["digitalocean"].url} if backend == "digitalocean" else {"azure_url": self["azure"].url}
+        config = simulator_site_config(self["waldur"].url, **urls)
+        config["offerings"][0]["name"] = "DigitalOcean bench" if backend == "digitalocean" else "Azure bench"
+        return config
 
     def write_config(self, backend: str) -> Path:
         path = self.workdir / ("site-agent-%s.yaml" % backend)
