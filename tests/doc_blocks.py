@@ -165,8 +165,9 @@ class ShellSession:
         mark = "__doc_block_done_%s" % uuid.uuid4().hex
         with self._changed:
             start = len(self._lines)
-        self._send("__doc_failed=0; source %s < /dev/null; printf '\\n%s %%s\\n' \"$__doc_failed\""
-                   % (path, mark))
+        # The ERR trap fires for the failed command and, when it was the block's last, for `source`.
+        self._send("__doc_failed=0; source %s < /dev/null; __doc_status=$?; "
+                   "printf '\\n%s %%s\\n' \"$((__doc_failed - (__doc_status != 0)))\"" % (path, mark))
         deadline = time.monotonic() + timeout
         failed = None
         with self._changed:

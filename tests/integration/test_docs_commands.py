@@ -390,14 +390,14 @@ def test_wrong_cloud_credentials_leave_claimed_orders_executing(backend, site):
 
 
 def test_unquoted_offering_name_with_a_space(site):
-    """troubleshooting.md: unquoted, ``-e waldur_offering_name=DigitalOcean VM`` passes only the first
-    word; the quoted forms it shows select the offering."""
+    """troubleshooting.md: quoted for the shell alone, ``-e waldur_offering_name="DigitalOcean VM"``
+    passes only the first word; the forms quoted for Ansible too select the offering."""
     section = _section("docs/troubleshooting.md", "Before anything runs")
     entry = section[section.index("**`offering: no offering named"):]
     entry = entry[:entry.index("\n\n")]
     quoted = re.findall(r"`(-e '[^`]+')`", entry)
     assert len(quoted) == 2, entry
-    unquoted = re.search(r"`(-e waldur_offering_name=DigitalOcean VM)`", entry).group(1)
+    unquoted = re.search(r"`(-e waldur_offering_name=\"DigitalOcean VM\")`", entry).group(1)
     message = _bold_messages(entry)[0]
     environment = doc_blocks.substitute(_docs()[2]["quickstart-environment"].text, site.substitutions)
     assert site.session.run(environment).failed_commands == 0
