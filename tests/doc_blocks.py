@@ -156,10 +156,11 @@ class ShellSession:
         self.proc.stdin.write(text + "\n")
         self.proc.stdin.flush()
 
-    def run(self, script: str, timeout: float = 600, expected=()) -> BlockRun:
-        """Run ``script``; return the count of failed commands and what it printed. Output that
-        background jobs print later (a simulator's address) is waited for when ``expected``
-        names it, up to ``timeout``."""
+    def run(self, script: str, timeout: float = 600, expected=(), grace: float = 30) -> BlockRun:
+        """Run ``script`` (for up to ``timeout`` seconds); return the count of failed commands and
+        what it printed. Lines of ``expected`` still missing when the script is done are waited for
+        up to ``grace`` seconds more: background jobs it started (a simulator printing its address)
+        print them after it."""
         path = self.scripts / ("%s.sh" % uuid.uuid4().hex)
         path.write_text(script)
         mark = "__doc_block_done_%s" % uuid.uuid4().hex
@@ -175,10 +176,12 @@ class ShellSession:
                 lines = self._lines[start:]
                 done = [line for line in lines if line is not None and line.startswith(mark)]
                 if done:
+                    if failed is None:
+                        deadline = min(deadline, time.monotonic() + grace)
                     failed = int(done[0].split()[1])
                     run = BlockRun(failed, "\n".join(line for line in lines
                                                       if line is not None and not line.startswith(mark)))
-                    if not run.missing(expected):
+                    if failed or not run.missing(expected):
                         return run
                 if None in lines:
                     return BlockRun(failed if failed is not None else -1,
