@@ -124,7 +124,8 @@ OFFERING = {
     "name": dict(
         required=True, type="string", used=USED,
         meaning="Unique name of the offering. Logs and pass summaries carry it; the inventory host is made "
-                "from it; `-e waldur_offering_name=<name or UUID>` selects one offering."),
+                "from it; `-e 'waldur_offering_name=\"<name or UUID>\"'` selects one offering (quoted so that "
+                "Ansible keeps a name with spaces whole)."),
     "waldur_api_url": dict(
         required=True, type="URL", used=USED,
         meaning="The Waldur API, for example `https://waldur.example.com/api/` (the `/api/` suffix is "
