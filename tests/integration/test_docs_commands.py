@@ -97,11 +97,15 @@ EVENT_PASS = Step(
     ('"msg": "offering=DigitalOcean VM pass=order_process orders=1 done=1 erred=0 pending=0 machines_changed=1 ...',),
 )
 
+# The quickstart's step 4: "A second run changes nothing."
+LOAD_COMPONENTS_AGAIN = Step("quickstart: load_components run again", "ansible-playbook waldur.site_agent.load_components",
+                             ("localhost ... changed=0 ...",))
+
 # Run in this order, each sequence in one shell. Site sequences other than the quickstart start
 # with the quickstart's environment block, as the reader's shell would.
 SITE_SEQUENCES = {
     "quickstart": ["quickstart-environment", "quickstart-health", "quickstart-diagnostics",
-                   "quickstart-load-components", "quickstart-check", "quickstart-check-one", "quickstart-pass",
+                   "quickstart-load-components", LOAD_COMPONENTS_AGAIN, "quickstart-check", "quickstart-check-one", "quickstart-pass",
                    "quickstart-verify", "quickstart-again", "quickstart-other-passes"],
     "configuration": ["configuration-validate"],
     "migration": ["migration-check-connections", "migration-dry-run"],
