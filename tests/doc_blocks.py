@@ -174,24 +174,22 @@ class ShellSession:
         with self._changed:
             while True:
                 lines = self._lines[start:]
+                printed = "\n".join(line for line in lines if line is not None and not line.startswith(mark))
                 done = [line for line in lines if line is not None and line.startswith(mark)]
                 if done:
                     if failed is None:
                         deadline = min(deadline, time.monotonic() + grace)
                     failed = int(done[0].split()[1])
-                    run = BlockRun(failed, "\n".join(line for line in lines
-                                                      if line is not None and not line.startswith(mark)))
+                    run = BlockRun(failed, printed)
                     if failed or not run.missing(expected):
                         return run
                 if None in lines:
-                    return BlockRun(failed if failed is not None else -1,
-                                    "\n".join(line for line in lines if line is not None) + "\n(the shell exited)")
+                    return BlockRun(-1 if failed is None else failed, printed + "\n(the shell exited)")
                 remaining = deadline - time.monotonic()
                 if remaining <= 0:
-                    output = "\n".join(line for line in lines if line is not None and not line.startswith(mark))
                     if failed is None:
-                        return BlockRun(-1, output + "\n(timed out after %s s)" % timeout)
-                    return BlockRun(failed, output)
+                        return BlockRun(-1, printed + "\n(timed out after %s s)" % timeout)
+                    return BlockRun(failed, printed)
                 self._changed.wait(remaining)
 
     def close(self):

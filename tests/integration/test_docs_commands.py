@@ -177,8 +177,8 @@ def _run(session, steps, runnable, outputs, substitutions, workdir, hooks=None):
     hooks = hooks or {}
     for step in steps:
         if isinstance(step, Step):
-            name, where, script, expected = step.name, "tests/integration/test_docs_commands.py", step.script, \
-                list(step.expected)
+            name, where, script = step.name, "tests/integration/test_docs_commands.py", step.script
+            expected = list(step.expected)
         else:
             block = runnable[step]
             if block.kind == "doc-file":
