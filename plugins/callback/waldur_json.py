@@ -142,6 +142,26 @@ _ITEM_KEYS = ("action", "backend_id", "state", "actions")
 _LONG_TEXT = 4000
 
 
+# ansible-core 2.19 made TaskResult's parts public (result.task, .host, .result,
+# .task_fields); 2.18 and older have only the underscored attributes.
+def _result_data(result):
+    data = getattr(result, "result", None)
+    return data if isinstance(data, dict) else result._result
+
+
+def _result_task(result):
+    return getattr(result, "task", None) or result._task
+
+
+def _result_host(result):
+    return getattr(result, "host", None) or result._host
+
+
+def _result_task_fields(result):
+    fields = getattr(result, "task_fields", None)
+    return fields if fields is not None else result._task_fields
+
+
 def utc_timestamp():
     """ISO 8601 in UTC with an explicit +00:00, like the upstream agent's structlog lines."""
     return datetime.datetime.now(datetime.timezone.utc).isoformat()
@@ -288,7 +308,7 @@ class CallbackModule(CallbackBase):
         return to_text(name) if isinstance(name, string_types) else None
 
     def _context(self, result):
-        task, host = result.task, result.host
+        task, host = _result_task(result), _result_host(result)
         return {
             "playbook": self._playbook,
             "play": self._play,
@@ -298,7 +318,7 @@ class CallbackModule(CallbackBase):
         }
 
     def _duration(self, result, finished=True):
-        key = (result.host.get_name(), result.task._uuid)
+        key = (_result_host(result).get_name(), _result_task(result)._uuid)
         started = self._task_starts.pop(key, None) if finished else self._task_starts.get(key)
         return None if started is None else round(time.monotonic() - started, 3)
 
@@ -334,7 +354,7 @@ class CallbackModule(CallbackBase):
     # Task results -------------------------------------------------------------------------
 
     def v2_runner_on_ok(self, result):
-        self._task_result(result, "changed" if result.result.get("changed") else "ok")
+        self._task_result(result, "changed" if _result_data(result).get("changed") else "ok")
 
     def v2_runner_on_failed(self, result, ignore_errors=False):
         self._task_result(result, "failed", ignored=ignore_errors)
@@ -346,7 +366,7 @@ class CallbackModule(CallbackBase):
         self._task_result(result, "unreachable")
 
     def v2_runner_item_on_ok(self, result):
-        self._item_result(result, "changed" if result.result.get("changed") else "ok")
+        self._item_result(result, "changed" if _result_data(result).get("changed") else "ok")
 
     def v2_runner_item_on_failed(self, result):
         self._item_result(result, "failed")
@@ -355,7 +375,7 @@ class CallbackModule(CallbackBase):
         self._item_result(result, "skipped")
 
     def v2_runner_retry(self, result):
-        data = result.result
+        data = _result_data(result)
         fields = self._context(result)
         fields.update(attempts=data.get("attempts"), retries=data.get("retries"))
         if not data.get("_ansible_no_log"):
@@ -363,8 +383,8 @@ class CallbackModule(CallbackBase):
         self._emit("retrying", "warning", **fields)
 
     def _task_result(self, result, status, ignored=False):
-        data = result.result
-        task = result.task
+        data = _result_data(result)
+        task = _result_task(result)
         fields = self._context(result)
         fields.update(status=status, changed=bool(data.get("changed")), duration=self._duration(result))
         failure = status in ("failed", "unreachable")
@@ -449,7 +469,7 @@ class CallbackModule(CallbackBase):
             self._capture(event, fields)
 
     def _item_result(self, result, status):
-        data = result.result
+        data = _result_data(result)
         fields = self._context(result)
         fields.update(status=status, changed=bool(data.get("changed")), duration=None)
         failed = status == "failed"
@@ -468,12 +488,12 @@ class CallbackModule(CallbackBase):
             if data.get("msg") not in (None, ""):
                 fields["msg"] = data["msg"]
         self._emit(event, "error" if failed else "info", **fields)
-        if failed and not result.task_fields.get("ignore_errors"):
+        if failed and not _result_task_fields(result).get("ignore_errors"):
             self._capture(event, fields)
 
     def _emit_warnings(self, result, fields):
         context_fields = dict((key, fields[key]) for key in ("playbook", "play", "task", "host", "offering"))
-        data = result.result
+        data = _result_data(result)
         warnings = list(getattr(result, "warnings", None) or data.get("warnings") or [])
         deprecations = list(getattr(result, "deprecations", None) or data.get("deprecations") or [])
         for category, entries in (("warning", warnings), ("deprecation", deprecations)):

@@ -153,3 +153,11 @@ def redact(data, secret_values=()):
     if isinstance(data, string_types):
         return redact_text(data, secret_values)
     return data
+
+
+def error_message_without_source(exc):
+    """An AnsibleError's own message, without the file excerpt. Before ansible-core 2.19
+    ``message`` appends the offending line of the file read (a line that may hold a token);
+    ``_message`` is the message alone."""
+    own = getattr(exc, "_message", None)
+    return own if isinstance(own, string_types) and own else getattr(exc, "message", str(exc))

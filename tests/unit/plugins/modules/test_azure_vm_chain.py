@@ -5,7 +5,7 @@ import json
 
 import pytest
 
-from ansible.module_utils.testing import patch_module_args
+from tests.unit.compat import patch_module_args
 
 from ansible_collections.waldur.site_agent.plugins.modules import azure_vm_chain
 from ansible_collections.waldur.site_agent.plugins.modules.azure_vm_chain import (
