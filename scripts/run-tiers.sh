@@ -2,7 +2,7 @@
 # Run make targets one after another (the tiers of `make test`), stop at the first that
 # fails, and print how long each took either way.
 set -uo pipefail
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/.." || exit 1
 times=() status=0
 for tier in "$@"; do
   started=$SECONDS

@@ -18,7 +18,6 @@ import os
 
 from ansible.errors import AnsibleError
 from ansible.module_utils.common.collections import is_sequence
-from ansible.module_utils.six import string_types
 from ansible.plugins.action import ActionBase
 
 from ansible_collections.waldur.site_agent.plugins.module_utils.secrets import error_message_without_source
@@ -34,7 +33,7 @@ def _plain(value):
     """Ansible's loader returns tagged/vaulted string types; the modules want plain data."""
     if isinstance(value, dict):
         return dict((str(key), _plain(item)) for key, item in value.items())
-    if isinstance(value, string_types):
+    if isinstance(value, str):
         return str(value)
     if is_sequence(value):
         return [_plain(item) for item in value]

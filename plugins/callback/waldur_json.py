@@ -119,7 +119,6 @@ import time
 
 from ansible import context
 from ansible.module_utils.common.text.converters import to_text
-from ansible.module_utils.six import string_types
 from ansible.plugins.callback import CallbackBase
 
 from ansible_collections.waldur.site_agent.plugins.module_utils.secrets import (
@@ -172,7 +171,7 @@ def parse_summary(text):
 
     A value runs up to the next `` key=``, so values may contain spaces; whole numbers
     become numbers."""
-    if not isinstance(text, string_types):
+    if not isinstance(text, str):
         return {}
     matches = list(_SUMMARY_KEY.finditer(text))
     if not matches or text[:matches[0].start()].strip():
@@ -216,7 +215,7 @@ def _traceback_text(exception):
         return getattr(event, "formatted_traceback", None)
     if isinstance(exception, dict):
         return (exception.get("event") or {}).get("formatted_traceback")
-    return exception if isinstance(exception, string_types) else None
+    return exception if isinstance(exception, str) else None
 
 
 def _short(text):
@@ -228,9 +227,9 @@ def _message(value):
     """A task message as log text: strings as they are, lists joined, anything else as JSON."""
     if value is None or value == "":
         return ""
-    if isinstance(value, string_types):
+    if isinstance(value, str):
         return to_text(value)
-    if isinstance(value, (list, tuple)) and all(isinstance(item, string_types) for item in value):
+    if isinstance(value, (list, tuple)) and all(isinstance(item, str) for item in value):
         return "; ".join(to_text(item) for item in value)
     return json.dumps(value, default=to_text, sort_keys=True)
 
@@ -274,7 +273,7 @@ class CallbackModule(CallbackBase):
         """Learn the secret values (and the Sentry DSN) of a site agent configuration so that
         they are masked wherever they turn up. A file that cannot be read is left alone: the
         pass reading it reports why."""
-        if not isinstance(path, string_types) or not path or "{{" in path:
+        if not isinstance(path, str) or not path or "{{" in path:
             return
         path = os.path.abspath(os.path.expanduser(to_text(path)))
         if path in self._configs_read or self._loader is None:
@@ -302,10 +301,10 @@ class CallbackModule(CallbackBase):
             offering = task.get_vars().get("waldur_offering")
         except Exception:  # pylint: disable=broad-except
             offering = None
-        if isinstance(offering, dict) and isinstance(offering.get("name"), string_types):
+        if isinstance(offering, dict) and isinstance(offering.get("name"), str):
             return to_text(offering["name"])
         name = host.vars.get("waldur_offering_name") if host is not None else None
-        return to_text(name) if isinstance(name, string_types) else None
+        return to_text(name) if isinstance(name, str) else None
 
     def _context(self, result):
         task, host = _result_task(result), _result_host(result)

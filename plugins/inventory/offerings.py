@@ -102,7 +102,6 @@ import re
 
 from ansible.errors import AnsibleError, AnsibleParserError
 from ansible.module_utils.common.text.converters import to_bytes, to_native, to_text
-from ansible.module_utils.six import string_types
 from ansible.plugins.inventory import BaseInventoryPlugin, Constructable
 
 from ansible_collections.waldur.site_agent.plugins.module_utils.naming import normalize_uuid
@@ -136,7 +135,7 @@ def _plain(value):
         return dict((to_text(key), _plain(item)) for key, item in value.items())
     if isinstance(value, (list, tuple)):
         return [_plain(item) for item in value]
-    if isinstance(value, string_types):
+    if isinstance(value, str):
         return str(value)
     if value is None or isinstance(value, (bool, int, float)):
         return value
