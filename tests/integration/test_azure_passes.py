@@ -55,7 +55,7 @@ def network(azure, group: str, kind: str, name: str) -> dict | None:
 
 
 def dedicated_group(resource_uuid: str, vm_name: str) -> str:
-    return "group-%s-%s" % (resource_uuid[:4], vm_name)
+    return "group-%s-%s" % (resource_uuid.replace("-", ""), vm_name)
 
 
 def arm_writes(azure, since=0) -> list[str]:
