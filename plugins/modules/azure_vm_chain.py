@@ -542,6 +542,24 @@ class VmChain:
         if verdict == RETRY:
             raise RetryLater(reason)
 
+    def _clear_failed_machine(self, vm, names, item, result):
+        """A machine of this resource whose provisioning failed after an earlier pass made it: the
+        order errs, and Waldur, which holds no backend id for it, drops the resource. So nothing
+        would ever delete what the earlier pass made: delete what carries the owner tag, then err."""
+        label = "virtual machine %s in resource group %s" % (names["vm"], names["group"])
+        verdict, reason = judge(label, vm, item["resource_uuid"])
+        if verdict != FAILED:
+            return
+        result["backend_id"] = None
+        try:
+            deleted = self._delete_owned(item["resource_uuid"])
+        except (AzureError, ItemError) as error:
+            raise ItemError("%s; deleting what carries its owner tag failed, objects may be left: %s"
+                            % (reason, error))
+        result["changed"] = bool(deleted)
+        raise ItemError("%s; %s %s" % (reason, "would delete" if self.check_mode else "deleted",
+                                       ", ".join(deleted) or "nothing (nothing was left)"))
+
     def _after_vm(self, work, what):
         """Run ``work`` once the machine exists: an Azure failure there is a ``retry``, never an error."""
         try:
@@ -623,6 +641,7 @@ class VmChain:
             # An earlier run was stopped after the machine was made: adopt it, never write it again.
             if owner_of(vm) == item["resource_uuid"]:
                 result["backend_id"] = vm.id or backend_id
+                self._clear_failed_machine(vm, names, item, result)
             self._judge_vm(vm, names, item)
             self._after_vm(lambda: self._tag_os_disk(vm, item), "virtual machine %s exists" % names["vm"])
             result.update(
@@ -1066,7 +1085,18 @@ class VmChain:
     def _absent_by_owner_tag(self, item, result):
         """Terminate a resource Waldur holds no backend id for (its create was interrupted, or its
         machine failed): delete what carries its owner tag, and only that."""
-        uuid = item["resource_uuid"]
+        marker = "%s=%s" % (RESOURCE_TAG, item["resource_uuid"])
+        deleted = self._delete_owned(item["resource_uuid"])
+        if not deleted:
+            result.update(action="absent", msg="no backend id, and no Azure object carries owner tag %s: there is "
+                                               "no virtual machine to delete" % marker)
+            return
+        result.update(changed=True, action="deleted", msg="%s %s (found by owner tag %s)" % (
+            "would delete" if self.check_mode else "deleted", ", ".join(deleted), marker))
+
+    def _delete_owned(self, uuid):
+        """Delete every object carrying this resource's owner tag: tagged groups whole, other
+        tagged objects one by one (machine first). Returns the labels of what was deleted."""
         marker = "%s=%s" % (RESOURCE_TAG, uuid)
         resources = self.clients.resource
         groups = self._listing("listing the resource groups tagged %s" % marker, resources.resource_groups.list,
@@ -1091,12 +1121,7 @@ class VmChain:
             targets = [(kind, kinds[kind]) for kind in OWNED_DELETION_ORDER if kind in kinds]
             deleted += ["%s from resource group %s" % (label, group) for label in
                         self._delete_objects(group, kinds.get("vnet"), targets, uuid)[0]]
-        if not deleted:
-            result.update(action="absent", msg="no backend id, and no Azure object carries owner tag %s: there is "
-                                               "no virtual machine to delete" % marker)
-            return
-        result.update(changed=True, action="deleted", msg="%s %s (found by owner tag %s)" % (
-            "would delete" if self.check_mode else "deleted", ", ".join(deleted), marker))
+        return deleted
 
     # ---- power ----------------------------------------------------------------------------
     def power(self, item, result, wanted):

@@ -168,8 +168,8 @@ def test_a_machine_whose_provisioning_failed_is_not_adopted():
     fake.body("vm", "web")["properties"]["provisioningState"] = "Failed"
     before = len(fake.writes())
     result, module = run(fake, machine())
-    assert result["failed"] and "provisioning failed" in result["msg"]
-    assert len(fake.writes()) == before
+    assert result["failed"] and "provisioning failed" in result["msg"] and result["action"] == "none"
+    assert [verb for verb, kind, name in fake.writes()[before:]] == ["delete"]  # its chain, nothing written
 
 
 def test_an_existing_shared_group_is_not_rewritten():
@@ -731,9 +731,23 @@ def test_an_adopted_machine_whose_provisioning_failed_errs_with_the_clouds_reaso
         {"code": "ProvisioningState/failed/AllocationFailed", "message": "No capacity for Standard_B1s"}]}
     result, module = run(fake, machine())
     fake.instance_view_body = original
-    assert result["failed"] and not result["retry"]
+    assert result["failed"] and not result["retry"] and result["backend_id"] is None
     assert "provisioning failed: AllocationFailed: No capacity for Standard_B1s" in result["msg"]
-    assert [call for call in fake.writes() if call[0] == "delete"] == []
+    # Waldur drops a resource whose Create errs without a backend id: nothing would ever delete
+    # the chain, so what carries the owner tag goes now, and the message says so
+    assert "; deleted resource group %s" % GROUP in result["msg"]
+    assert [call for call in fake.writes() if call[0] == "delete"] == [("delete", "group", GROUP)]
+    assert fake.groups == {} and fake.store == {}
+
+
+def test_a_known_machine_whose_provisioning_failed_errs_and_is_left_for_terminate():
+    fake = FakeAzure()
+    created, module = run(fake, machine())
+    fake.body("vm", "web")["properties"]["provisioningState"] = "Failed"
+    before = len(fake.writes())
+    result, module = run(fake, machine(backend_id=created["backend_id"]))
+    assert result["failed"] and not result["retry"] and "provisioning failed" in result["msg"]
+    assert "left as it is" in result["msg"] and len(fake.writes()) == before
 
 
 # ---- rollback deletes only what this run made --------------------------------------------------
