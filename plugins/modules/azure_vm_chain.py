@@ -524,8 +524,11 @@ class VmChain:
             raise ItemError("Azure virtual machine %s (%s) no longer exists; it is not re-created under its old "
                             "id" % (names["vm"], item["backend_id"]))
         # Waldur's backend id is itself the owner record: a machine made before owner tags
-        # (Mastermind, earlier versions) has none and keeps its route.
-        self._judge_vm(vm, names, item, legacy=owner_of(vm) is None)
+        # (Mastermind, earlier versions) has none and keeps its route, untouched.
+        legacy = owner_of(vm) is None
+        self._judge_vm(vm, names, item, legacy=legacy)
+        if not legacy:  # a pass stopped before it tagged the disk
+            self._after_vm(lambda: self._tag_os_disk(vm, item), "virtual machine %s exists" % names["vm"])
         result["backend_metadata"] = self._after_vm(
             lambda: self._metadata(vm), "virtual machine %s exists" % names["vm"])
         result["msg"] = "virtual machine %s exists; nothing to do" % names["vm"]
