@@ -1008,7 +1008,12 @@ class VmChain:
         try:
             foreign = None
             if names["dedicated"] and "group" in state.created:
-                foreign = self._foreign_in_group(state)
+                try:
+                    foreign = self._foreign_in_group(state)
+                except AzureError as error:
+                    if not error.not_found:
+                        raise
+                    return "; rolled back: nothing was left (resource group %s does not exist)" % group
                 if not foreign:
                     self._delete_group(group)
                     return "; rolled back: deleted resource group %s" % group

@@ -195,6 +195,8 @@ def test_a_failure_at_any_step_rolls_the_dedicated_group_back(failing):
     if failing != "group":
         assert ("delete", "group", GROUP) in fake.calls
         assert "rolled back: deleted resource group %s" % GROUP in result["msg"]
+    else:
+        assert "rolled back: nothing was left (resource group %s does not exist)" % GROUP in result["msg"]
 
 
 def test_a_shared_rollback_deletes_only_this_machines_objects_in_order():
