@@ -15,21 +15,43 @@ version_added: 0.1.0
 description:
   - Works on a list of machines at once, concurrently, and returns one result per machine in input order.
     One machine failing never stops the others.
-  - O(machines[].state=present) builds the chain of one machine, in this order, each step reading before
-    it writes so that a rerun adopts what exists. The chain is resource group, virtual network, subnet,
-    Standard static public IP address, network security group (only with O(machines[].allowed_ssh_ranges)),
-    network interface, virtual machine. An existing virtual machine is never written again.
+  - O(machines[].state=present) builds the chain of one machine, in this order. The chain is resource group,
+    virtual network, subnet, Standard static public IP address, network security group (only with
+    O(machines[].allowed_ssh_ranges)), network interface, virtual machine. Every object of the chain is read
+    before anything is written, so that a rerun adopts what exists. An existing virtual machine is never
+    written again.
+  - Owner tags. Every object made carries the tags C(waldur-resource-uuid) (the Waldur resource, 32
+    lower-case hex digits) and C(waldur-offering-uuid) (O(machines[].offering_uuid)); a subnet cannot carry
+    tags and belongs to its virtual network; the OS disk, which Azure does not tag with its machine, is
+    tagged once the machine exists. A shared group the module has to make carries only the offering tag.
+  - An existing object is adopted only when it carries this resource's C(waldur-resource-uuid) tag and its
+    provisioning succeeded. An object at a wanted name without that tag (another resource's, or nobody's)
+    is never adopted, changed or deleted, and the item fails naming it and its owner before anything is
+    written. One of this resource's objects still being provisioned makes the item a C(retry); one whose
+    provisioning failed fails the item with Azure's reason (a failed machine left by an earlier run is
+    deleted with everything carrying its owner tag, as Waldur keeps no resource to terminate it by).
+  - The chain is looked up by its owner tag first (resource groups in the subscription, or the objects in
+    the shared group), so a resource renamed since an interrupted run finishes its first chain; only when
+    nothing carries the tag are the names derived from the current name.
   - Location, size, image and SSH key are checked before anything is created. A chain that fails part-way
-    is rolled back (in a dedicated group the group is deleted, in a shared group the machine's own objects
-    are) and the item fails with the cause.
+    before its machine exists is rolled back, deleting only what this run made (its own group only when the
+    group holds nothing else) and never while one of its operations is still running; the item fails with
+    the cause.
+  - Once the virtual machine exists (Azure accepted its creation), nothing fails the item: a deadline hit
+    while Azure works on an operation, or a failed read afterwards, makes it a C(retry) carrying the
+    machine's ARM id, and the next run adopts the machine by its owner tag.
   - Without O(machines[].resource_group) every machine gets a group of its own,
-    C(group-<first 4 hex of the resource uuid>-<name>); in a shared group the machine name carries the
-    first 8 hex digits of the resource uuid.
+    C(group-<the whole resource uuid, 32 hex>-<name>); in a shared group the machine name carries the first
+    8 hex digits of the resource uuid, C(<name>-<8 hex>).
   - The machine's OS disk and network interface are deleted with it, password login is disabled, the SSH
     key is installed for the admin user, custom data is sent base64-encoded. A random administrator
     password satisfies Azure and is never reported.
   - O(machines[].state=absent) reads the deletion route from the machine's ARM id, never from the current
-    settings. A dedicated group is deleted whole, in a shared group exactly the machine's objects are.
+    settings. A dedicated group is deleted whole, in a shared group exactly the machine's objects are
+    (an object carrying another resource's owner tag is left and named). Machines made before owner tags
+    (Waldur Mastermind, C(group-<4 hex>-<name>)) are reached this way, by their ARM id only. Without a
+    backend id, what carries the resource's owner tag is deleted (a create that never reported its
+    machine).
   - O(machines[].state=deallocated) and O(machines[].state=running) deallocate or start a machine only when
     its instance view says otherwise.
 author:
@@ -53,9 +75,15 @@ options:
         description:
           - UUID of the Waldur order, echoed in the result.
         type: str
+      offering_uuid:
+        description:
+          - UUID of the Waldur offering, written in the C(waldur-offering-uuid) tag of the objects made.
+        type: str
       name:
         description:
-          - Name of the Waldur resource. Sanitized to C([a-z0-9-]), at most 50 characters.
+          - Name of the Waldur resource. Transliterated to Latin letters (Cyrillic, Greek, accents), sanitized to
+            C([a-z0-9-]), at most 50 characters. A name with nothing left (CJK characters, symbols only) becomes
+            C(vm-<first 8 hex of the resource uuid>).
         type: str
       state:
         description:
@@ -134,8 +162,9 @@ options:
     default: 8
   deadline:
     description:
-      - Seconds for the whole batch. Machines not finished by then fail with a message saying so; the next
-        run picks them up.
+      - Seconds for the whole batch. Machines not finished by then are a C(retry) with a message saying so
+        (with the machine's ARM id once Azure accepted its creation); nothing is rolled back while Azure is
+        still working on an operation, and the next run picks them up.
     type: float
     default: 900
   fail_on_item_error:
@@ -153,6 +182,7 @@ EXAMPLES = r"""
     machines:
       - resource_uuid: 1234abcd5678ef901234abcd5678ef90
         order_uuid: 0f0e0d0c0b0a09080706050403020100
+        offering_uuid: 5c1e0ffe5c1e0ffe5c1e0ffe5c1e0ffe
         name: Web Server
         location: westeurope
         size: Standard_B1s
@@ -182,7 +212,7 @@ msg:
   description: How many machines ended how.
   returned: always
   type: str
-  sample: "3 machine(s): 2 created, 1 failed"
+  sample: "3 machine(s): 1 created, 1 failed, 1 retry"
 results:
   description: One result per machine, in the order of O(machines).
   returned: always
@@ -197,14 +227,19 @@ results:
       description: The order UUID given with the item, normalised; null without one.
       type: str
     backend_id:
-      description: ARM id of the virtual machine; null when there is none.
+      description: ARM id of the virtual machine (also of a C(retry) once the machine exists); null when there is none.
       type: str
-      sample: /subscriptions/0000/resourceGroups/group-1234-web-server/providers/Microsoft.Compute/virtualMachines/web-server
+      sample: /subscriptions/0000/resourceGroups/group-1234abcd5678ef901234abcd5678ef90-web-server/providers/Microsoft.Compute/virtualMachines/web-server
     changed:
       description: Whether anything was (or in check mode would be) written on Azure.
       type: bool
     failed:
-      description: Whether this item failed.
+      description: Whether this item failed (true for a C(retry) too).
+      type: bool
+    retry:
+      description:
+        - Whether the item did not finish but nothing is wrong (Azure still working, a read failed once the
+          machine existed, the deadline); C(waldur.site_agent.waldur_orders) leaves its order for the next run.
       type: bool
     msg:
       description: What happened, or why the item failed.
