@@ -37,7 +37,7 @@ description:
     before its machine exists is rolled back, deleting only what this run made (its own group only when the
     group holds nothing else) and never while one of its operations is still running; the item fails with
     the cause.
-  - Once the virtual machine exists (Azure accepted its creation), nothing fails the item: a deadline hit
+  - Once the virtual machine exists (Azure accepted its creation), nothing fails the item. A deadline hit
     while Azure works on an operation, or a failed read afterwards, makes it a C(retry) carrying the
     machine's ARM id, and the next run adopts the machine by its owner tag.
   - Without O(machines[].resource_group) every machine gets a group of its own,
