@@ -28,7 +28,7 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
-from ansible_collections.waldur.site_agent.plugins.module_utils.naming import normalize_uuid
+from ansible_collections.waldur.site_agent.plugins.module_utils.naming import is_uuid, normalize_uuid
 
 RESOURCE_TAG = "waldur-resource-uuid"
 OFFERING_TAG = "waldur-offering-uuid"
@@ -76,10 +76,7 @@ def owner_of(obj):
     value = tag_value(tags, RESOURCE_TAG)
     if value in (None, ""):
         return None
-    try:
-        return normalize_uuid(value)
-    except ValueError:
-        return str(value)
+    return normalize_uuid(value) if is_uuid(value) else str(value)
 
 
 def has_owner_tags(obj, resource_uuid, offering_uuid=None):

@@ -3,14 +3,6 @@ Azure pass tests."""
 
 from __future__ import annotations
 
-import subprocess
-import sys
-import threading
-import time
-from pathlib import Path
-
-from tests.helpers import REPO, ansible_env
-from tests.integration.passes import ORDER_PASS, kill_tree
 from tests.simulators.azure import presets as AZ
 
 RESOURCE_TAG = "waldur-resource-uuid"
@@ -58,38 +50,3 @@ def owned(azure, resource_uuid: str) -> list[str]:
     wanted = resource_uuid.replace("-", "").lower()
     state = azure.app.dump_state()["resources"]
     return sorted(rid for rid, body in state.items() if (body.get("tags") or {}).get(RESOURCE_TAG) == wanted)
-
-
-def kill_pass_during(azure, config: Path, operation: str) -> None:
-    """Start the order pass, hold its first ``operation`` request in ARM, kill the pass (and
-    everything it started) while it waits, then let ARM carry out what it accepted, as a host
-    lost mid-request would leave it."""
-    arrived, release = threading.Event(), threading.Event()
-    original = azure.app._injected
-
-    def gate(name):
-        if name == operation and not release.is_set():
-            arrived.set()
-            release.wait(120)
-        return original(name)
-
-    azure.app._injected = gate
-    try:
-        process = subprocess.Popen(
-            [str(Path(sys.executable).parent / "ansible-playbook"), str(ORDER_PASS)],
-            env=ansible_env({"WALDUR_SITE_AGENT_CONFIG": str(config)}), cwd=REPO,
-            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        try:
-            assert arrived.wait(180), "the pass never reached %s" % operation
-        finally:
-            kill_tree(process)
-        release.set()
-        # ARM finishes what it accepted; wait until that request is on record (a loaded
-        # machine may take a while) so a rerun's calls are counted from after it.
-        deadline = time.monotonic() + 120
-        while not azure.app.calls_of(operation) and time.monotonic() < deadline:
-            time.sleep(0.05)
-        assert azure.app.calls_of(operation), "ARM never finished the held %s" % operation
-    finally:
-        release.set()
-        del azure.app.__dict__["_injected"]

@@ -11,9 +11,10 @@ import pytest
 
 from tests.helpers import run_playbook
 from tests.integration.azure_state import (
-    OFFERING_TAG, RESOURCE_TAG, all_vms, arm, arm_deletes, arm_ids, arm_writes, dedicated_group, kill_pass_during,
-    network, owned, vm_id)
-from tests.integration.passes import ORDER_PASS, assert_done, assert_erred, run_pass, terminate, write_config
+    OFFERING_TAG, RESOURCE_TAG, all_vms, arm, arm_deletes, arm_ids, arm_writes, dedicated_group, network, owned,
+    vm_id)
+from tests.integration.passes import (
+    ORDER_PASS, assert_done, assert_erred, kill_pass_during, run_pass, terminate, write_config)
 from tests.simulators.waldur import presets as W
 
 pytestmark = pytest.mark.integration

@@ -11,10 +11,10 @@ import pytest
 import yaml
 
 from tests.integration.azure_state import (
-    all_vms, arm, arm_ids, arm_writes, dedicated_group, kill_pass_during, network, owned, vm_id)
+    all_vms, arm, arm_ids, arm_writes, dedicated_group, network, owned, vm_id)
 from tests.integration.passes import (
-    MEMBERSHIP_PASS, ORDER_PASS, REPORT_PASS, assert_done, assert_erred, call_waldur, edit_config, log_lines,
-    order_machine, run_pass, set_flag, terminate, update_limits, waldur_writes, write_config)
+    MEMBERSHIP_PASS, ORDER_PASS, REPORT_PASS, assert_done, assert_erred, call_waldur, edit_config, kill_pass_during,
+    log_lines, order_machine, run_pass, set_flag, terminate, update_limits, waldur_writes, write_config)
 from tests.simulators.azure import presets as AZ
 from tests.simulators.waldur import presets as W
 

@@ -578,25 +578,20 @@ def test_a_machine_still_provisioning_is_a_retry_with_its_backend_id():
     assert again["retry"] and again["backend_id"] == created["backend_id"]
 
 
-def test_a_companion_still_provisioning_is_a_retry_with_nothing_written():
+@pytest.mark.parametrize("kind, name, state, retry, said", [
+    ("vnet", "netweb", "Updating", True, "virtual network netweb in resource group %s is still updating"),
+    ("public_ip", "pubipweb", "Failed", False,
+     "public IP address pubipweb in resource group %s exists but its provisioning failed"),
+])
+def test_a_companion_still_provisioning_is_a_retry_and_a_failed_one_an_error_with_nothing_written(
+        kind, name, state, retry, said):
     fake = FakeAzure()
     plant_partial_chain(fake, tags=OWNER)
-    fake.body("vnet", "netweb")["properties"]["provisioningState"] = "Updating"
+    fake.body(kind, name)["properties"]["provisioningState"] = state
     before = len(fake.writes())
     result, module = run(fake, machine())
-    assert result["retry"] and "virtual network netweb in resource group %s is still updating" % GROUP in result["msg"]
-    assert len(fake.writes()) == before
-
-
-def test_a_failed_companion_of_this_resource_errs_with_nothing_written():
-    fake = FakeAzure()
-    plant_partial_chain(fake, tags=OWNER)
-    fake.body("public_ip", "pubipweb")["properties"]["provisioningState"] = "Failed"
-    before = len(fake.writes())
-    result, module = run(fake, machine())
-    assert result["failed"] and not result["retry"]
-    assert "public IP address pubipweb in resource group %s exists but its provisioning failed" % GROUP \
-        in result["msg"]
+    assert result["failed"] and result["retry"] == retry
+    assert said % GROUP in result["msg"]
     assert len(fake.writes()) == before
 
 
