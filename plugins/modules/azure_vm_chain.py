@@ -812,8 +812,8 @@ class VmChain:
         else:  # a shared group made for the offering belongs to no single resource
             group_tags = dict((key, value) for key, value in tags.items() if key != RESOURCE_TAG)
 
-        self._step(state, "group", lambda: resources.create_or_update(group, {"location": location,
-                                                                             "tags": group_tags}))
+        self._step(state, "group", lambda: resources.create_or_update(group, {
+            "location": location, "tags": group_tags}))
         self._step(state, "vnet", lambda: network.virtual_networks.begin_create_or_update(group, names["vnet"], {
             "location": location,
             "tags": tags,

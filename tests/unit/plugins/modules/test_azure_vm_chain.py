@@ -59,8 +59,8 @@ def plant_partial_chain(fake, group=GROUP, vm="web", tags=None):
     fake.groups[group.lower()] = {"name": group, "location": "westeurope", "tags": tags,
                                   "properties": {"provisioningState": "Succeeded"}}
     network = fake._clients["network"]
-    network.virtual_networks.begin_create_or_update(group, "net" + vm, {"location": "westeurope", "tags": tags,
-                                                                          "properties": {}})
+    network.virtual_networks.begin_create_or_update(group, "net" + vm, {
+        "location": "westeurope", "tags": tags, "properties": {}})
     network.subnets.begin_create_or_update(group, "net" + vm, "subnet" + vm, {"properties": {}})
     network.public_ip_addresses.begin_create_or_update(group, "pubip" + vm, {"location": "westeurope", "tags": tags,
                                                                              "properties": {}})
