@@ -339,8 +339,9 @@ ATTRIBUTES = {
                                  "and the defaults apply.",
     },
     "azure": {
-        "name": "Machine name when the Waldur resource has none (sanitized: lower-case `[a-z0-9-]`, at most 50 "
-                "characters; `waldur-vm` when nothing is left).",
+        "name": "Machine name when the Waldur resource has none (transliterated to Latin letters, sanitized: "
+                "lower-case `[a-z0-9-]`, at most 50 characters; `vm-<first 8 hex digits of the resource UUID>` "
+                "when nothing is left, for example a name of CJK characters or symbols).",
         "location": "Azure location; else `default_location`.",
         "size": "VM size; else `default_size`. Checked against the sizes of the location before anything is "
                 "created.",

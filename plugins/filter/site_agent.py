@@ -228,14 +228,24 @@ def droplet_membership_items(resources):
 
 # ---------------------------------------------------------------------- Azure
 
-def vm_items(orders, backend_settings=None, ssh_keys=None):
-    """Claimed orders -> ``azure_vm_chain`` items (behaviour page, Azure)."""
+def vm_items(orders, backend_settings=None, ssh_keys=None, offering_uuid=None):
+    """Claimed orders -> ``azure_vm_chain`` items (behaviour page, Azure).
+
+    ``offering_uuid`` (else each order's own) goes into the owner tags of the objects made."""
     def create(order, resource, settings):
         return _vm_create_params(order, resource, settings, ssh_keys)
 
     # Azure machines are not resized (set_resource_limits refuses upstream too).
-    return _order_items(orders, backend_settings, create,
-                        lambda *order_settings_backend_id: {"error": "resizing is not supported on Azure"})
+    items = _order_items(orders, backend_settings, create,
+                         lambda *order_settings_backend_id: {"error": "resizing is not supported on Azure"})
+    for order, item in zip(orders or [], items):
+        offering = offering_uuid or order.get("offering_uuid")
+        if offering:
+            try:
+                item["offering_uuid"] = normalize_uuid(offering)
+            except ValueError:
+                raise AnsibleFilterError("offering_uuid: %r is not a UUID" % (offering,))
+    return items
 
 
 def _vm_create_params(order, resource, settings, ssh_keys):

@@ -15,10 +15,6 @@ __metaclass__ = type
 
 import re
 
-try:
-    from ansible.module_utils.six import string_types
-except ImportError:  # pragma: no cover - ansible always ships six
-    string_types = (str,)
 
 SUPPORTED_BACKENDS = ("azure", "digitalocean")
 ROLE_KEYS = ("order_processing_backend", "reporting_backend", "membership_sync_backend")
@@ -88,7 +84,7 @@ class ConfigProblems:
 
 def _type_name(value):
     return {dict: "a mapping", list: "a list", bool: "a boolean", int: "an integer",
-            float: "a number"}.get(type(value), "a string" if isinstance(value, string_types) else type(value).__name__)
+            float: "a number"}.get(type(value), "a string" if isinstance(value, str) else type(value).__name__)
 
 
 def _is_number(value):
@@ -98,7 +94,7 @@ def _is_number(value):
 def _expect(problems, path, value, kind):
     """Check ``value`` against a simple kind; return True when it is acceptable."""
     if kind == "str":
-        ok = isinstance(value, string_types)
+        ok = isinstance(value, str)
         expected = "a string"
     elif kind == "bool":
         ok = isinstance(value, bool)
@@ -110,20 +106,20 @@ def _expect(problems, path, value, kind):
         ok = _is_number(value)
         expected = "a number"
     elif kind == "url":
-        ok = isinstance(value, string_types) and bool(_URL.match(value))
+        ok = isinstance(value, str) and bool(_URL.match(value))
         expected = "a URL starting with http:// or https://"
     elif kind == "uuid":
-        ok = isinstance(value, string_types) and bool(_UUID.match(value))
+        ok = isinstance(value, str) and bool(_UUID.match(value))
         expected = "a UUID (32 hex digits, dashes optional)"
     elif kind == "cidr":
-        ok = isinstance(value, string_types) and bool(_CIDR.match(value))
+        ok = isinstance(value, str) and bool(_CIDR.match(value))
         expected = "an IPv4 CIDR such as 10.0.0.0/16"
     elif kind == "str_or_list":
-        ok = isinstance(value, string_types) or (
-            isinstance(value, list) and all(isinstance(v, string_types) for v in value))
+        ok = isinstance(value, str) or (
+            isinstance(value, list) and all(isinstance(v, str) for v in value))
         expected = "a string or a list of strings"
     elif kind == "image":
-        ok = (isinstance(value, string_types) and len(value.split(":")) == 4 and all(value.split(":"))) or (
+        ok = (isinstance(value, str) and len(value.split(":")) == 4 and all(value.split(":"))) or (
             isinstance(value, dict) and all(value.get(k) for k in ("publisher", "offer", "sku", "version")))
         expected = "publisher:offer:sku:version"
     elif kind == "size_mapping":
@@ -138,7 +134,7 @@ def _expect(problems, path, value, kind):
 
 
 def _secret_present(value):
-    return isinstance(value, string_types) and value.strip() != ""
+    return isinstance(value, str) and value.strip() != ""
 
 
 def validate(config):
@@ -166,7 +162,7 @@ def validate(config):
                 continue
             _validate_offering(path, offering, problems)
             name = offering.get("name")
-            if isinstance(name, string_types):
+            if isinstance(name, str):
                 if name in seen:
                     problems.error(path + ".name", "duplicate offering name (also offerings[%d])" % seen[name])
                 seen.setdefault(name, index)
@@ -178,9 +174,9 @@ def _validate_root_options(config, problems):
         value = config.get(key)
         if value not in (None, ""):
             if key == "global_proxy":
-                if not (isinstance(value, string_types) and re.match(r"^(https?|socks5h?)://\S+$", value)):
+                if not (isinstance(value, str) and re.match(r"^(https?|socks5h?)://\S+$", value)):
                     problems.error(key, "expected an http, https, socks5 or socks5h URL")
-            elif not (isinstance(value, string_types) and _URL.match(value)):
+            elif not (isinstance(value, str) and _URL.match(value)):
                 problems.error(key, "expected a URL starting with http:// or https://")
     if "timezone" in config:
         _expect(problems, "timezone", config["timezone"], "str")
@@ -216,15 +212,15 @@ def _validate_offering(path, offering, problems):
             _expect(problems, "%s.%s" % (path, key), offering[key], "bool")
 
     backend_type = offering.get("backend_type")
-    known = isinstance(backend_type, string_types) and backend_type.lower() in SUPPORTED_BACKENDS
-    if isinstance(backend_type, string_types) and backend_type and not known:
+    known = isinstance(backend_type, str) and backend_type.lower() in SUPPORTED_BACKENDS
+    if isinstance(backend_type, str) and backend_type and not known:
         problems.error(path + ".backend_type", "unknown backend %r; this collection supports %s"
                        % (backend_type, " and ".join(SUPPORTED_BACKENDS)))
     for role_key in ROLE_KEYS:
         role_backend = offering.get(role_key)
         if role_backend in (None, ""):
             continue
-        if not isinstance(role_backend, string_types):
+        if not isinstance(role_backend, str):
             problems.error("%s.%s" % (path, role_key), "expected a backend name, got %s" % _type_name(role_backend))
         elif known and role_backend.lower() != backend_type.lower():
             problems.error("%s.%s" % (path, role_key), "is %r but backend_type is %r; an offering has one set of "

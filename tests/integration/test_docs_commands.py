@@ -293,11 +293,16 @@ def _quickstart_hooks(servers):
         tagged = [droplet for droplet in apps["digitalocean"].droplets()
                   if "waldur-resource:%s" % waldur_presets.DO_RESOURCE_UUID in droplet["tags"]]
         assert [str(droplet["id"]) for droplet in tagged] == [resource["backend_id"]]
-        azure_ids = [arm_id.lower() for arm_id in apps["azure"].resources()]
-        group = "/resourcegroups/group-%s-azure-vm-1" % waldur_presets.AZURE_RESOURCE_UUID[:4]
+        azure_ids = apps["azure"].resources()
+        group = "/resourcegroups/group-%s-azure-vm-1/" % waldur_presets.AZURE_RESOURCE_UUID
+        owner_tags = {"waldur-resource-uuid": waldur_presets.AZURE_RESOURCE_UUID,
+                      "waldur-offering-uuid": waldur_presets.AZURE_OFFERING_UUID}
         for kind in ("virtualnetworks/netazure-vm-1", "publicipaddresses/pubipazure-vm-1",
                      "networksecuritygroups/nsgazure-vm-1", "virtualmachines/azure-vm-1"):
-            assert any(arm_id.endswith(kind) and group in arm_id for arm_id in azure_ids), kind
+            found = [arm_id for arm_id in azure_ids if arm_id.lower().endswith(kind) and group in arm_id.lower()]
+            assert len(found) == 1, (kind, azure_ids)
+            tags = apps["azure"].get(found[0]).get("tags") or {}
+            assert {key: tags.get(key) for key in owner_tags} == owner_tags, (found[0], tags)
 
     def second_pass_writes_nothing(since, _run):
         assert writes(since) == {"waldur": [], "digitalocean": [], "azure": []}, "the second pass wrote"

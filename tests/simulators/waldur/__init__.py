@@ -2,7 +2,7 @@
 
 It speaks Waldur's REST API as a site agent (provider token) and as a consumer placing
 orders (consumer token) sees it; shapes, states and quirks follow a real Waldur
-(../shared/reference/real-waldur-samples.md) and the official 8.0.5 OpenAPI schema, which
+(``real-waldur-samples.md`` beside this file) and the official 8.0.5 OpenAPI schema, which
 ``tests/contract`` checks every recorded exchange against.
 
 Auth: ``Authorization: Token <key>`` with three users (``presets.py``): the provider

@@ -2,6 +2,8 @@
 
 import pytest
 
+from ansible.errors import AnsibleFilterError
+
 from ansible_collections.waldur.site_agent.plugins.filter.site_agent import (
     droplet_items,
     droplet_membership_items,
@@ -132,6 +134,20 @@ class TestVmItems:
         assert item["allowed_ssh_ranges"] == ["203.0.113.0/24"]
         assert (item["network_cidr"], item["subnet_cidr"]) == ("10.0.0.0/16", "10.0.0.0/24")
         assert item["resource_group"] is None
+
+    def test_the_offering_uuid_reaches_every_item_for_the_owner_tags(self):
+        offering = "0FE1DE10-0000-4000-8000-000000000001"
+        items = vm_items([order(attributes={"ssh_public_key": PUBLIC_KEY}), order("Terminate", backend_id="/x")],
+                         AZURE_SETTINGS, [], offering)
+        assert [item["offering_uuid"] for item in items] == ["0fe1de10000040008000000000000001"] * 2
+        # without the argument, the order's own offering
+        [item] = vm_items([dict(order(attributes={"ssh_public_key": PUBLIC_KEY}), offering_uuid="ab" * 16)],
+                          AZURE_SETTINGS)
+        assert item["offering_uuid"] == "ab" * 16
+        [item] = vm_items([order(attributes={"ssh_public_key": PUBLIC_KEY})], AZURE_SETTINGS)
+        assert "offering_uuid" not in item
+        with pytest.raises(AnsibleFilterError, match="offering_uuid: 'nope' is not a UUID"):
+            vm_items([order()], AZURE_SETTINGS, [], "nope")
 
     def test_keyless_order_is_refused(self):
         [item] = vm_items([order()], AZURE_SETTINGS)

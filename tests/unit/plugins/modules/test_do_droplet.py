@@ -7,7 +7,7 @@ import json
 from types import SimpleNamespace
 
 import pytest
-from ansible.module_utils.testing import patch_module_args
+from tests.unit.compat import patch_module_args
 
 from ansible_collections.waldur.site_agent.plugins.module_utils.batch import run_batch
 from ansible_collections.waldur.site_agent.plugins.module_utils.digitalocean import (
