@@ -29,7 +29,7 @@ def one_line(text, limit=REASON_LIMIT):
 def unfinished_outcomes(orders, reason):
     """Claimed orders -> ``retry`` outcomes for ``waldur_orders`` (state settled), all with
     ``reason`` (the backend task's failure, on one line)."""
-    message = "the backend task failed as a whole (%s); left for the next pass" % one_line(reason)
+    message = "the backend task failed as a whole: %s" % one_line(reason)
     outcomes = []
     for order in orders or []:
         if not isinstance(order, dict) or not order.get("uuid"):

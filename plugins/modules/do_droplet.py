@@ -920,8 +920,10 @@ def main():
         changed=any(result["changed"] for result in results), results=results, failed_count=failed,
         api_calls=client.api_calls, api_retries=client.stats.retries, msg=summary)
     if client.auth_error is not None:
-        outcome["msg"] = str(client.auth_error)
-        module.fail_json(**outcome)
+        # One line for the whole task (every item failed the same way): no per-item results
+        # in the failure, which the default callback would print whole.
+        module.fail_json(msg=str(client.auth_error), changed=outcome["changed"], failed_count=failed,
+                         api_calls=client.api_calls, api_retries=client.stats.retries)
     if failed and module.params["fail_on_item_error"]:
         first = next(result for result in results if result["failed"])
         outcome["msg"] = "%s; first failure (resource %s): %s" % (summary, first["resource_uuid"], first["msg"])

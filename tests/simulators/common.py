@@ -8,8 +8,8 @@ Every simulator is a werkzeug WSGI application built on :class:`Simulator`:
 * a call log that tests read ("the second run made no write calls");
 * fault injection: fail the Nth call of an operation with a status, add latency,
   throttle with 429 + ``Retry-After`` (a burst, or a requests-per-window limit), and a
-  barrier that holds the first calls of an operation until N of them have arrived, so that
-  N clients started together really send them at the same instant (races);
+  barrier that holds the answers to the first N calls of an operation until all N have been
+  answered, so that N clients started together really race (all see the same state);
 * a control API under ``/_sim/`` (reset, calls, faults, latency, barrier, state) that is
   never logged, so tests can drive a simulator running in another process.
 
@@ -91,10 +91,12 @@ class RateLimit:
 
 @dataclass
 class Barrier:
-    """Holds the first ``clients`` calls of ``operation`` until all of them have arrived,
-    then lets them through together; later calls pass at once. When ``timeout`` seconds pass
-    before all have arrived, the ones waiting are let through (``timed_out`` says so), so a
-    client that never comes cannot hang the others."""
+    """Holds the answers to the first ``clients`` calls of ``operation`` until all of them have
+    been answered, then lets them go together; later calls pass at once. So N clients started
+    together see the same state (say, no droplet yet) and none acts before the others have
+    looked: a race that really happens. When ``timeout`` seconds pass before all have arrived,
+    the ones waiting are let go (``timed_out`` says so), so a client that never comes cannot
+    hang the others."""
 
     operation: str
     clients: int = 2
@@ -237,15 +239,17 @@ class Simulator:
             delay = self.latency_by_operation.get(operation, self.latency)
             if delay:
                 time.sleep(delay)
-            barrier = self.barriers.get(operation)
-            if barrier is not None:  # waits outside the simulator's lock
-                barrier.wait()
             response = self._injected(operation)
             if response is None:
                 try:
                     response = handler(request, **args)
                 except Exception as exc:  # a simulator bug must surface as a 500, not hang
                     response = self.error_response(500, f"simulator error: {exc!r}", "server_error")
+            barrier = self.barriers.get(operation)
+            if barrier is not None:
+                # The answer is held (outside the simulator's lock) until every client's call
+                # has been answered: all of them saw the same state, none has acted on it yet.
+                barrier.wait()
         with self.lock:
             self.calls.append({
                 "seq": len(self.calls),
