@@ -26,7 +26,7 @@ description:
   - A droplet whose O(droplets[].backend_id) no longer exists is never re-created under a new id.
   - An item failing sets that item's C(failed) and C(msg); the task fails only when
     O(fail_on_item_error=true), or when DigitalOcean rejects the token.
-  - A failure the next run should retry sets the item's C(retry) as well: DigitalOcean unreachable,
+  - A failure the next run should retry sets the item's C(retry) as well - DigitalOcean unreachable,
     throttling or answering 5xx after the retries, a create whose answer was lost, and every failure
     after the droplet exists (waiting for it, a power action or a resize that did not finish in time).
     Such an item carries the droplet's id in C(backend_id) when there is one, so C(waldur_orders)
@@ -92,7 +92,7 @@ options:
         description:
           - With O(droplets[].backend_id), the power state the droplet should have after a resize
             (V(true) on, V(false) off). When V(true) and the droplet is off with its size already
-            right, it is powered on: a resize interrupted after the power-off is finished this way.
+            right, it is powered on; a resize interrupted after the power-off is finished this way.
           - Unset, a resized droplet is powered on again only if it was running.
         type: bool
       ssh_keys:

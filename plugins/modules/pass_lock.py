@@ -70,7 +70,7 @@ options:
     elements: str
 notes:
   - Several machines are not protected by a lock file on one of them. See the scaling guide
-    (C(docs/scaling.md)): AWX job templates without concurrent jobs, one node per offering.
+    (C(docs/scaling.md)) - AWX job templates without concurrent jobs, one node per offering.
 """
 
 EXAMPLES = r"""

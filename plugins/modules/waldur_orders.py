@@ -19,7 +19,7 @@ description:
     processor runs on approval and may err it at once, for example a Create without C(name) or an
     Update on Waldur 7.0.7) and returns every actionable order joined with its provider resource.
     An order that is no longer C(executing), and a Create, Restore or Update whose resource Waldur
-    already marked C(Erred) or C(Terminated), is returned in RV(skipped_orders) instead: nothing is
+    already marked C(Erred) or C(Terminated), is returned in RV(skipped_orders) instead, and nothing is
     built for it. Update orders get C(target_limits) (the order's limits, else the plan's quotas).
     When some order is a Create or Restore, the service provider's SSH keys (all pages) are
     returned too.
@@ -34,12 +34,12 @@ description:
     terminal), after recording the outcome's backend id on the resource (best effort), so that the
     C(Erred) resource still names the machine and a Terminate deletes it.
   - C(retry) leaves the order as it is for the next pass, recording the backend id when the
-    outcome carries one: after the machine exists nothing errs its order (a failed read, a
+    outcome carries one. After the machine exists nothing errs its order (a failed read, a
     deadline, a transient failure, Waldur refusing C(set_backend_id), Waldur unreachable while
     settling). Only an order retried for longer than O(retry_max_age) since Waldur created it is
     set C(erred), with a message saying what exists in the cloud.
   - C(refused) means Waldur answered C(set_state_done) or C(set_state_erred) with an error other
-    than a conflict or a transient one: the order is left as it is, and RV(results[].failed) is set.
+    than a conflict or a transient one; the order is left as it is, and RV(results[].failed) is set.
     C(failed) is any other order that could not be settled (RV(results[].failed) set).
     C(skipped) is an order that was not in a state to settle (already terminal, not executing); a
     machine made for an order Waldur erred meanwhile gets its backend id recorded on the resource.
@@ -92,7 +92,7 @@ options:
         shortened into C(error_traceback).
       - C(retry) (bool, with C(failed)) marks a failure a later pass should retry. A backend sets it
         for a transient failure that outlasted its own retries, for a deadline, and for B(every)
-        failure after the machine exists (a failed read, a wait that timed out): once the machine
+        failure after the machine exists (a failed read, a wait that timed out). Once the machine
         exists its order is never erred by the backend, only retried. The next pass finds the
         machine by its owner tag and settles the order.
       - C(backend_id) is the id of the machine that exists for the order, also on a failure (then
