@@ -14,18 +14,15 @@ import socket
 import subprocess
 import sys
 import threading
-import time
 import uuid
 from pathlib import Path
 
 import pytest
-import requests
 
 from tests.helpers import REPO, ansible_env, lock_directory, run_playbook
 from tests.integration.passes import (
     ORDER_PASS, assert_done, assert_erred, call_waldur, kill_tree, log_lines, order_machine, terminate,
     update_limits, waldur_writes, write_config)
-from tests.simulators.digitalocean import presets as DO
 from tests.simulators.waldur import presets as W
 
 pytestmark = pytest.mark.integration
@@ -72,7 +69,7 @@ def start_pass(config: Path, env: dict | None = None, **extra_vars) -> subproces
 
 
 def finish(process: subprocess.Popen, rc: int = 0) -> str:
-    output, _ = process.communicate(timeout=600)
+    output = process.communicate(timeout=600)[0]
     assert process.returncode == rc, output[-6000:]
     return output
 

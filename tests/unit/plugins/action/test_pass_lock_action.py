@@ -19,9 +19,8 @@ def held(tmp_path, **extra):
 
 
 def save(tmp_path, name="lock"):
-    return {"name": "Save", "ansible.builtin.copy": {"content": "{{ %s | to_json }}" % name,
-                                                      "dest": str(tmp_path / ("%s.json" % name)), "mode": "0600"},
-            "check_mode": False}
+    copy = {"content": "{{ %s | to_json }}" % name, "dest": str(tmp_path / ("%s.json" % name)), "mode": "0600"}
+    return {"name": "Save", "ansible.builtin.copy": copy, "check_mode": False}
 
 
 def test_a_pass_holds_the_lock_until_it_releases_it_in_check_mode_too(tmp_path):
