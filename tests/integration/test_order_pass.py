@@ -398,6 +398,19 @@ def test_nothing_is_approved_when_the_cloud_cannot_be_worked_with(tmp_path, wald
     assert "0" * 64 not in run.output
 
 
+def test_nothing_is_approved_when_azure_rejects_the_secret(tmp_path, waldur_sim, azure_sim):
+    waldur, azure = waldur_sim, azure_sim
+    config = write_config(tmp_path, waldur, azure=azure, client_secret="wrong-secret-8086")
+
+    run = order_pass(config, rc=2)
+
+    assert waldur.app.order(W.AZURE_ORDER_UUID)["state"] == "pending-provider"
+    assert waldur_writes(waldur) == [] and azure.app.resources() == []
+    [final] = [line for line in run.output.splitlines() if line.startswith("fatal:")]
+    assert "The order_process pass failed for: Azure VM (Azure cannot be worked with: " in final
+    assert "Invalid client secret provided" in final and "wrong-secret-8086" not in run.output
+
+
 def test_a_wrong_offering_uuid_fails_with_one_line_naming_it(tmp_path, waldur_sim, do_sim):
     waldur, do = waldur_sim, do_sim
     config = write_config(tmp_path, waldur, do)
