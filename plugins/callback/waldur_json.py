@@ -137,7 +137,7 @@ _UUID = re.compile(r"\b[0-9a-fA-F]{8}-?[0-9a-fA-F]{4}-?[0-9a-fA-F]{4}-?[0-9a-fA-
 _LONG_HEX = re.compile(r"\b(?=[0-9a-fA-F]*\d)[0-9a-fA-F]{12,}\b")
 _RECORD_KEYS = ("event", "level", "logger", "timestamp")
 # Keys of a batch module's item result that are worth a log line (never free-form data).
-_ITEM_KEYS = ("action", "backend_id", "state", "actions")
+_ITEM_KEYS = ("outcome", "resource_name", "action", "backend_id", "state", "actions", "retry")
 _LONG_TEXT = 4000
 
 

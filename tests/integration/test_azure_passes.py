@@ -213,7 +213,9 @@ def test_a_fault_at_any_step_errs_the_order_and_leaves_nothing(tmp_path, waldur_
     order = assert_erred(waldur, W.AZURE_ORDER_UUID, "Injected fault on %s" % operation)
     assert "rolled back" in order["error_message"]
     assert azure.app.resources() == []
-    assert waldur.app.resource(W.AZURE_RESOURCE_UUID) is None  # nothing was built for it
+    # nothing was built for it: Waldur keeps the erred Create's resource, Erred, with no backend id
+    assert (waldur.app.resource(W.AZURE_RESOURCE_UUID)["state"], waldur.app.resource(W.AZURE_RESOURCE_UUID)["backend_id"]) \
+        == ("Erred", "")
 
 
 @pytest.mark.parametrize("killed_during", ["nics.put", "vms.put"])
@@ -262,7 +264,8 @@ def test_orders_that_cannot_be_built_are_erred_before_any_write(tmp_path, waldur
 
     for (order_uuid, resource_uuid), reason in refused:
         assert_erred(waldur, order_uuid, reason)
-        assert waldur.app.resource(resource_uuid) is None
+        assert (waldur.app.resource(resource_uuid)["state"], waldur.app.resource(resource_uuid)["backend_id"]) == \
+            ("Erred", "")
     assert not [call for call in azure.app.calls if call["method"] == "PUT"]
     assert arm_writes(azure) == [] and azure.app.resources() == []
 

@@ -33,7 +33,8 @@ PROVIDER_KEY = W.SSH_KEYS[0]
 # Limits of the size_mapping entry s-2vcpu-4gb, and limits no entry matches.
 BIG = {"cpu": 2, "ram": 4096, "disk": 81920}
 ODD = {"cpu": 3, "ram": 3072, "disk": 25600}
-ODD_MESSAGE = "limits cpu=3, disk=25600, ram=3072 match no size_mapping entry; the droplet is left unchanged"
+ODD_MESSAGE = ("limits cpu=3, disk=25600, ram=3072 match no size_mapping entry (size_mapping: s-1vcpu-1gb: cpu=1, "
+               "disk=25600, ram=1024; s-2vcpu-4gb: cpu=2, disk=81920, ram=4096); the droplet is left unchanged")
 
 
 # ---- configuration and passes ---------------------------------------------------------------
@@ -173,6 +174,10 @@ def test_check_mode_lists_what_each_order_would_do_and_writes_nothing(tmp_path, 
     assert said[(ACT, doomed_order)] == "would delete droplet %s" % doomed["id"]
     for order_uuid in (W.DO_ORDER_UUID, grow_order, odd_order, doomed_order):
         assert waldur.app.order(order_uuid)["state"] == "pending-provider"  # not even approved
+    # the summary counts what the pass would do, never work done
+    [summary] = [line for line in log_lines(check) if line["event"] == "pass summary"]
+    assert (summary["orders"], summary["would_done"], summary["would_erred"]) == (4, 3, 1)
+    assert "done" not in summary and "erred" not in summary
     assert do.app.droplet(grow["id"])["size_slug"] == "s-1vcpu-1gb"
     assert do.app.droplet(doomed["id"]) is not None and len(do.app.droplets()) == 3
 
@@ -184,7 +189,7 @@ def test_updates_resize_through_size_mapping_and_terminations_destroy(tmp_path, 
     waldur.app.reset("empty")
     config = write_config(tmp_path, waldur, do)
     grow_uuid, grow = seed_machine(waldur, do, "grow")
-    resting_uuid, resting = seed_machine(waldur, do, "resting", status="off")
+    resting_uuid, resting = seed_machine(waldur, do, "resting", status="off", paused=True)
     odd_uuid, odd = seed_machine(waldur, do, "odd")
     doomed_uuid, doomed = seed_machine(waldur, do, "doomed")
     vanished_uuid, vanished = seed_machine(waldur, do, "vanished")
@@ -199,8 +204,9 @@ def test_updates_resize_through_size_mapping_and_terminations_destroy(tmp_path, 
 
     run = run_pass(ORDER_PASS, config, json_log=True)
 
-    for order_uuid in orders.values():
-        assert_done(waldur, order_uuid)
+    for name, order_uuid in orders.items():
+        if name != "odd":
+            assert_done(waldur, order_uuid)
     said = item_events(run)
     # a running droplet: shut down, resized (CPU and RAM only), powered back on, in that order
     assert [action["type"] for action in do.app.actions(grow["id"])] == ["shutdown", "resize", "power_on"]
@@ -214,13 +220,16 @@ def test_updates_resize_through_size_mapping_and_terminations_destroy(tmp_path, 
         "resized droplet %s from s-1vcpu-1gb to s-2vcpu-4gb (shut down, resized, powered on)" % grow["id"])
     assert waldur.app.resource(grow_uuid)["limits"] == BIG
     assert waldur.app.resource(grow_uuid)["backend_metadata"]["droplet"]["size_slug"] == "s-2vcpu-4gb"
-    # a droplet that was off is resized and stays off
+    # a droplet Waldur has paused is resized and stays off
     assert [action["type"] for action in do.app.actions(resting["id"])] == ["resize"]
     assert (do.app.droplet(resting["id"])["size_slug"], do.app.droplet(resting["id"])["status"]) == \
         ("s-2vcpu-4gb", "off")
-    # limits no size matches: the droplet is left as it is and the pass says so
+    # limits no size matches: the droplet is left as it is, and the order errs naming the
+    # limits and the mapping (Waldur never shows limits the droplet does not have)
     assert do.app.actions(odd["id"]) == [] and do.app.droplet(odd["id"])["size_slug"] == "s-1vcpu-1gb"
     assert said[(ACT, orders["odd"])] == ODD_MESSAGE
+    assert_erred(waldur, orders["odd"], ODD_MESSAGE)
+    assert waldur.app.resource(odd_uuid)["limits"] == W.DO_PLAN_QUOTAS
     # terminations: one droplet destroyed, one already gone
     assert do.app.droplet(doomed["id"]) is None
     assert sorted(call["path"].rstrip("/") for call in do.app.calls_of("droplets.delete", since)) == \
@@ -361,7 +370,9 @@ def test_orders_without_region_image_or_size_err_and_create_nothing(tmp_path, wa
 
     for what, (order_uuid, resource_uuid) in refused.items():
         assert_erred(waldur, order_uuid, "DigitalOcean droplet %s is not specified" % what)
-        assert waldur.app.resource(resource_uuid) is None
+        # Waldur keeps the resource of an erred Create, Erred and with no backend id
+        resource = waldur.app.resource(resource_uuid)
+        assert (resource["state"], resource["backend_id"]) == ("Erred", "")
     assert do.app.calls_of("droplets.create") == [] and do.app.droplets() == []
     assert do_writes(do) == []
 

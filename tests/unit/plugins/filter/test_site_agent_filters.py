@@ -86,21 +86,34 @@ class TestDropletItems:
         assert by_id["ssh_keys"] == ["42"]
         assert by_uuid["ssh_keys"] == [PUBLIC_KEY]
 
-    def test_existing_backend_id_is_passed_on_so_the_module_checks_it(self):
-        [item] = droplet_items([order(backend_id="123")], DO_SETTINGS)
-        assert item["backend_id"] == "123"
+    @pytest.mark.parametrize("order_type", ["Create", "Restore"])
+    def test_an_existing_droplet_is_only_checked_never_resized(self, order_type):
+        """The order's size (or the default) may differ from what Updates made of the droplet."""
+        [item] = droplet_items([order(order_type, backend_id="123", attributes={"size": "s-2vcpu-4gb"})],
+                               DO_SETTINGS)
+        assert (item["state"], item["backend_id"]) == ("present", "123")
+        assert "size" not in item and "error" not in item
 
     def test_update_with_matching_size_mapping_resizes(self):
         [item] = droplet_items([order("Update", backend_id="123", resource_limits={"cpu": 1, "ram": 1024},
                                       target_limits={"cpu": 2, "ram": 4096})], DO_SETTINGS)
         assert (item["state"], item["backend_id"], item["size"]) == ("present", "123", "s-2vcpu-4gb")
+        assert item["running"] is True
         assert "skip" not in item
 
-    def test_update_without_a_match_is_skipped_and_says_so(self):
+    def test_update_of_a_paused_resource_leaves_the_droplet_off(self):
+        update = order("Update", backend_id="123", resource_limits={"cpu": 1, "ram": 1024},
+                       target_limits={"cpu": 2, "ram": 4096})
+        update["resource"]["paused"] = True
+        [item] = droplet_items([update], DO_SETTINGS)
+        assert item["running"] is False
+
+    def test_update_without_a_match_errs_naming_the_limits_and_the_mapping(self):
         [item] = droplet_items([order("Update", backend_id="123", resource_limits={"cpu": 1, "ram": 1024},
                                       target_limits={"cpu": 3, "ram": 999})], DO_SETTINGS)
-        assert "match no size_mapping entry" in item["skip"]
-        assert "size" not in item
+        assert item["error"] == ("limits cpu=3, ram=999 match no size_mapping entry (size_mapping: s-1vcpu-1gb: "
+                                 "cpu=1, ram=1024; s-2vcpu-4gb: cpu=2, ram=4096); the droplet is left unchanged")
+        assert "size" not in item and "skip" not in item
 
     def test_update_with_unchanged_limits_needs_no_backend_call(self):
         [item] = droplet_items([order("Update", backend_id="123", resource_limits={"cpu": 1, "ram": 1024},
