@@ -58,6 +58,44 @@ def run_pass(playbook: Path, config: Path, check=False, verbosity=0, json_log=Fa
     return run
 
 
+def start_pass(playbook: Path, config: Path, env: dict | None = None, capture: bool = True,
+               **extra_vars) -> subprocess.Popen:
+    """A pass started in the background; its output captured (``communicate``) or dropped."""
+    command = [str(Path(sys.executable).parent / "ansible-playbook"), str(playbook)]
+    if extra_vars:
+        command += ["-e", json.dumps(extra_vars)]
+    output = subprocess.PIPE if capture else subprocess.DEVNULL
+    return subprocess.Popen(command, env=ansible_env(dict(env or {}, WALDUR_SITE_AGENT_CONFIG=str(config))),
+                            cwd=REPO, stdout=output, stderr=subprocess.STDOUT if capture else output, text=True)
+
+
+def hold_calls(app, operation: str, nth: int = 1, answer_status: int | None = None):
+    """Hold the ``nth`` call of ``operation`` in a simulator until released; then answer it as
+    the service would, or with ``answer_status`` (as if the request never got through).
+    Returns ``(arrived, release, restore)``: events set when the call arrives and to let it go,
+    and the function that takes the hold away (call it in a ``finally``)."""
+    arrived, release = threading.Event(), threading.Event()
+    seen = {"count": 0}
+    original = app._injected
+
+    def gate(name):
+        if name == operation:
+            seen["count"] += 1
+            if seen["count"] == nth:
+                arrived.set()
+                release.wait(300)
+                if answer_status is not None:
+                    return app.error_response(answer_status, "Service unavailable.")
+        return original(name)
+
+    app._injected = gate
+
+    def restore():
+        release.set()
+        app.__dict__.pop("_injected", None)
+    return arrived, release, restore
+
+
 def log_lines(run) -> list[dict]:
     return [json.loads(line) for line in run.stdout.splitlines() if line.startswith("{")]
 

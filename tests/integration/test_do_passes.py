@@ -7,9 +7,6 @@ from __future__ import annotations
 
 import json
 import re
-import subprocess
-import sys
-import threading
 import time
 import uuid
 from collections import Counter
@@ -18,10 +15,10 @@ from pathlib import Path
 import pytest
 import requests
 
-from tests.helpers import REPO, ansible_env, run_playbook
+from tests.helpers import run_playbook
 from tests.integration.passes import (
-    MEMBERSHIP_PASS, ORDER_PASS, REPORT_PASS, assert_done, assert_erred, kill_tree, log_lines, order_machine,
-    run_pass, set_flag, terminate, update_limits, waldur_writes, write_config)
+    MEMBERSHIP_PASS, ORDER_PASS, REPORT_PASS, assert_done, assert_erred, hold_calls, kill_tree, log_lines,
+    order_machine, run_pass, set_flag, start_pass, terminate, update_limits, waldur_writes, write_config)
 from tests.simulators.digitalocean import presets as DO
 from tests.simulators.waldur import presets as W
 
@@ -248,21 +245,9 @@ def test_a_pass_killed_after_the_create_is_finished_by_the_next_with_one_droplet
     config = write_config(tmp_path, waldur, do)
     # Hold the create in DigitalOcean until the pass is dead; DigitalOcean then makes the
     # droplet it accepted, and nobody tells Waldur its id.
-    arrived, release = threading.Event(), threading.Event()
-    original = do.app._injected
-
-    def gate(operation):
-        if operation == "droplets.create" and not release.is_set():
-            arrived.set()
-            release.wait(120)
-        return original(operation)
-
-    do.app._injected = gate
+    arrived, release, restore = hold_calls(do.app, "droplets.create")
     try:
-        process = subprocess.Popen(
-            [str(Path(sys.executable).parent / "ansible-playbook"), str(ORDER_PASS)],
-            env=ansible_env({"WALDUR_SITE_AGENT_CONFIG": str(config)}), cwd=REPO,
-            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        process = start_pass(ORDER_PASS, config, capture=False)
         try:
             assert arrived.wait(180), "the pass never created the droplet"
         finally:
@@ -272,8 +257,7 @@ def test_a_pass_killed_after_the_create_is_finished_by_the_next_with_one_droplet
         while not do.app.calls_of("droplets.create") and time.monotonic() < deadline:
             time.sleep(0.05)
     finally:
-        release.set()
-        del do.app.__dict__["_injected"]
+        restore()
     [created] = do.app.droplets()
     assert created["tags"] == ["waldur", tag(W.DO_RESOURCE_UUID)]
     assert waldur.app.order(W.DO_ORDER_UUID)["state"] == "executing"  # claimed, never settled

@@ -13,16 +13,15 @@ import re
 import socket
 import subprocess
 import sys
-import threading
 import uuid
 from pathlib import Path
 
 import pytest
 
-from tests.helpers import REPO, ansible_env, lock_directory, run_playbook
+from tests.helpers import lock_directory, run_playbook
 from tests.integration.passes import (
-    ORDER_PASS, assert_done, assert_erred, call_waldur, kill_tree, log_lines, order_machine, terminate,
-    update_limits, waldur_writes, write_config)
+    ORDER_PASS, assert_done, assert_erred, call_waldur, hold_calls, kill_tree, log_lines, order_machine,
+    start_pass, terminate, update_limits, waldur_writes, write_config)
 from tests.simulators.waldur import presets as W
 
 pytestmark = pytest.mark.integration
@@ -57,15 +56,6 @@ def order_pass(config: Path, rc: int = 0, json_log: bool = False, env: dict | No
     run = run_playbook(ORDER_PASS, extra_vars=extra_vars or None, env=env)
     assert run.rc == rc, run.output[-6000:]
     return run
-
-
-def start_pass(config: Path, env: dict | None = None, **extra_vars) -> subprocess.Popen:
-    """The order pass started in the background (stdout and stderr captured)."""
-    command = [str(Path(sys.executable).parent / "ansible-playbook"), str(ORDER_PASS)]
-    if extra_vars:
-        command += ["-e", json.dumps(extra_vars)]
-    return subprocess.Popen(command, env=ansible_env(dict(env or {}, WALDUR_SITE_AGENT_CONFIG=str(config))),
-                            cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
 
 
 def finish(process: subprocess.Popen, rc: int = 0) -> str:
@@ -106,32 +96,6 @@ def waldur_calls(waldur, operation: str, since: int = 0) -> list[dict]:
     return waldur.app.calls_of(operation, since)
 
 
-def hold_calls(app, operation: str, nth: int = 1, answer_status: int | None = None):
-    """Hold the ``nth`` call of ``operation`` in the simulator until released; then answer it
-    normally, or with ``answer_status`` (as if the request never got through). Returns
-    ``(arrived, release, restore)``."""
-    arrived, release = threading.Event(), threading.Event()
-    seen = {"count": 0}
-    original = app._injected
-
-    def gate(name):
-        if name == operation:
-            seen["count"] += 1
-            if seen["count"] == nth:
-                arrived.set()
-                release.wait(300)
-                if answer_status is not None:
-                    return app.error_response(answer_status, "Service unavailable.")
-        return original(name)
-
-    app._injected = gate
-
-    def restore():
-        release.set()
-        app.__dict__.pop("_injected", None)
-    return arrived, release, restore
-
-
 # ---- two passes at the same instant --------------------------------------------------------------
 
 def test_two_passes_started_together_make_each_machine_once_and_terminate_leaves_nothing(
@@ -147,7 +111,7 @@ def test_two_passes_started_together_make_each_machine_once_and_terminate_leaves
     vm_orders = [order_vm(waldur, "vm-race-%d" % index) for index in range(3)]
     barrier = do.app.add_barrier("droplets.list", clients=2, timeout=5)
 
-    first, second = start_pass(config, agent_pass_lock_wait=600), start_pass(config, agent_pass_lock_wait=600)
+    first, second = (start_pass(ORDER_PASS, config, agent_pass_lock_wait=600) for _pass in range(2))
     outputs = [finish(first), finish(second)]
 
     assert barrier.describe()["timed_out"] is True  # only one pass looked droplets up at that moment
@@ -180,7 +144,8 @@ def test_passes_of_two_machines_without_a_shared_lock_race_and_terminate_still_l
     orders = [order_droplet(waldur, "twin-%d" % index) for index in range(3)]
     barrier = do.app.add_barrier("droplets.list", clients=2, timeout=120)
 
-    passes = [start_pass(config, env={"WALDUR_SITE_AGENT_LOCK_DIR": str(tmp_path / name)}) for name in "ab"]
+    passes = [start_pass(ORDER_PASS, config, env={"WALDUR_SITE_AGENT_LOCK_DIR": str(tmp_path / name)})
+              for name in "ab"]
     outputs = [finish(process) for process in passes]
 
     assert barrier.describe()["arrived"] >= 2 and barrier.describe()["timed_out"] is False
@@ -303,7 +268,7 @@ def test_a_resize_killed_after_the_power_off_is_finished_by_the_next_pass(tmp_pa
     # it, and it never reaches DigitalOcean
     arrived, release, restore = hold_calls(do.app, "droplet_actions.create", nth=2, answer_status=503)
     try:
-        process = start_pass(config)
+        process = start_pass(ORDER_PASS, config, capture=False)
         try:
             assert arrived.wait(300), "the pass never asked for the resize"
         finally:
@@ -333,7 +298,7 @@ def test_a_second_pass_skips_an_offering_another_pass_holds_and_says_so(tmp_path
     config = write_config(tmp_path, waldur, do)
     arrived, release, restore = hold_calls(do.app, "droplets.create")
     try:
-        first = start_pass(config)
+        first = start_pass(ORDER_PASS, config)
         assert arrived.wait(300), "the first pass never created the droplet"
         holder = json.loads(lock_file(lock_directory()).read_text())
         since = len(waldur.app.calls)
