@@ -142,13 +142,19 @@ class WaldurApiError(Exception):
     """A Waldur call that failed for good. ``status`` is None for connection failures;
     ``api_url`` is set when Waldur could not be reached at all."""
 
-    def __init__(self, status, method, path, message, api_url=None):
+    def __init__(self, status, method, path, message, api_url=None, body=None):
         self.status = status
         self.method = method
         self.path = path
         self.message = message
         self.api_url = api_url
+        # Waldur's parsed JSON error body, so callers can tell refusals apart by field, not by words.
+        self.body = body
         super(WaldurApiError, self).__init__(str(self))
+
+    def fields(self):
+        """The field names of a 400's JSON body (``{"date": [...]}`` -> ``{"date"}``)."""
+        return set(self.body) if isinstance(self.body, dict) else set()
 
     def __str__(self):
         if self.api_url:
@@ -403,11 +409,13 @@ class WaldurClient:
 
     def _error_from_response(self, method, api_path, response):
         status = response.status_code
+        body = None
         if 300 <= status < 400:
             message = "unexpected redirect to %s (check api_url)" % response.headers.get("Location", "?")
         else:
             try:
-                message = _error_text(response.json())
+                body = response.json()
+                message = _error_text(body)
             except ValueError:
                 text = (response.text or "").strip()
                 if text.lower().startswith("<!doctype") or text.lower().startswith("<html"):
@@ -416,7 +424,7 @@ class WaldurClient:
                     message = text[:500]
             if not message:
                 message = response.reason or ""
-        return WaldurApiError(status, method, api_path, self._scrub(message.strip()))
+        return WaldurApiError(status, method, api_path, self._scrub(message.strip()), body=body)
 
     @staticmethod
     def _decode(response):
