@@ -23,9 +23,9 @@ from tests.simulators.waldur.simulator import PROFILES
 pytestmark = pytest.mark.integration
 
 
-def report(config, **kwargs):
+def report(config, env=None, **kwargs):
     """The report pass as the timer runs it; the exit code is the caller's to judge."""
-    return run_playbook(REPORT_PASS, env={"WALDUR_SITE_AGENT_CONFIG": str(config)}, **kwargs)
+    return run_playbook(REPORT_PASS, env=dict(env or {}, WALDUR_SITE_AGENT_CONFIG=str(config)), **kwargs)
 
 
 def erred_by_an_update(waldur, azure, tmp_path):
