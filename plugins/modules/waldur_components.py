@@ -22,9 +22,9 @@ description:
     C(backend_name)) are not sent. When no C(limit_period) is configured the component keeps the
     one Waldur has.
   - Components that Waldur has and the configuration does not are left alone.
-  - Then every plan of the offering gets a price for every component of the offering
-    (C(update_prices) on the plan): the configured C(price), else the price the plan already has,
-    else 0. Waldur cannot finish an Update order whose limits name a component without a price in
+  - Then every plan of the offering gets a price for every component of the offering with
+    C(update_prices) on the plan. The price is the configured C(price), else the one the plan already
+    has, else 0. Waldur cannot finish an Update order whose limits name a component without a price in
     the resource's plan (HTTP 500 C(PlanComponent matching query does not exist)), so a component
     is never left unpriced. A plan whose prices already match is not written.
 author:

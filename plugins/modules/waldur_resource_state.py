@@ -20,7 +20,7 @@ description:
     provider resource (current Waldur), which sets it OK and clears its error.
   - A resource that is not C(Erred) any more, or has an order in progress (the order pass settles it),
     is left alone.
-  - A Waldur without C(set_as_ok) (Waldur 7.x answers 404) cannot be told: the resource is reported
+  - A Waldur without C(set_as_ok) (Waldur 7.x answers 404) cannot be told. The resource is reported
     in RV(results[].unsupported) and a warning names it, on every run until someone sets it OK in
     Waldur.
   - Resources are worked on concurrently; one failing never stops the others.

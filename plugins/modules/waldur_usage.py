@@ -32,8 +32,8 @@ description:
   - For another month than the current one, the first resource is sent alone and its usage read back
     by C(billing_period). When Waldur put it elsewhere (Waldur 7.x ignores C(date) and stores usage
     in the current month) the task fails at once saying so, and nothing more is sent.
-  - A past month that Waldur no longer takes (a 400 about C(date)) is a warning, not a failure: the
-    period is closed.
+  - A past month that Waldur no longer takes (a 400 about C(date)) is a warning, not a failure, because
+    the period is closed.
 author:
   - Waldur site agent developers (@waldur)
 extends_documentation_fragment:
@@ -162,6 +162,9 @@ results:
       description: Components left out, with C(component) and C(reason).
       type: list
       elements: dict
+    closed:
+      description: Whether Waldur refused the usage because the billing month is closed.
+      type: bool
   sample:
     - resource_uuid: 7b1e0c9d8a7f4e3d2c1b0a9f8e7d6c5b
       changed: true
@@ -177,9 +180,6 @@ results:
       omitted:
         - component: gpu
           reason: the offering has no component gpu
-    closed:
-      description: Whether Waldur refused the usage because the billing month is closed.
-      type: bool
 totals:
   description: Counts over all resources (C(resources), C(submitted) resources, C(sent) rows, C(unchanged),
     C(refused) rows (never a decrease), C(omitted) rows, C(closed) resources whose month Waldur no longer
