@@ -16,7 +16,7 @@ import yaml
 
 from tests.helpers import run_playbook
 from tests.integration.passes import (
-    ORDER_PASS, REPORT_PASS, assert_erred, log_lines, run_pass, update_limits, waldur_writes, write_config)
+    MEMBERSHIP_PASS, ORDER_PASS, REPORT_PASS, assert_erred, log_lines, run_pass, update_limits, waldur_writes, write_config)
 from tests.simulators.waldur import presets as W
 from tests.simulators.waldur.simulator import PROFILES
 
@@ -158,3 +158,33 @@ def test_the_month_and_the_usage_date_follow_the_configuration_time_zone(tmp_pat
     local = datetime.datetime.now(ZoneInfo("Pacific/Kiritimati"))
     assert json.loads(exchange["request_body"])["date"] == "%04d-%02d-01T00:00:00+14:00" % (local.year, local.month)
     assert "period=%04d-%02d" % (local.year, local.month) in run.output
+
+
+def test_an_unreachable_waldur_fails_each_offering_fast_in_one_line(tmp_path, waldur_sim, do_sim, azure_sim):
+    """Was 68 s for two offerings, ending in a raw NewConnectionError repr."""
+    import socket
+    import time
+
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        down = "http://127.0.0.1:%d/api/" % probe.getsockname()[1]
+    config = write_config(tmp_path, waldur_sim, do=do_sim)
+    settings = yaml.safe_load(config.read_text())
+    azure = yaml.safe_load(write_config(tmp_path, waldur_sim, azure=azure_sim).read_text())["offerings"][0]
+    settings["offerings"].append(azure)
+    for offering in settings["offerings"]:
+        offering["waldur_api_url"] = down
+    config.write_text(yaml.safe_dump(settings, sort_keys=False))
+
+    started = time.monotonic()
+    # The membership pass: it reads Waldur first for both backends (DigitalOcean reports no usage).
+    run = run_playbook(MEMBERSHIP_PASS, env={"WALDUR_SITE_AGENT_CONFIG": str(config)})
+    elapsed = time.monotonic() - started
+
+    assert run.rc != 0
+    assert elapsed < 2 * 15 + 10, elapsed
+    line = "cannot reach Waldur at %s (waldur_api_url): connection refused; gave up after " % down
+    fatal = [text for text in run.output.splitlines() if text.startswith("fatal:") and line in text]
+    assert len(fatal) == 2, run.output[-3000:]
+    assert "NewConnectionError" not in run.output and "object at 0x" not in run.output
+    assert "The membership_sync pass failed for: DigitalOcean VM, Azure VM" in run.output
