@@ -27,13 +27,12 @@ from ansible.module_utils.six import string_types
 from ansible.plugins.action import ActionBase
 
 from ansible_collections.waldur.site_agent.plugins.module_utils.site_config import (
-    MAX_CONFIG_BYTES,
     PASS_ROLES,
     apply_environment,
+    config_file_problem,
     role_key_typos,
     select_offerings,
     validate,
-    yaml_bound_problem,
 )
 
 
@@ -77,7 +76,7 @@ class ActionModule(ActionBase):
             return result
         first_host = self._first_host(task_vars or {})
         warnings = []
-        problem = self._read_problem(path)
+        problem = config_file_problem(path, self._loader)
         if problem:
             result.update(failed=True, msg="%s was not read: %s; nothing was done" % (path, problem))
             return result
@@ -129,23 +128,6 @@ class ActionModule(ActionBase):
         """True on the play's first host: the one that speaks for the file as a whole."""
         hosts = task_vars.get("ansible_play_hosts_all") or []
         return not hosts or task_vars.get("inventory_hostname") == hosts[0]
-
-    def _read_problem(self, path):
-        """Why the file must not be loaded (too large, or YAML aliases that expand without
-        bound), checked before Ansible's loader builds anything; None when it may be."""
-        size = os.path.getsize(path)
-        if size > MAX_CONFIG_BYTES:
-            return "it is %d bytes, more than the %d a site agent configuration may have" % (size, MAX_CONFIG_BYTES)
-        try:
-            if hasattr(self._loader, "get_text_file_contents"):
-                text = self._loader.get_text_file_contents(path)
-            else:  # ansible-core < 2.19
-                text = self._loader._get_file_contents(path)[0].decode("utf-8", "replace")
-        except AnsibleError:
-            return None  # the loader reports it with its own words next
-        except UnicodeDecodeError:
-            return "it is not UTF-8 text"
-        return yaml_bound_problem(text)
 
     @staticmethod
     def _mode_warnings(path):

@@ -107,12 +107,11 @@ from ansible.plugins.inventory import BaseInventoryPlugin, Constructable
 
 from ansible_collections.waldur.site_agent.plugins.module_utils.naming import normalize_uuid
 from ansible_collections.waldur.site_agent.plugins.module_utils.site_config import (
-    MAX_CONFIG_BYTES,
     PASS_ROLES,
     SUPPORTED_BACKENDS,
+    config_file_problem,
     supported_offerings,
     validate,
-    yaml_bound_problem,
 )
 
 try:
@@ -236,7 +235,7 @@ class InventoryModule(BaseInventoryPlugin, Constructable):
     def _load_offerings(self, config_path):
         if not os.path.isfile(config_path):
             raise AnsibleParserError("config_path: %s is not a readable file" % config_path)
-        problem = self._read_problem(config_path)
+        problem = config_file_problem(config_path, self.loader)
         if problem:
             raise AnsibleParserError("%s was not read: %s" % (config_path, problem))
         try:
@@ -266,16 +265,6 @@ class InventoryModule(BaseInventoryPlugin, Constructable):
                 "\n".join("  " + error for error in errors)))
         # Offerings of other backends are left to their own agents (validate() warned about them).
         return supported_offerings(config)
-
-    def _read_problem(self, config_path):
-        """Too large, or YAML aliases that expand without bound: refused before loading."""
-        if os.path.getsize(config_path) > MAX_CONFIG_BYTES:
-            return "it is larger than the %d bytes a site agent configuration may have" % MAX_CONFIG_BYTES
-        try:
-            text = self.loader.get_text_file_contents(config_path)
-        except (AttributeError, AnsibleError, UnicodeDecodeError):
-            return None  # older ansible-core, or the loader reports it next
-        return yaml_bound_problem(text)
 
     def _populate(self, offerings, config_path):
         strict = self.get_option("strict")

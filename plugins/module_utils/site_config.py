@@ -485,6 +485,25 @@ def role_key_typos(config, pass_role):
     return typos
 
 
+def config_file_problem(path, loader):
+    """Why the file at ``path`` must not be loaded (too large, or YAML aliases that expand
+    without bound), checked before ``loader`` (Ansible's DataLoader, which decrypts a vault)
+    builds anything; None when it may be loaded."""
+    size = os.path.getsize(path)
+    if size > MAX_CONFIG_BYTES:
+        return "it is %d bytes, more than the %d a site agent configuration may have" % (size, MAX_CONFIG_BYTES)
+    try:
+        if hasattr(loader, "get_text_file_contents"):
+            text = loader.get_text_file_contents(path)
+        else:  # ansible-core < 2.19
+            text = loader._get_file_contents(path)[0].decode("utf-8", "replace")  # pylint: disable=protected-access
+    except UnicodeDecodeError:
+        return "it is not UTF-8 text"
+    except Exception:  # pylint: disable=broad-except
+        return None  # unreadable, or a vault without its password: the loader says so next
+    return yaml_bound_problem(text)
+
+
 def yaml_bound_problem(text, max_nodes=MAX_YAML_NODES):
     """A message when the YAML ``text`` would hold more than ``max_nodes`` values once
     its aliases are expanded (an alias bomb), else None. Composes the node graph

@@ -178,7 +178,8 @@ def test_file_warnings_come_once_per_run_even_with_one_host_per_offering(tmp_pat
     assert run.rc == 0, run.output
 
 
-def test_an_alias_bomb_is_refused_with_a_clear_message_and_nothing_called(tmp_path, waldur_sim):
+@pytest.mark.parametrize("callback", ["default", "waldur.site_agent.waldur_json"])
+def test_an_alias_bomb_is_refused_with_a_clear_message_and_nothing_called(tmp_path, waldur_sim, callback):
     levels = ['a: &a ["lol","lol","lol","lol","lol","lol","lol","lol","lol"]']
     for previous, name in zip("abcdefgh", "bcdefghi"):
         levels.append("%s: &%s [%s]" % (name, name, ",".join(["*" + previous] * 9)))
@@ -187,7 +188,8 @@ def test_an_alias_bomb_is_refused_with_a_clear_message_and_nothing_called(tmp_pa
     path.chmod(0o600)
     assert path.stat().st_size < 600
 
-    run = run_playbook(ORDER_PASS, env={"WALDUR_SITE_AGENT_CONFIG": str(path)}, timeout=120)
+    run = run_playbook(ORDER_PASS, env={"WALDUR_SITE_AGENT_CONFIG": str(path), "ANSIBLE_STDOUT_CALLBACK": callback},
+                       timeout=120)
 
     assert run.rc != 0
     assert ("%s was not read: its YAML aliases expand to more than 100000 values (an alias bomb?)" % path) in run.output
