@@ -189,6 +189,8 @@ OPTIONAL_FIELDS = (
     ("min_prepaid_duration", "min_prepaid_duration"),
     ("max_prepaid_duration", "max_prepaid_duration"),
 )
+# The configuration key holding a component's price in the offering's plans (not a component field).
+PRICE_KEY = "price"
 INTEGER_FIELDS = ("limit_amount", "min_value", "max_value", "max_available_limit", "default_limit",
                   "min_prepaid_duration", "max_prepaid_duration")
 
@@ -248,7 +250,7 @@ def differences(body, existing):
 
 def configured_price(module, component_type, config):
     """The configured ``price`` as a Decimal, None when not given; bad values fail naming the key."""
-    value = config.get("price")
+    value = config.get(PRICE_KEY)
     if value is None:
         return None
     try:

@@ -285,3 +285,47 @@ def test_diagnostics_skips_waldur_details_when_waldur_rejects_the_token(tmp_path
     offering_reads = waldur_sim.app.calls_of("offering.get")
     assert [c["path"].split("/")[3] for c in offering_reads] == [waldur_presets.AZURE_OFFERING_UUID]
     assert_no_secret(run.output, "bad-waldur-token-2718")
+
+
+# ---------------------------------------------------------------------------------- verify_ssl
+@pytest.fixture(scope="module")
+def tls_waldur(tmp_path_factory):
+    from tests.simulators.common import SimulatorServer
+    from tests.simulators.tls import make_tls
+    from tests.simulators.waldur import WaldurSimulator
+
+    context, ca_path = make_tls(str(tmp_path_factory.mktemp("waldur-ca")))
+    _other, other_ca = make_tls(str(tmp_path_factory.mktemp("other-ca")))
+    server = SimulatorServer(WaldurSimulator(), ssl_context=context).start()
+    server.ca_bundle, server.other_ca = ca_path, other_ca
+    yield server
+    server.stop()
+
+
+@pytest.mark.parametrize("verify_ssl, environment, ready", [
+    (False, {"REQUESTS_CA_BUNDLE": "other", "CURL_CA_BUNDLE": "other"}, True),   # false is false
+    ("ca", {"REQUESTS_CA_BUNDLE": "other"}, True),                                # a CA path wins
+    (True, {"REQUESTS_CA_BUNDLE": "ca"}, True),                                   # true: the variable's CA
+    (True, {"REQUESTS_CA_BUNDLE": "other"}, False),                               # ... and only that one
+    (None, {"WALDUR_VERIFY_SSL": "false", "REQUESTS_CA_BUNDLE": "other"}, True),  # unset: WALDUR_VERIFY_SSL
+])
+def test_health_verifies_waldur_as_verify_ssl_says_whatever_the_environment(
+        tmp_path, tls_waldur, do_sim, verify_ssl, environment, ready):
+    paths = {"ca": tls_waldur.ca_bundle, "other": tls_waldur.other_ca}
+    config = site_config(tls_waldur.url, do_sim.url)
+    config["offerings"] = config["offerings"][:1]
+    if verify_ssl is not None:
+        config["offerings"][0]["verify_ssl"] = paths.get(verify_ssl, verify_ssl)
+    path = write_config(tmp_path, config)
+    env = {name: paths.get(value, value) for name, value in environment.items()}
+
+    run = run_playbook(HEALTH, extra_vars={"agent_pass_config": str(path)}, env=env)
+
+    if ready:
+        assert run.rc == 0, run.output
+        assert "offering DigitalOcean VM: ready" in run.output
+    else:
+        assert run.rc != 0
+        assert "Not ready: DigitalOcean VM (Waldur is unreachable at %s/api/ (waldur_api_url): " % tls_waldur.url \
+            in run.output
+        assert "CERTIFICATE_VERIFY_FAILED" in run.output or "certificate verify failed" in run.output
