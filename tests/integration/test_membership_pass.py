@@ -54,7 +54,7 @@ def test_without_set_as_ok_the_resource_is_named_on_every_pass(tmp_path, waldur_
     config = write_config(tmp_path, waldur, do_sim)
     erred = seed_droplet_resource(waldur, do_sim, "erred-vm", state="Erred")
 
-    for _ in range(2):
+    for _pass in range(2):
         run = run_pass(MEMBERSHIP_PASS, config)
         assert ("resource erred-vm (%s) is Erred in Waldur although its machine is healthy, and this Waldur has "
                 "no set_as_ok" % erred) in run.output

@@ -115,7 +115,7 @@ def test_another_month_lands_there_or_the_pass_fails_loudly(tmp_path, waldur_sim
     # current Waldur takes the date: both land in last month, read back after the first
     run_playbook(REPORT_PASS, env={"WALDUR_SITE_AGENT_CONFIG": str(config)},
                  extra_vars={"report_billing_period": month})
-    assert len([u for u in waldur.app.usages(billing_period=month + "-01")]) == 6
+    assert len(waldur.app.usages(billing_period=month + "-01")) == 6
 
     # Waldur 7.0.7 ignores it: one resource's figures went to this month, then the pass stops
     waldur.app.reset("empty")

@@ -718,8 +718,8 @@ class WaldurSimulator(Simulator):
         body = self._json(request)
         prices = body.get("prices")
         if not isinstance(prices, dict):
-            raise ApiError(400, {"prices": ["This field is required." if prices is None
-                                             else "Expected a dictionary of items."]})
+            message = "This field is required." if prices is None else "Expected a dictionary of items."
+            raise ApiError(400, {"prices": [message]})
         cleaned, errors = {}, {}
         for key, value in prices.items():
             try:

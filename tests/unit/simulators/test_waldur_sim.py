@@ -707,15 +707,14 @@ def test_erring_an_update_order_marks_its_resource_erred_and_usage_is_refused(ap
     resource_uuid, order_uuid = _update_order(api, app, {"cpu": 2, "ram": 4096, "disk": 81920})
     api.post(f"{ORDERS}{order_uuid}/set_state_erred/", json={"error_message": "no size"})
     assert app.resource(resource_uuid)["state"] == "Erred"
-    refused = api.post(SET_USAGE, json={"resource": resource_uuid,
-                                                     "usages": [{"type": "cpu", "amount": "1.00"}]})
+    usage = {"resource": resource_uuid, "usages": [{"type": "cpu", "amount": "1.00"}]}
+    refused = api.post(SET_USAGE, json=usage)
     assert (refused.status_code, refused.json) == (400, {"resource": ["Resource is not in valid state."]})
 
     assert api.post(f"{PRESOURCES}{resource_uuid}/set_as_ok/").status_code == 200
     resource = app.resource(resource_uuid)
     assert (resource["state"], resource["error_message"]) == ("OK", "")
-    assert api.post(SET_USAGE, json={"resource": resource_uuid,
-                                                  "usages": [{"type": "cpu", "amount": "1.00"}]}).status_code == 201
+    assert api.post(SET_USAGE, json=usage).status_code == 201
 
 
 def test_plans_price_each_component_and_an_update_on_an_unpriced_one_cannot_finish(app, api):
@@ -749,8 +748,9 @@ def test_the_waldur_7_profile_ignores_the_usage_date_and_lacks_set_as_ok_and_set
     paused = old.post(f"{PRESOURCES}{resource['uuid']}/set_paused/", json={"paused": True}, token=P.STAFF_TOKEN)
     assert paused.status_code == 404
     old.app.market.resources[resource["uuid"]]["state"] = "OK"
-    assert old.post(SET_USAGE, json={"resource": resource["uuid"], "date": "2020-01-01T00:00:00+00:00",
-                                                  "usages": [{"type": "cpu", "amount": "3.00"}]}).status_code == 201
+    usage = {"resource": resource["uuid"], "date": "2020-01-01T00:00:00+00:00",
+             "usages": [{"type": "cpu", "amount": "3.00"}]}
+    assert old.post(SET_USAGE, json=usage).status_code == 201
     this_month = date.today().replace(day=1).isoformat()
     assert [u["billing_period"] for u in old.app.usages(resource["uuid"])] == [this_month]
     with pytest.raises(ValueError, match="unknown Waldur profile"):

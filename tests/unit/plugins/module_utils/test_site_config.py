@@ -151,8 +151,8 @@ def test_a_misspelt_role_key_is_named_with_the_key_it_resembles():
     assert "offerings[0].order_procesing_backend: unknown key, ignored (did you mean order_processing_backend?)" \
         in warnings
     assert offerings_for(config, "order_process") == []
-    assert role_key_typos(config, "order_process") == ["offerings[0].order_procesing_backend",
-                                                        "offerings[1].order_procesing_backend"]
+    assert role_key_typos(config, "order_process") == [
+        "offerings[0].order_procesing_backend", "offerings[1].order_procesing_backend"]
 
 
 def test_a_pass_names_the_offerings_it_leaves_out():

@@ -416,7 +416,7 @@ def test_a_host_that_never_answers_is_bounded_too():
     listener.listen(0)
     fillers = []
     try:
-        for _ in range(8):  # fill the accept queue so further connects hang
+        for _filler in range(8):  # fill the accept queue so further connects hang
             filler = socket.socket()
             filler.setblocking(False)
             filler.connect_ex(listener.getsockname())
