@@ -82,8 +82,9 @@ def _choices(values):
 ROOT = {
     "offerings": dict(
         required=True, type="list of mappings", used=USED,
-        meaning="The offerings this agent serves, one mapping each (next table). At least one; names must be "
-                "unique."),
+        meaning="The offerings this agent serves, one mapping each (next table). At least one; names and "
+                "`waldur_offering_uuid`s must be unique. Offerings of other backends (SLURM, ...) may stay in "
+                "the file: they are skipped, named in one warning."),
     "sentry_dsn": dict(
         type="URL", used=USED,
         meaning="Sentry DSN. The `waldur.site_agent.waldur_json` callback sends every failed task and failed "
@@ -93,9 +94,9 @@ ROOT = {
         type="URL", used=NOT_USED,
         meaning="Validated, not used: the passes send no APM data."),
     "timezone": dict(
-        type="string (IANA name)", used=NOT_USED,
-        meaning="Validated as a string, not used: the report pass reports the current month in UTC "
-                "(or `report_billing_period`)."),
+        type="string (IANA name)", default="`UTC`", used=USED,
+        meaning="Decides the report pass's current month and the usage `date` (midnight on the first day of "
+                "the month in this zone); a later `report_billing_period` is refused."),
     "global_proxy": dict(
         type="`http`, `https`, `socks5` or `socks5h` URL", used=NOT_USED,
         meaning="Validated, not used. Set `HTTPS_PROXY` and `NO_PROXY` in the environment of the passes "
@@ -140,12 +141,13 @@ OFFERING = {
     "oidc_token_url": dict(
         type="URL", used=NOT_USED,
         meaning="Validated (the three `oidc_*` keys go together), not supported: the passes authenticate with "
-                "`waldur_api_token` only, so set it even when the upstream agent used OIDC."),
+                "`waldur_api_token` only, and an offering with OIDC but no token is refused at validation."),
     "oidc_client_id": dict(type="string", used=NOT_USED, meaning="See `oidc_token_url`."),
     "oidc_client_secret": dict(type="string, secret", used=NOT_USED, meaning="See `oidc_token_url`."),
     "backend_type": dict(
         required=True, type=_choices(site_config.SUPPORTED_BACKENDS) + " (any case)", used=USED,
-        meaning="Which `backend_settings` schema applies and which backend the passes drive."),
+        meaning="Which `backend_settings` schema applies and which backend the passes drive. Another value "
+                "(`slurm`, ...) marks another agent's offering: it is skipped with a warning."),
     "backend_settings": dict(
         required=True, type="mapping", used=USED,
         meaning="The backend's settings and credentials: [Azure](#azure-backend_settings), "
@@ -154,8 +156,10 @@ OFFERING = {
         type="mapping", default="`{}`", used=USED,
         meaning="The offering's components, component type to settings ([components](#backend_components))."),
     "verify_ssl": dict(
-        type="boolean", default="`true`", used=USED,
-        meaning="Verify Waldur's TLS certificate. For a private CA, keep it on and set `REQUESTS_CA_BUNDLE`."),
+        type="boolean, or the path of a CA bundle file", default="`WALDUR_VERIFY_SSL`, else `true`", used=USED,
+        meaning="Verify Waldur's TLS certificate: `false` never does (whatever `REQUESTS_CA_BUNDLE` or "
+                "`CURL_CA_BUNDLE` say), a CA bundle path is used instead of them, `true` uses "
+                "`REQUESTS_CA_BUNDLE` (else `CURL_CA_BUNDLE`) when set, else the bundled CAs."),
     "order_processing_backend": dict(
         type="backend name", default="empty", used=USED,
         meaning="Set (to the value of `backend_type`) to run the order_process pass for the offering; empty "
@@ -225,6 +229,10 @@ COMPONENT = {
     "min_renewal_duration": dict(type="integer", meaning="Accepted, not sent to Waldur."),
     "max_renewal_duration": dict(type="integer", meaning="Accepted, not sent to Waldur."),
     "renewal_duration_step": dict(type="integer", meaning="Accepted, not sent to Waldur."),
+    "price": dict(
+        type="number, 0 or more", default="the plan's price, else `0`",
+        meaning="`load_components` sets it as the component's price in every plan of the offering. Every "
+                "component gets a price (Waldur cannot finish Update orders otherwise). Not in the upstream agent."),
     "backend_name": dict(
         type="`cores`, `ram_mb` or `disk_mb`",
         meaning="Azure report pass: the figure this component measures. Unset, it follows from the "
@@ -552,6 +560,8 @@ def render_section(section):
                 uses.append("sent to Waldur")
             if key in COMPONENT_KEYS_METERED:
                 uses.append("Azure report")
+            if key == waldur_components.PRICE_KEY:
+                uses.append("plan prices")
             rows.append(("`%s`" % key, "yes" if entry.get("required") else "", entry["type"], _default(entry),
                          ", ".join(uses) or NOT_USED, entry["meaning"]))
         return _table(HEADER, rows)

@@ -8,6 +8,10 @@ Runs as an action plugin so ansible-vault encrypted files (whole-file or
 carries the offerings, secrets included, and is marked no_log so no callback
 prints it; on failure it carries only the list of problems (never a value of a
 secret) and is printed in full.
+
+Warnings about the file as a whole (unknown keys, other backends' offerings,
+plain-HTTP tokens, file mode) are given once per run: by the first host of the
+play when the offerings inventory makes one host per offering.
 """
 
 from __future__ import absolute_import, division, print_function
@@ -15,6 +19,7 @@ from __future__ import absolute_import, division, print_function
 __metaclass__ = type
 
 import os
+import stat
 
 from ansible.errors import AnsibleError
 from ansible.module_utils.common.collections import is_sequence
@@ -24,7 +29,9 @@ from ansible_collections.waldur.site_agent.plugins.module_utils.secrets import e
 from ansible_collections.waldur.site_agent.plugins.module_utils.site_config import (
     PASS_ROLES,
     apply_environment,
-    offerings_for,
+    config_file_problem,
+    role_key_typos,
+    select_offerings,
     validate,
 )
 
@@ -67,6 +74,12 @@ class ActionModule(ActionBase):
         if not os.path.isfile(path):
             result.update(failed=True, msg="path: %s is not a readable file" % path)
             return result
+        first_host = self._first_host(task_vars or {})
+        warnings = []
+        problem = config_file_problem(path, self._loader)
+        if problem:
+            result.update(failed=True, msg="%s was not read: %s; nothing was done" % (path, problem))
+            return result
         try:
             config = _plain(self._loader.load_from_file(path))
         except AnsibleError as exc:
@@ -74,24 +87,53 @@ class ActionModule(ActionBase):
             return result
 
         filled = apply_environment(config, os.environ)
-        errors, warnings = validate(config)
-        if warnings:
-            result["warnings"] = ["%s: %s" % (path, warning) for warning in warnings]
+        errors, config_warnings = validate(config)
+        if first_host:
+            warnings.extend("%s: %s" % (path, warning) for warning in config_warnings)
+            warnings.extend(self._mode_warnings(path))
         if errors:
-            result.update(failed=True, errors=errors,
+            result.update(failed=True, errors=errors, warnings=warnings,
                           msg="%d problem%s in %s; nothing was done:\n%s" % (
                               len(errors), "" if len(errors) == 1 else "s", path,
                               "\n".join("  " + error for error in errors)))
             return result
 
-        selected = offerings_for(config, pass_role, offering)
-        if offering is not None and not selected:
-            result.update(failed=True, msg="offering: no offering named or with UUID %r%s in %s" % (
-                offering, " and a %s set" % PASS_ROLES[pass_role] if pass_role else "", path))
+        if offering is not None and not select_offerings(config, None, offering)[0]:
+            result.update(failed=True, warnings=warnings, msg="offering: no Azure or DigitalOcean offering named "
+                          "or with UUID %r in %s" % (offering, path))
             return result
-        result.update(path=path, offerings=selected, secrets_from_environment=filled,
+        if pass_role and not select_offerings(config, pass_role)[0]:
+            role_key = PASS_ROLES[pass_role]
+            typos = role_key_typos(config, pass_role)
+            result.update(failed=True, warnings=warnings, msg=(
+                "no offering takes part in the %s pass: none of the offerings in %s sets %s%s; nothing was done "
+                "(a pass that serves no offering is an agent turned off)" % (
+                    pass_role, path, role_key,
+                    " (%s looks like a misspelling of it)" % ", ".join(typos) if typos else "")))
+            return result
+        selected, left_out = select_offerings(config, pass_role, offering)
+        for name in left_out:
+            warnings.append("offering %r has no %s: left out of the %s pass" % (name, PASS_ROLES[pass_role], pass_role))
+        if warnings:
+            result["warnings"] = warnings
+        result.update(path=path, offerings=selected, left_out=left_out, secrets_from_environment=filled,
                       root={k: v for k, v in config.items() if k != "offerings" and k != "sentry_dsn"},
                       sentry_dsn=config.get("sentry_dsn") or "")
         # The offerings hold tokens and client secrets: keep the result out of every callback.
         result["_ansible_no_log"] = True
         return result
+
+    @staticmethod
+    def _first_host(task_vars):
+        """True on the play's first host: the one that speaks for the file as a whole."""
+        hosts = task_vars.get("ansible_play_hosts_all") or []
+        return not hosts or task_vars.get("inventory_hostname") == hosts[0]
+
+    @staticmethod
+    def _mode_warnings(path):
+        mode = stat.S_IMODE(os.stat(path).st_mode)
+        readers = [who for who, bit in (("its group", 0o040), ("every local user", 0o004)) if mode & bit]
+        if readers:
+            return ["%s is readable by %s (mode %04o) and holds tokens and secrets: chmod 600 it"
+                    % (path, " and ".join(readers), mode)]
+        return []

@@ -127,7 +127,10 @@ from ansible_collections.waldur.site_agent.plugins.module_utils.secrets import (
     redact_text,
     secret_values_from_environment,
 )
-from ansible_collections.waldur.site_agent.plugins.module_utils.site_config import SECRET_KEYS
+from ansible_collections.waldur.site_agent.plugins.module_utils.site_config import (
+    SECRET_KEYS,
+    config_file_problem,
+)
 
 _DEBUG_ACTIONS = frozenset(("debug", "ansible.builtin.debug", "ansible.legacy.debug"))
 _SUMMARY_KEY = re.compile(r"(?:^|\s)([A-Za-z_][A-Za-z0-9_]*)=")
@@ -280,6 +283,8 @@ class CallbackModule(CallbackBase):
             return
         self._configs_read.add(path)
         try:
+            if config_file_problem(path, self._loader):
+                return  # an alias bomb must not be expanded here either; the pass refuses the file
             config = self._loader.load_from_file(path)
             collect_secret_values(config, extra_keys=SECRET_KEYS, values=self._secrets)
             dsn = config.get("sentry_dsn") if isinstance(config, dict) else None

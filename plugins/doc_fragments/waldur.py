@@ -29,11 +29,15 @@ options:
     required: true
   verify_ssl:
     description:
-      - Whether to verify the TLS certificate of O(api_url).
-      - If not set, the value of the E(WALDUR_VERIFY_SSL) environment variable is used (the AWX
-        credential type of this collection injects it), else V(true).
-      - A private CA can be trusted through the E(REQUESTS_CA_BUNDLE) environment variable.
-    type: bool
+      - How to check the TLS certificate of O(api_url). V(true) verifies it, V(false) does not, and the
+        path of a CA bundle file verifies it against that bundle.
+      - Precedence, highest first. The value given to the task, which the passes take from the
+        offering's C(verify_ssl) in the site agent configuration. Else the E(WALDUR_VERIFY_SSL)
+        environment variable (the AWX credential type of this collection injects it). Else V(true).
+      - V(false) means no verification whatever E(REQUESTS_CA_BUNDLE) or E(CURL_CA_BUNDLE) say, and a
+        CA bundle path wins over them. With V(true), E(REQUESTS_CA_BUNDLE) (else E(CURL_CA_BUNDLE))
+        names the CA bundle when set, else the CAs bundled with C(requests) are used.
+    type: raw
     default: true
   timeout:
     description:
@@ -47,6 +51,16 @@ options:
       - When the bound is reached the call fails with the last error.
     type: float
     default: 120
+  unreachable_timeout:
+    description:
+      - Upper bound, in seconds, on trying to reach a Waldur that cannot be reached at all
+        (connection refused, unknown host, no answer to the connection attempt). The task then fails
+        with one line naming O(api_url) and the cause, so a pass gives up on such an offering within
+        about this long.
+      - A TLS certificate that does not verify fails at once.
+      - If not set, the value of the E(WALDUR_UNREACHABLE_TIMEOUT) environment variable is used.
+    type: float
+    default: 10
 notes:
   - All Waldur modules belong to the action group C(waldur.site_agent.waldur), so the connection
     options can be set once with C(module_defaults) (C(group/waldur.site_agent.waldur)).

@@ -331,12 +331,13 @@ def usage_rows(machines, resources):
     by_backend_id = {}
     for resource in resources or []:
         if resource.get("backend_id"):
-            by_backend_id[str(resource["backend_id"]).lower()] = normalize_uuid(resource["uuid"])
+            by_backend_id[str(resource["backend_id"]).lower()] = resource
     rows = []
     for machine in machines or []:
-        resource_uuid = by_backend_id.get(str(machine.get("backend_id") or "").lower())
-        if resource_uuid and machine.get("found") and machine.get("usages"):
-            rows.append({"resource_uuid": resource_uuid, "usages": machine["usages"]})
+        resource = by_backend_id.get(str(machine.get("backend_id") or "").lower())
+        if resource and machine.get("found") and machine.get("usages"):
+            rows.append({"resource_uuid": normalize_uuid(resource["uuid"]), "resource_name": resource.get("name") or "",
+                         "usages": machine["usages"]})
     return rows
 
 

@@ -109,6 +109,8 @@ from ansible_collections.waldur.site_agent.plugins.module_utils.secrets import e
 from ansible_collections.waldur.site_agent.plugins.module_utils.site_config import (
     PASS_ROLES,
     SUPPORTED_BACKENDS,
+    config_file_problem,
+    supported_offerings,
     validate,
 )
 
@@ -233,6 +235,9 @@ class InventoryModule(BaseInventoryPlugin, Constructable):
     def _load_offerings(self, config_path):
         if not os.path.isfile(config_path):
             raise AnsibleParserError("config_path: %s is not a readable file" % config_path)
+        problem = config_file_problem(config_path, self.loader)
+        if problem:
+            raise AnsibleParserError("%s was not read: %s" % (config_path, problem))
         try:
             data = self.loader.load_from_file(config_path, cache="none")
         except AnsibleError as exc:
@@ -264,7 +269,8 @@ class InventoryModule(BaseInventoryPlugin, Constructable):
             raise AnsibleParserError("%d problem%s in the Waldur site agent configuration %s:\n%s" % (
                 len(errors), "" if len(errors) == 1 else "s", config_path,
                 "\n".join("  " + error for error in errors)))
-        return config["offerings"]
+        # Offerings of other backends are left to their own agents (validate() warned about them).
+        return supported_offerings(config)
 
     def _populate(self, offerings, config_path):
         strict = self.get_option("strict")

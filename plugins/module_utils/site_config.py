@@ -6,17 +6,30 @@
 ``validate(config)`` returns every problem at once, each as
 ``<key path>: <what is wrong, what was expected>`` (for example
 ``offerings[1].backend_settings.client_secret: required``), plus warnings for
-keys the agent does not know. Messages never contain the value of a secret.
+keys the agent does not know, for offerings of other backends (left to another
+agent) and for a token sent over plain HTTP. Messages never contain the value of
+a secret.
+
+``yaml_bound_problem(text)`` refuses a file whose YAML aliases would expand it
+beyond a bound before anything walks the data (a few hundred bytes of nested
+aliases expand to billions of values). ``select_offerings()`` picks the
+offerings of a pass and names those it leaves out.
 """
 
 from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
+import os
 import re
 
 
 SUPPORTED_BACKENDS = ("azure", "digitalocean")
+# Files larger than this are not read: a site agent configuration is a few KiB.
+MAX_CONFIG_BYTES = 1024 * 1024
+# Values (mappings, lists, scalars) a configuration may hold once its YAML aliases are expanded.
+MAX_YAML_NODES = 100000
+LOOPBACK_HOSTS = ("localhost", "::1", "[::1]")
 ROLE_KEYS = ("order_processing_backend", "reporting_backend", "membership_sync_backend")
 PASS_ROLES = {"order_process": "order_processing_backend", "report": "reporting_backend",
               "membership_sync": "membership_sync_backend"}
@@ -43,7 +56,7 @@ COMPONENT_KEYS = {
     "description", "min_value", "max_value", "max_available_limit", "default_limit", "limit_period",
     "article_code", "is_boolean", "is_prepaid", "min_prepaid_duration", "max_prepaid_duration",
     "prepaid_duration_step", "min_renewal_duration", "max_renewal_duration", "renewal_duration_step",
-    "backend_name",
+    "backend_name", "price",
 }
 AZURE_CREDENTIALS = ("subscription_id", "tenant_id", "client_id", "client_secret")
 AZURE_SETTINGS = {
@@ -137,6 +150,24 @@ def _secret_present(value):
     return isinstance(value, str) and value.strip() != ""
 
 
+def backend_of(offering):
+    """The offering's ``backend_type`` in lower case ("" when missing or not a string)."""
+    backend_type = offering.get("backend_type") if isinstance(offering, dict) else None
+    return backend_type.strip().lower() if isinstance(backend_type, str) else ""
+
+
+def is_foreign(offering):
+    """True for an offering of another backend (SLURM, MOAB, ...): another agent serves it."""
+    backend_type = backend_of(offering)
+    return bool(backend_type) and backend_type not in SUPPORTED_BACKENDS
+
+
+def supported_offerings(config):
+    """The offerings this collection serves (Azure and DigitalOcean), in file order."""
+    return [offering for offering in (config.get("offerings") or [])
+            if isinstance(offering, dict) and not is_foreign(offering)]
+
+
 def validate(config):
     """Validate a parsed config. Returns ``(errors, warnings)`` (lists of strings)."""
     problems = ConfigProblems()
@@ -154,18 +185,36 @@ def validate(config):
     elif not offerings:
         problems.error("offerings", "expected at least one offering")
     else:
-        seen = {}
+        names, uuids, foreign = {}, {}, []
         for index, offering in enumerate(offerings):
             path = "offerings[%d]" % index
             if not isinstance(offering, dict):
                 problems.error(path, "expected a mapping, got %s" % _type_name(offering))
                 continue
+            if is_foreign(offering):
+                # The migration guide promises the upstream file as it is: another agent serves these.
+                foreign.append("%s %r (backend_type %s)" % (path, offering.get("name"), offering["backend_type"]))
+                continue
             _validate_offering(path, offering, problems)
             name = offering.get("name")
             if isinstance(name, str):
-                if name in seen:
-                    problems.error(path + ".name", "duplicate offering name (also offerings[%d])" % seen[name])
-                seen.setdefault(name, index)
+                if name in names:
+                    problems.error(path + ".name", "duplicate offering name (also offerings[%d])" % names[name])
+                names.setdefault(name, index)
+            uuid = offering.get("waldur_offering_uuid")
+            if isinstance(uuid, str) and _UUID.match(uuid):
+                key = uuid.replace("-", "").lower()
+                if key in uuids:
+                    problems.error(path + ".waldur_offering_uuid", "the same offering as offerings[%d] (UUIDs are "
+                                   "compared without dashes and case); each offering may appear once, or two "
+                                   "passes would work on its orders at once" % uuids[key])
+                uuids.setdefault(key, index)
+        if foreign:
+            problems.warn("offerings", "skipped, not Azure or DigitalOcean (left to the agent of their backend): "
+                          + ", ".join(foreign))
+            if len(foreign) == len(offerings):
+                problems.error("offerings", "none is an Azure or DigitalOcean offering: this collection has "
+                               "nothing to do (backend_type must be %s)" % " or ".join(SUPPORTED_BACKENDS))
     return problems.errors, problems.warnings
 
 
@@ -178,8 +227,10 @@ def _validate_root_options(config, problems):
                     problems.error(key, "expected an http, https, socks5 or socks5h URL")
             elif not (isinstance(value, str) and _URL.match(value)):
                 problems.error(key, "expected a URL starting with http:// or https://")
-    if "timezone" in config:
-        _expect(problems, "timezone", config["timezone"], "str")
+    if "timezone" in config and _expect(problems, "timezone", config["timezone"], "str"):
+        if not is_time_zone(config["timezone"]):
+            problems.error("timezone", "expected an IANA time zone name such as UTC or Europe/Tallinn, got %r"
+                           % config["timezone"])
     if "log_level" in config and config["log_level"] not in LOG_LEVELS:
         problems.error("log_level", "expected one of %s" % ", ".join(LOG_LEVELS))
     for key, low, high in (("reporting_periods", 1, 12), ("api_key_final_report_days", 0, 28)):
@@ -193,9 +244,16 @@ def _validate_root_options(config, problems):
         problems.error("log_shipping", "expected a mapping, got %s" % _type_name(config["log_shipping"]))
 
 
+def _unknown_key_warning(key, known):
+    import difflib
+
+    close = difflib.get_close_matches(str(key), sorted(known), n=1, cutoff=0.8)
+    return "unknown key, ignored (did you mean %s?)" % close[0] if close else "unknown key, ignored"
+
+
 def _validate_offering(path, offering, problems):
     for key in sorted(set(offering) - OFFERING_KEYS):
-        problems.warn("%s.%s" % (path, key), "unknown key, ignored")
+        problems.warn("%s.%s" % (path, key), _unknown_key_warning(key, OFFERING_KEYS))
     for key, kind in (("name", "str"), ("waldur_api_url", "url"), ("waldur_offering_uuid", "uuid"),
                       ("backend_type", "str")):
         if offering.get(key) in (None, ""):
@@ -205,11 +263,23 @@ def _validate_offering(path, offering, problems):
     oidc = [offering.get(k) for k in ("oidc_token_url", "oidc_client_id", "oidc_client_secret")]
     if any(oidc) and not all(oidc):
         problems.error(path, "oidc_token_url, oidc_client_id and oidc_client_secret go together: set all or none")
-    if not _secret_present(offering.get("waldur_api_token")) and not all(oidc):
-        problems.error(path + ".waldur_api_token", "required (or the full OIDC triple)")
-    for key in ("verify_ssl", "stomp_enabled", "websocket_use_tls", "omit_anomalous_usage_components"):
+    if not _secret_present(offering.get("waldur_api_token")):
+        if all(oidc):
+            problems.error(path + ".waldur_api_token", "required: this collection authenticates to Waldur with a "
+                           "static token only; OIDC (oidc_token_url, oidc_client_id, oidc_client_secret) is not "
+                           "supported, so give the offering's waldur_api_token (or set WALDUR_API_TOKEN)")
+        else:
+            problems.error(path + ".waldur_api_token", "required")
+    for key in ("stomp_enabled", "websocket_use_tls", "omit_anomalous_usage_components"):
         if key in offering:
             _expect(problems, "%s.%s" % (path, key), offering[key], "bool")
+    if "verify_ssl" in offering:
+        _validate_verify_ssl(path + ".verify_ssl", offering["verify_ssl"], problems)
+    if isinstance(offering.get("waldur_api_url"), str) and _URL.match(offering["waldur_api_url"]):
+        host = _url_host(offering["waldur_api_url"])
+        if offering["waldur_api_url"].lower().startswith("http://") and not _is_loopback(host):
+            problems.warn(path + ".waldur_api_url", "plain http:// to %s: the Waldur token crosses the network "
+                          "unencrypted; use https://" % host)
 
     backend_type = offering.get("backend_type")
     known = isinstance(backend_type, str) and backend_type.lower() in SUPPORTED_BACKENDS
@@ -278,10 +348,52 @@ def _validate_component(path, component, problems):
     for key in ("limit", "min_value", "max_value", "max_available_limit", "default_limit"):
         if component.get(key) is not None:
             _expect(problems, "%s.%s" % (path, key), component[key], "number")
+    if component.get("price") is not None:
+        price = component["price"]
+        if _expect(problems, path + ".price", price, "number") and price < 0:
+            problems.error(path + ".price", "expected a price of 0 or more, got %s" % price)
     if component.get("limit_period") not in (None, "") and component["limit_period"] not in LIMIT_PERIODS:
         problems.error(path + ".limit_period", "expected one of %s" % ", ".join(LIMIT_PERIODS))
     for key in sorted(set(component) - COMPONENT_KEYS):
         problems.warn("%s.%s" % (path, key), "unknown component key, ignored")
+
+
+def _validate_verify_ssl(path, value, problems):
+    if isinstance(value, bool):
+        return
+    if isinstance(value, str) and value.strip() and os.path.isfile(os.path.expanduser(value)):
+        return
+    if isinstance(value, str) and value.strip():
+        problems.error(path, "expected true, false or the path of a CA bundle file; %s is not a file" % value)
+    else:
+        problems.error(path, "expected true, false or the path of a CA bundle file, got %s" % _type_name(value))
+
+
+def _url_host(url):
+    rest = url.split("://", 1)[-1]
+    host = rest.split("/", 1)[0].rsplit("@", 1)[-1]
+    if host.startswith("["):
+        return host.split("]", 1)[0] + "]"
+    return host.split(":", 1)[0].lower()
+
+
+def _is_loopback(host):
+    return host in LOOPBACK_HOSTS or host.startswith("127.")
+
+
+def is_time_zone(name):
+    """True for UTC and for the IANA names this Python knows (zoneinfo)."""
+    if name in ("UTC", "Etc/UTC", "utc"):
+        return True
+    try:
+        from zoneinfo import ZoneInfo
+    except ImportError:  # Python < 3.9: only UTC is known
+        return False
+    try:
+        ZoneInfo(name)
+    except Exception:  # pylint: disable=broad-except
+        return False
+    return True
 
 
 # Secrets an operator may keep out of the file: AWX/AAP credentials inject these
@@ -326,18 +438,112 @@ def apply_environment(config, environ):
     return filled
 
 
+def _matches(item, offering):
+    wanted = str(offering).replace("-", "").lower()
+    return item.get("name") == offering or \
+        str(item.get("waldur_offering_uuid", "")).replace("-", "").lower() == wanted
+
+
 def offerings_for(config, pass_role=None, offering=None):
-    """The offerings a pass works on: those with the pass's role backend set,
-    optionally just the one named by ``offering`` (name or UUID)."""
-    selected = []
-    for item in config.get("offerings") or []:
-        if pass_role:
-            role_key = PASS_ROLES[pass_role]
-            if not item.get(role_key):
-                continue
-        if offering is not None:
-            wanted = str(offering).replace("-", "").lower()
-            if item.get("name") != offering and str(item.get("waldur_offering_uuid", "")).replace("-", "").lower() != wanted:
-                continue
+    """The offerings a pass works on: those of this collection's backends with the pass's
+    role backend set, optionally just the one named by ``offering`` (name or UUID)."""
+    return select_offerings(config, pass_role, offering)[0]
+
+
+def select_offerings(config, pass_role=None, offering=None):
+    """``(selected, left_out)``: the offerings a pass works on, and the names of the
+    offerings (of this collection's backends, matching ``offering`` when given) that are
+    left out because their role backend for ``pass_role`` is not set."""
+    selected, left_out = [], []
+    for item in supported_offerings(config):
+        if offering is not None and not _matches(item, offering):
+            continue
+        if pass_role and not item.get(PASS_ROLES[pass_role]):
+            left_out.append(str(item.get("name")))
+            continue
         selected.append(item)
-    return selected
+    return selected, left_out
+
+
+def role_key_typos(config, pass_role):
+    """Offering keys that look like a misspelt role key of ``pass_role`` (for example
+    ``order_procesing_backend``), as ``offerings[i].<key>``."""
+    import difflib
+
+    wanted = PASS_ROLES[pass_role]
+    typos = []
+    for index, item in enumerate(config.get("offerings") or []):
+        if not isinstance(item, dict):
+            continue
+        for key in sorted(set(item) - OFFERING_KEYS):
+            if difflib.get_close_matches(str(key), [wanted], n=1, cutoff=0.75):
+                typos.append("offerings[%d].%s" % (index, key))
+    return typos
+
+
+def config_file_problem(path, loader):
+    """Why the file at ``path`` must not be loaded (too large, or YAML aliases that expand
+    without bound), checked before ``loader`` (Ansible's DataLoader, which decrypts a vault)
+    builds anything; None when it may be loaded."""
+    size = os.path.getsize(path)
+    if size > MAX_CONFIG_BYTES:
+        return "it is %d bytes, more than the %d a site agent configuration may have" % (size, MAX_CONFIG_BYTES)
+    try:
+        if hasattr(loader, "get_text_file_contents"):
+            text = loader.get_text_file_contents(path)
+        else:  # ansible-core < 2.19
+            text = loader._get_file_contents(path)[0].decode("utf-8", "replace")  # pylint: disable=protected-access
+    except UnicodeDecodeError:
+        return "it is not UTF-8 text"
+    except Exception:  # pylint: disable=broad-except
+        return None  # unreadable, or a vault without its password: the loader says so next
+    return yaml_bound_problem(text)
+
+
+def yaml_bound_problem(text, max_nodes=MAX_YAML_NODES):
+    """A message when the YAML ``text`` would hold more than ``max_nodes`` values once
+    its aliases are expanded (an alias bomb), else None. Composes the node graph
+    (aliases stay shared, nothing is expanded) and counts the expanded size with one
+    memo per node; syntax errors are left to the loader that reads the file next."""
+    import yaml
+
+    loader_class = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+    try:
+        loader = loader_class(str(text))  # plain str: the C parser takes no tagged subclass
+        try:
+            root = loader.get_single_node()
+        finally:
+            loader.dispose()
+    except yaml.YAMLError:
+        return None
+    except RecursionError:
+        return "the YAML is nested too deeply to be a site agent configuration"
+    if root is None:
+        return None
+    sizes, visiting = {}, set()
+    stack = [(root, False)]
+    while stack:
+        node, children_done = stack.pop()
+        key = id(node)
+        if key in sizes:
+            continue
+        if not children_done and key in visiting:
+            return "a YAML alias refers to a value that contains it (a recursive alias)"
+        if isinstance(node, yaml.MappingNode):
+            children = [part for pair in node.value for part in pair]
+        elif isinstance(node, yaml.SequenceNode):
+            children = list(node.value)
+        else:
+            sizes[key] = 1
+            continue
+        if children_done:
+            visiting.discard(key)
+            sizes[key] = 1 + sum(sizes.get(id(child), 0) for child in children)
+            if sizes[key] > max_nodes:
+                return ("its YAML aliases expand to more than %d values (an alias bomb?); write the values out "
+                        "instead of repeating aliases" % max_nodes)
+            continue
+        visiting.add(key)
+        stack.append((node, True))
+        stack.extend((child, False) for child in children if id(child) not in sizes)
+    return None

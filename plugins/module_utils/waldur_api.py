@@ -6,9 +6,16 @@
 ``WaldurClient`` keeps one ``requests.Session`` (keep-alive) with
 ``Authorization: Token <token>``, follows Waldur's ``Link`` pagination,
 retries transient failures (connection errors, 5xx, 429 + ``Retry-After``)
-through :class:`retry.RetryPolicy` within ``max_retry_seconds``, and turns
-every other failure into a :class:`WaldurApiError` whose text carries the
-method, path, status and Waldur's own message, never the token.
+through :class:`retry.RetryPolicy` within ``max_retry_seconds`` (and a Waldur
+that cannot be reached at all within ``unreachable_timeout``), and turns every
+other failure into a :class:`WaldurApiError` whose text carries the method,
+path, status and Waldur's own message, never the token.
+
+TLS verification is exactly ``verify_ssl``: ``false`` never verifies, a path
+verifies against that CA bundle, ``true`` verifies against E(REQUESTS_CA_BUNDLE)
+or E(CURL_CA_BUNDLE) when set, else the bundled CAs. (requests merges the
+environment into a session's ``verify=False``; passing it on every request
+keeps the operator's choice.)
 
 ``WaldurModule`` builds an ``AnsibleModule`` with the common options
 (``waldur_argument_spec()``, documented by the ``waldur.site_agent.waldur``
@@ -22,11 +29,14 @@ __metaclass__ = type
 import base64
 import binascii
 import hashlib
+import os
+import re
 import threading
 import traceback
 from urllib.parse import parse_qsl, urlsplit
 
 from ansible.module_utils.basic import AnsibleModule, env_fallback, missing_required_lib
+from ansible.module_utils.parsing.convert_bool import BOOLEANS_FALSE, BOOLEANS_TRUE
 
 from ansible_collections.waldur.site_agent.plugins.module_utils.batch import ItemError
 from ansible_collections.waldur.site_agent.plugins.module_utils.naming import normalize_uuid
@@ -56,6 +66,9 @@ MAX_PAGES = 10000
 UNPROCESSED_STATUSES = frozenset((429, 503))
 TERMINAL_ORDER_STATES = frozenset(("done", "erred", "canceled", "rejected"))
 ACTIONABLE_ORDER_STATES = ("pending-provider", "executing")
+# Seconds to keep trying a Waldur that cannot be reached at all (refused, unknown host, no answer
+# to connect): a pass fails each such offering within about this long.
+DEFAULT_UNREACHABLE_TIMEOUT = 10.0
 
 
 def waldur_argument_spec():
@@ -63,10 +76,30 @@ def waldur_argument_spec():
     return dict(
         api_url=dict(type="str", required=True, fallback=(env_fallback, ["WALDUR_API_URL"])),
         api_token=dict(type="str", required=True, no_log=True, fallback=(env_fallback, ["WALDUR_API_TOKEN"])),
-        verify_ssl=dict(type="bool", default=True, fallback=(env_fallback, ["WALDUR_VERIFY_SSL"])),
+        verify_ssl=dict(type="raw", default=True, fallback=(env_fallback, ["WALDUR_VERIFY_SSL"])),
         timeout=dict(type="float", default=30.0),
         max_retry_seconds=dict(type="float", default=120.0),
+        unreachable_timeout=dict(type="float", default=DEFAULT_UNREACHABLE_TIMEOUT,
+                                 fallback=(env_fallback, ["WALDUR_UNREACHABLE_TIMEOUT"])),
     )
+
+
+def parse_verify_ssl(value):
+    """``verify_ssl`` as requests takes it: True, False or the path of a CA bundle file.
+    Raises ValueError naming what was expected."""
+    if isinstance(value, bool):
+        return value
+    if value is None:
+        return True
+    text = str(value).strip()
+    if text.lower() in BOOLEANS_TRUE or text in BOOLEANS_TRUE:
+        return True
+    if text.lower() in BOOLEANS_FALSE or text in BOOLEANS_FALSE:
+        return False
+    path = os.path.expanduser(text)
+    if os.path.isfile(path):
+        return path
+    raise ValueError("verify_ssl must be true, false or the path of a CA bundle file; %s is not a file" % text)
 
 
 def normalize_api_root(api_url):
@@ -106,16 +139,28 @@ def _error_text(body):
 
 
 class WaldurApiError(Exception):
-    """A Waldur call that failed for good. ``status`` is None for connection failures."""
+    """A Waldur call that failed for good. ``status`` is None for connection failures;
+    ``api_url`` is set when Waldur could not be reached at all."""
 
-    def __init__(self, status, method, path, message):
+    def __init__(self, status, method, path, message, api_url=None, body=None):
         self.status = status
         self.method = method
         self.path = path
         self.message = message
+        self.api_url = api_url
+        # Waldur's parsed JSON error body, so callers can tell refusals apart by field, not by words.
+        self.body = body
         super(WaldurApiError, self).__init__(str(self))
 
+    def fields(self):
+        """The field names of a 400's JSON body (``{"date": [...]}`` -> ``{"date"}``)."""
+        return set(self.body) if isinstance(self.body, dict) else set()
+
     def __str__(self):
+        if self.api_url:
+            # One line an operator can act on: where (the configured waldur_api_url) and why.
+            return "cannot reach Waldur at %s (waldur_api_url): %s (%s %s)" % (
+                self.api_url, self.message, self.method, self.path)
         status = "HTTP %s" % self.status if self.status is not None else "no response"
         text = "Waldur %s %s failed (%s)" % (self.method, self.path, status)
         return "%s: %s" % (text, self.message) if self.message else text
@@ -134,11 +179,40 @@ class WaldurApiError(Exception):
         return self.status == 409
 
 
+_ERRNO_TEXT = re.compile(r"\[Errno -?\d+\] ([^'\")\]]+)")
+_SSL_TEXT = re.compile(r"\[SSL: [A-Z0-9_]+\] ([^('\"]+)")
+
+
+def describe_connection_error(exc):
+    """The cause of a failed connection in a few words (``connection refused``, ``Name or
+    service not known``, ``TLS: certificate verify failed: ...``, ``no answer within 10 s``),
+    without the reprs of urllib3's pool and connection objects."""
+    text = str(exc)
+    if HAS_REQUESTS and isinstance(exc, requests.exceptions.SSLError):
+        match = _SSL_TEXT.search(text)
+        return "TLS: %s" % (match.group(1).strip() if match else "handshake failed")
+    if HAS_REQUESTS and isinstance(exc, requests.exceptions.ConnectTimeout):
+        return "no answer to the connection attempt (timed out)"
+    if HAS_REQUESTS and isinstance(exc, requests.exceptions.ReadTimeout):
+        return "no answer within the request timeout (read timed out)"
+    match = _ERRNO_TEXT.search(text)
+    if match:
+        return match.group(1).strip().rstrip(".").lower() if "refused" in match.group(1).lower() \
+            else match.group(1).strip().rstrip(".")
+    if "RemoteDisconnected" in text or "Connection aborted" in text:
+        return "the connection was closed without an answer"
+    # Last resort: the exception's words without object reprs and the URL urllib3 repeats.
+    text = re.sub(r"<[^>]*>:?\s*", "", text)
+    text = re.sub(r"\(Caused by \w+\(", "(", text)
+    return "%s: %s" % (type(exc).__name__, text[:200])
+
+
 class WaldurClient:
     """A thread-safe Waldur REST client shared by the workers of one module run."""
 
     def __init__(self, api_url, token, verify_ssl=True, timeout=30, max_retry_seconds=120,
-                 user_agent=DEFAULT_USER_AGENT, retry_policy=None, pool_size=16):
+                 user_agent=DEFAULT_USER_AGENT, retry_policy=None, pool_size=16,
+                 unreachable_timeout=DEFAULT_UNREACHABLE_TIMEOUT):
         if not HAS_REQUESTS:
             raise RuntimeError(missing_required_lib("requests"))
         if not token:
@@ -146,10 +220,12 @@ class WaldurClient:
         self.root = normalize_api_root(api_url)
         self._token = token
         self.timeout = timeout
+        self.unreachable_timeout = unreachable_timeout
         self.retry_policy = retry_policy or RetryPolicy(max_retry_seconds=max_retry_seconds)
+        self.verify = parse_verify_ssl(verify_ssl)
         self.session = requests.Session()
-        self.session.verify = verify_ssl
-        if not verify_ssl:
+        self.session.verify = self.verify
+        if self.verify is False:
             # the operator chose this for the offering; one warning per request would drown the output
             urllib3.disable_warnings(urllib3.exceptions.InsecureRequestWarning)
         self.session.headers.update({
@@ -256,22 +332,43 @@ class WaldurClient:
     def _send(self, method, path, params=None, json=None, idempotent=True):
         url = self.url(path)
         api_path = urlsplit(url).path
+        started = self.retry_policy.clock()
         deadline = self.retry_policy.start()
+        # A Waldur that cannot be reached at all is given up on sooner than one answering 5xx.
+        reach_deadline = min(deadline, started + self.unreachable_timeout)
         attempt = 0
         while True:
             attempt += 1
             self._count(method, retry=attempt > 1)
             retry_after = None
+            # No connect attempt may run past the bound (a host that drops packets never refuses).
+            connect_timeout = max(0.5, min(self.timeout, reach_deadline - self.retry_policy.clock()))
             try:
                 response = self.session.request(
                     method, url, params=self._encode_params(params), json=json,
-                    timeout=self.timeout, allow_redirects=False)
+                    timeout=(connect_timeout, self.timeout), allow_redirects=False,
+                    # Given on every request: the session's value would lose to REQUESTS_CA_BUNDLE.
+                    verify=self.verify)
             except requests.exceptions.RequestException as exc:
+                never_sent = self._never_sent(exc)
+                if never_sent:
+                    error = WaldurApiError(None, method, api_path, self._scrub(describe_connection_error(exc)),
+                                           api_url=self.root + "api/")
+                    if isinstance(exc, requests.exceptions.SSLError):
+                        raise error  # a certificate does not change between attempts
+                    if self.retry_policy.clock() >= reach_deadline:
+                        raise self._gave_up(error, attempt, started)
+                else:
+                    error = WaldurApiError(None, method, api_path, self._scrub(describe_connection_error(exc)))
                 # A request that never reached the server is safe to resend; after a lost reply a
                 # non-idempotent POST may have been applied, so it is not resent.
-                error = WaldurApiError(None, method, api_path, self._scrub(self._describe_exception(exc)))
-                if not (idempotent or self._never_sent(exc)):
+                if not (idempotent or never_sent):
                     raise error
+                wait = self.retry_policy.delay(attempt, reach_deadline if never_sent else deadline)
+                if wait is None:
+                    raise self._gave_up(error, attempt, started)
+                self.retry_policy.sleep(wait)
+                continue
             else:
                 status = response.status_code
                 if 200 <= status < 300:
@@ -291,22 +388,18 @@ class WaldurClient:
                 raise error
             self.retry_policy.sleep(wait)
 
+    def _gave_up(self, error, attempt, started):
+        error.message = "%s; gave up after %d attempt%s in %.0f s" % (
+            error.message, attempt, "" if attempt == 1 else "s", self.retry_policy.clock() - started)
+        return error
+
     @staticmethod
     def _never_sent(exc):
         """True when the connection could not even be opened (nothing reached Waldur)."""
-        if isinstance(exc, requests.exceptions.ConnectTimeout):
+        if isinstance(exc, (requests.exceptions.ConnectTimeout, requests.exceptions.SSLError)):
             return True
         reason = getattr(exc.args[0], "reason", None) if exc.args else None
-        return isinstance(reason, urllib3.exceptions.NewConnectionError)
-
-    @staticmethod
-    def _describe_exception(exc):
-        kind = type(exc).__name__
-        reason = str(exc)
-        # urllib3 reasons repeat the whole URL and pool object; the class name plus the last clause is enough
-        if "Caused by" in reason:
-            reason = reason.split("Caused by", 1)[1].strip(" ()")
-        return "%s: %s" % (kind, reason[:300])
+        return isinstance(reason, (urllib3.exceptions.NewConnectionError, urllib3.exceptions.SSLError))
 
     def _scrub(self, text):
         """Belt and braces: a token can only leak through an echoing proxy, but never let it through."""
@@ -316,11 +409,13 @@ class WaldurClient:
 
     def _error_from_response(self, method, api_path, response):
         status = response.status_code
+        body = None
         if 300 <= status < 400:
             message = "unexpected redirect to %s (check api_url)" % response.headers.get("Location", "?")
         else:
             try:
-                message = _error_text(response.json())
+                body = response.json()
+                message = _error_text(body)
             except ValueError:
                 text = (response.text or "").strip()
                 if text.lower().startswith("<!doctype") or text.lower().startswith("<html"):
@@ -329,7 +424,7 @@ class WaldurClient:
                     message = text[:500]
             if not message:
                 message = response.reason or ""
-        return WaldurApiError(status, method, api_path, self._scrub(message.strip()))
+        return WaldurApiError(status, method, api_path, self._scrub(message.strip()), body=body)
 
     @staticmethod
     def _decode(response):
@@ -477,7 +572,7 @@ class WaldurModule:
                 self._client = WaldurClient(
                     params["api_url"], params["api_token"], verify_ssl=params["verify_ssl"],
                     timeout=params["timeout"], max_retry_seconds=params["max_retry_seconds"],
-                    pool_size=pool_size)
+                    pool_size=pool_size, unreachable_timeout=params["unreachable_timeout"])
             except ValueError as exc:
                 self.module.fail_json(msg=str(exc))
         return self._client

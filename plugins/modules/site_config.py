@@ -18,7 +18,18 @@ description:
     before any call is made.
   - Every problem is reported at once, each with its key path, for example
     C(offerings[1].backend_settings.client_secret) followed by C(required).
-    Unknown keys are warnings. Values of secrets never appear in messages.
+    Values of secrets never appear in messages.
+  - Refused, besides wrong or missing keys, are an offering that has only OIDC credentials (this
+    collection authenticates with C(waldur_api_token)), two offerings with one
+    C(waldur_offering_uuid), and a file larger than 1 MiB or whose YAML aliases would expand it
+    beyond 100000 values (checked before the file is loaded).
+  - Offerings of other backends (C(backend_type) other than C(azure) and C(digitalocean), for example
+    C(slurm)) are left to their own agent, named in one warning, and not returned.
+  - Warnings, given once per run (by the play's first host), for unknown keys (naming the known key a
+    misspelt one resembles), offerings of other backends, a token sent over plain C(http://) to a host
+    other than the loopback, and a file readable by its group or other users.
+  - With O(pass_role), offerings without that pass's role backend are named in a warning and left out,
+    and a file where no offering has it fails (a misspelt role key must not turn the agent off).
   - Runs on the controller as an action plugin, so files encrypted with ansible-vault
     (whole file or C(!vault) values) are decrypted by Ansible.
   - Secrets missing from the file are taken from the environment, so they can come from AWX/AAP
@@ -62,6 +73,8 @@ attributes:
     support: full
 notes:
   - The whole configuration is validated even when O(offering) selects one offering.
+  - When O(offering) names an offering without the pass's role backend, no offering is returned (a
+    warning says so) and the task does not fail.
 """
 
 EXAMPLES = r"""
@@ -87,6 +100,12 @@ offerings:
   returned: success
   type: list
   elements: dict
+left_out:
+  description: Names of the offerings left out of the pass because their role backend is not set.
+  returned: success
+  type: list
+  elements: str
+  sample: ["Azure VM"]
 root:
   description: The root options of the file other than C(offerings) and C(sentry_dsn).
   returned: success

@@ -22,6 +22,11 @@ description:
     C(backend_name)) are not sent. When no C(limit_period) is configured the component keeps the
     one Waldur has.
   - Components that Waldur has and the configuration does not are left alone.
+  - Then every plan of the offering gets a price for every component of the offering with
+    C(update_prices) on the plan. The price is the configured C(price), else the one the plan already
+    has, else 0. Waldur cannot finish an Update order whose limits name a component without a price in
+    the resource's plan (HTTP 500 C(PlanComponent matching query does not exist)), so a component
+    is never left unpriced. A plan whose prices already match is not written.
 author:
   - Waldur site agent developers (@waldur)
 extends_documentation_fragment:
@@ -51,6 +56,8 @@ options:
         C(max_available_limit), C(default_limit), C(limit_period) (C(month), C(quarterly),
         C(annual), C(total)), C(article_code), C(is_boolean), C(is_prepaid),
         C(min_prepaid_duration), C(max_prepaid_duration).
+      - C(price), a number of 0 or more, is the component's price in every plan of the offering
+        (not a component field; see the description).
       - Other keys are ignored.
     type: dict
     required: true
@@ -74,6 +81,7 @@ EXAMPLES = r"""
         accounting_type: limit
         label: Memory
         limit: 65536
+        price: 0.002
 """
 
 RETURN = r"""
@@ -113,16 +121,53 @@ results:
       changed: true
       failed: false
       msg: created
+plans:
+  description: One result per plan of the offering, with the prices it was (or would be) given.
+  returned: always
+  type: list
+  elements: dict
+  contains:
+    uuid:
+      description: Plan UUID.
+      type: str
+    name:
+      description: Plan name.
+      type: str
+    action:
+      description: C(priced) or C(unchanged) (what would be done, in check mode).
+      type: str
+    changed:
+      description: Whether the plan's prices were (or would be) written.
+      type: bool
+    failed:
+      description: Whether Waldur refused the prices.
+      type: bool
+    msg:
+      description: What happened.
+      type: str
+    changes:
+      description: For C(priced), each component whose price changes, with its C(before) (null when it had
+        none) and C(after) price.
+      type: dict
+  sample:
+    - uuid: d0000000000000000000000000000002
+      name: Default plan
+      action: priced
+      changed: true
+      failed: false
+      msg: "priced: gpu"
+      changes: {gpu: {before: null, after: 0.0}}
 api_calls:
   description: Waldur HTTP calls made by this task (C(reads), C(writes), C(retries)).
   returned: always
   type: dict
 """
 
+from decimal import Decimal, InvalidOperation
+
 from ansible_collections.waldur.site_agent.plugins.module_utils.waldur_api import (
     WaldurApiError,
     WaldurModule,
-    offering_components,
     provider_offering_path,
 )
 
@@ -144,6 +189,8 @@ OPTIONAL_FIELDS = (
     ("min_prepaid_duration", "min_prepaid_duration"),
     ("max_prepaid_duration", "max_prepaid_duration"),
 )
+# The configuration key holding a component's price in the offering's plans (not a component field).
+PRICE_KEY = "price"
 INTEGER_FIELDS = ("limit_amount", "min_value", "max_value", "max_available_limit", "default_limit",
                   "min_prepaid_duration", "max_prepaid_duration")
 
@@ -201,6 +248,65 @@ def differences(body, existing):
                 if field != "type" and not _same(value, existing.get(field)))
 
 
+def configured_price(module, component_type, config):
+    """The configured ``price`` as a Decimal, None when not given; bad values fail naming the key."""
+    value = config.get(PRICE_KEY)
+    if value is None:
+        return None
+    try:
+        price = Decimal(str(value))
+    except InvalidOperation:
+        price = None
+    if price is None or isinstance(value, bool) or not price.is_finite() or price < 0:
+        module.fail_json(msg="components.%s.price must be a number of 0 or more, got %r" % (component_type, value))
+    return price
+
+
+def _decimal(value):
+    try:
+        return Decimal(str(value)) if value is not None else None
+    except InvalidOperation:
+        return None
+
+
+def wanted_prices(plan, component_types, configured):
+    """``(prices, changes)`` for one plan: every component priced (configured, else the plan's
+    own, else 0), and the components whose price differs from what the plan has."""
+    current = dict((key, _decimal(value)) for key, value in (plan.get("prices") or {}).items())
+    prices, changes = {}, {}
+    for component_type in sorted(component_types):
+        before = current.get(component_type)
+        after = configured.get(component_type)
+        if after is None:
+            after = before if before is not None else Decimal(0)
+        prices[component_type] = after
+        if before is None or before != after:
+            changes[component_type] = {"before": float(before) if before is not None else None, "after": float(after)}
+    return prices, changes
+
+
+def price_plans(module, client, plans, component_types, configured):
+    """Give every plan a price for every component; one ``update_prices`` per plan that needs it."""
+    results = []
+    for plan in plans:
+        prices, changes = wanted_prices(plan, component_types, configured)
+        result = {"uuid": plan.get("uuid"), "name": plan.get("name") or "", "changed": False, "failed": False}
+        if not changes:
+            results.append(dict(result, action="unchanged", msg="unchanged"))
+            continue
+        result.update(action="priced", changed=True, changes=changes, msg="priced: %s" % ", ".join(sorted(changes)))
+        if module.check_mode:
+            result["msg"] = "would be " + result["msg"]
+        else:
+            try:
+                client.post("marketplace-plans/%s/update_prices/" % plan.get("uuid"),
+                            json={"prices": dict((key, str(value)) for key, value in prices.items())})
+            except WaldurApiError as exc:
+                result.update(changed=False, failed=True, msg="update_prices failed: %s" % exc)
+        results.append(result)
+    return results
+
+
 def main():
     argument_spec = dict(
         offering_uuid=dict(type="str", required=True),
@@ -213,11 +319,17 @@ def main():
         module.fail_json(msg="components is empty: give the offering's backend_components mapping")
     bodies = [(str(name), component_body(module, str(name), config))
               for name, config in sorted(params["components"].items(), key=lambda pair: str(pair[0]))]
+    configured = dict((str(name), configured_price(module, str(name), config))
+                      for name, config in params["components"].items() if isinstance(config, dict))
+    configured = dict((key, value) for key, value in configured.items() if value is not None)
     client = module.client()
     try:
-        existing = dict((component.get("type"), component) for component in offering_components(client, offering_uuid))
+        offering = client.get(provider_offering_path(offering_uuid), params={"field": ["components", "plans"]}) or {}
     except WaldurApiError as exc:
         module.fail_from_error(exc, msg="could not read the components of offering %s" % offering_uuid)
+    existing = dict((component.get("type"), component) for component in offering.get("components") or []
+                    if isinstance(component, dict))
+    plans = [plan for plan in offering.get("plans") or [] if isinstance(plan, dict) and plan.get("uuid")]
 
     results, diffs = [], {"before": {}, "after": {}}
     for component_type, body in bodies:
@@ -247,12 +359,24 @@ def main():
                 result.update(changed=False, failed=True, msg="%s failed: %s" % (call[0], exc))
         results.append(result)
 
-    failures = [result for result in results if result["failed"]]
-    summary = dict(changed=any(result["changed"] for result in results), results=results)
+    # Components Waldur has after this run (a refused creation is not one).
+    component_types = set(existing) | set(r["type"] for r in results if r["action"] == "created" and not r["failed"])
+    plan_results = price_plans(module, client, plans, component_types, configured)
+    for plan in plan_results:
+        if plan["changed"]:
+            diffs["before"].setdefault("plans", {})[plan["uuid"]] = dict(
+                (key, change["before"]) for key, change in plan["changes"].items())
+            diffs["after"].setdefault("plans", {})[plan["uuid"]] = dict(
+                (key, change["after"]) for key, change in plan["changes"].items())
+
+    failures = ["component %s: %s" % (r["type"], r["msg"]) for r in results if r["failed"]]
+    failures += ["plan %s (%s): %s" % (r["name"], r["uuid"], r["msg"]) for r in plan_results if r["failed"]]
+    summary = dict(changed=any(result["changed"] for result in results + plan_results), results=results,
+                   plans=plan_results)
     if module._diff:
         summary["diff"] = diffs
     if failures:
-        module.fail_json(msg="; ".join("component %s: %s" % (r["type"], r["msg"]) for r in failures), **summary)
+        module.fail_json(msg="; ".join(failures), **summary)
     module.exit_json(**summary)
 
 

@@ -25,7 +25,15 @@ description:
   - Sends the rest in one C(set_usage) call per resource, with C(usages) (C(type) and C(amount) of
     each component), C(resource) and C(date), the first day of the billing month at midnight in
     O(timezone).
-  - Resources are worked on concurrently; one failing never stops the others.
+  - Resources are worked on concurrently; one failing never stops the others. A usage Waldur refuses
+    (for example C(Resource is not in valid state.) for an C(Erred) resource) is a failed item naming
+    the resource; with O(fail_on_item_error) the task fails.
+  - A month after the current one (in O(timezone)) is refused before any call.
+  - For another month than the current one, the first resource is sent alone and its usage read back
+    by C(billing_period). When Waldur put it elsewhere (Waldur 7.x ignores C(date) and stores usage
+    in the current month) the task fails at once saying so, and nothing more is sent.
+  - A past month that Waldur no longer takes (a 400 about C(date)) is a warning, not a failure, because
+    the period is closed.
 author:
   - Waldur site agent developers (@waldur)
 extends_documentation_fragment:
@@ -57,6 +65,10 @@ options:
           - UUID of the provider resource.
         type: str
         required: true
+      resource_name:
+        description:
+          - Name of the resource, for the messages.
+        type: str
       usages:
         description:
           - "Amount per component type (for example C({cpu: 2, ram: 4096, disk: 51200})), in the
@@ -65,7 +77,8 @@ options:
         required: true
   billing_period:
     description:
-      - The billing month, C(YYYY-MM). Defaults to the current month in O(timezone).
+      - The billing month, C(YYYY-MM). Defaults to the current month in O(timezone). A later month is
+        refused.
     type: str
   timezone:
     description:
@@ -88,8 +101,9 @@ options:
     type: bool
     default: false
 notes:
-  - Waldur takes a usage for the current month; some versions refuse past months (reported as not
-    submitted, not as a failure).
+  - Waldur takes a usage for the current month. Current Waldur takes C(date) for a past month too
+    (service providers, limit-based components); some servers refuse closed past months (reported as
+    not submitted, a warning); Waldur 7.x ignores C(date) (detected by the read-back, a failure).
 """
 
 EXAMPLES = r"""
@@ -121,6 +135,9 @@ results:
     resource_uuid:
       description: Resource UUID (32 hex).
       type: str
+    resource_name:
+      description: Resource name, when given.
+      type: str
     changed:
       description: Whether usage was (or in check mode would be) sent.
       type: bool
@@ -145,6 +162,9 @@ results:
       description: Components left out, with C(component) and C(reason).
       type: list
       elements: dict
+    closed:
+      description: Whether Waldur refused the usage because the billing month is closed.
+      type: bool
   sample:
     - resource_uuid: 7b1e0c9d8a7f4e3d2c1b0a9f8e7d6c5b
       changed: true
@@ -162,10 +182,11 @@ results:
           reason: the offering has no component gpu
 totals:
   description: Counts over all resources (C(resources), C(submitted) resources, C(sent) rows, C(unchanged),
-    C(refused), C(omitted), C(failed)).
+    C(refused) rows (never a decrease), C(omitted) rows, C(closed) resources whose month Waldur no longer
+    takes, and C(failed) resources whose usage Waldur refused or that could not be sent).
   returned: always
   type: dict
-  sample: {resources: 10, submitted: 3, sent: 5, unchanged: 24, refused: 1, omitted: 0, failed: 0}
+  sample: {resources: 10, submitted: 3, sent: 5, unchanged: 24, refused: 1, omitted: 0, closed: 0, failed: 0}
 billing_period:
   description: The billing month used, C(YYYY-MM).
   returned: always
@@ -204,7 +225,9 @@ except ImportError:  # Python < 3.9: only UTC
 CENT = Decimal("0.01")
 TOLERANCE = Decimal("0.000001")
 METERED_BILLING_TYPES = ("usage", "limit")
+# Older servers word a closed past period in the message only; current ones name the date field.
 PAST_PERIOD_MARKERS = ("backfilling past billing periods", "usage of a past month")
+STATE_HINT = " (Waldur takes usage only for resources in state OK, Updating or Terminating)"
 _PERIOD = re.compile(r"^(\d{4})-(\d{2})(?:-01)?$")
 
 
@@ -227,6 +250,41 @@ def billing_month(billing_period, timezone):
     if not match or not 1 <= int(match.group(2)) <= 12:
         raise ValueError("billing_period must be a month as YYYY-MM (for example 2026-11), got %r" % billing_period)
     return int(match.group(1)), int(match.group(2)), tzinfo
+
+
+def future_month_problem(year, month, tzinfo, timezone):
+    """A message when ``year-month`` is after the current month in ``tzinfo``, else None."""
+    now = datetime.datetime.now(tzinfo)
+    if (year, month) > (now.year, now.month):
+        return ("billing_period %04d-%02d is in the future: the current month in %s is %04d-%02d; nothing was sent"
+                % (year, month, timezone, now.year, now.month))
+    return None
+
+
+def is_current_month(year, month, tzinfo):
+    now = datetime.datetime.now(tzinfo)
+    return (year, month) == (now.year, now.month)
+
+
+def is_closed_period_refusal(exc):
+    """A 400 refusing the month itself: the ``date`` field named, or the old servers' words."""
+    if exc.status != 400:
+        return False
+    return "date" in exc.fields() or any(marker in exc.message.lower() for marker in PAST_PERIOD_MARKERS)
+
+
+def stored_in_period(client, resource_uuid, period_start):
+    """``{component: Decimal}`` Waldur holds for one resource in the month of ``period_start``."""
+    held = {}
+    for record in client.list("marketplace-component-usages/", params={
+            "resource_uuid": resource_uuid, "billing_period": period_start}):
+        if str(record.get("billing_period") or "")[:7] != period_start[:7] or not record.get("type"):
+            continue
+        try:
+            held[record["type"]] = Decimal(str(record.get("usage")))
+        except (InvalidOperation, ValueError):
+            continue
+    return held
 
 
 def usage_date(year, month, tzinfo):
@@ -261,8 +319,14 @@ def parse_items(module, usages):
                 module.fail_json(msg="%s.usages.%s must be a number, got %r" % (where, component, amount))
             if not amounts[str(component)].is_finite():
                 module.fail_json(msg="%s.usages.%s must be a finite number, got %r" % (where, component, amount))
-        items.append({"resource_uuid": uuid, "amounts": amounts})
+        items.append({"resource_uuid": uuid, "resource_name": entry.get("resource_name") or "", "amounts": amounts})
     return items
+
+
+def resource_label(item):
+    """``name (uuid)`` for messages, or the UUID alone when no name was given."""
+    return "%s (%s)" % (item["resource_name"], item["resource_uuid"]) if item.get("resource_name") \
+        else item["resource_uuid"]
 
 
 def stored_usages(client, offering_uuid, period_start):
@@ -348,6 +412,7 @@ def main():
         offering_uuid=dict(type="str", required=True),
         usages=dict(type="list", elements="dict", required=True, options=dict(
             resource_uuid=dict(type="str", required=True),
+            resource_name=dict(type="str"),
             usages=dict(type="dict", required=True),
         )),
         billing_period=dict(type="str"),
@@ -363,6 +428,9 @@ def main():
         year, month, tzinfo = billing_month(params["billing_period"], params["timezone"])
     except ValueError as exc:
         module.fail_json(msg=str(exc))
+    problem = future_month_problem(year, month, tzinfo, params["timezone"])
+    if problem:
+        module.fail_json(msg=problem)
     period = "%04d-%02d" % (year, month)
     period_start = period + "-01"
     date = usage_date(year, month, tzinfo)
@@ -372,7 +440,7 @@ def main():
     base = dict(billing_period=period, date=date)
     if not items:
         module.exit_json(changed=False, results=[], totals=dict(resources=0, submitted=0, sent=0, unchanged=0,
-                                                                refused=0, omitted=0, failed=0), **base)
+                                                                refused=0, omitted=0, closed=0, failed=0), **base)
     try:
         components = dict((component.get("type"), component.get("billing_type"))
                           for component in offering_components(client, offering_uuid))
@@ -383,7 +451,8 @@ def main():
 
     def submit(item):
         sent, unchanged, refused, omitted = plan_rows(item, components, stored)
-        result = {"resource_uuid": item["resource_uuid"], "changed": bool(sent), "failed": False,
+        result = {"resource_uuid": item["resource_uuid"], "resource_name": item["resource_name"],
+                  "changed": bool(sent), "failed": False, "closed": False,
                   "sent": sent, "unchanged": unchanged, "refused": refused, "omitted": omitted}
         if not sent or module.check_mode:
             result["msg"] = summary_message(sent, unchanged, refused, omitted,
@@ -394,29 +463,70 @@ def main():
         try:
             client.post("marketplace-component-usages/set_usage/", json=body)
         except WaldurApiError as exc:
-            if exc.status == 400 and any(marker in exc.message.lower() for marker in PAST_PERIOD_MARKERS):
-                result.update(changed=False, sent={}, msg="Waldur does not accept usage for %s any more: %s"
-                              % (period, exc.message))
+            if is_closed_period_refusal(exc):
+                result.update(changed=False, sent={}, closed=True, msg="Waldur does not accept usage for %s any "
+                              "more: %s" % (period, exc.message))
                 return result
-            raise
+            hint = STATE_HINT if exc.status == 400 and "resource" in exc.fields() else ""
+            result.update(changed=False, failed=True, sent={},
+                          msg="resource %s: Waldur refused the usage for %s (%s): %s%s"
+                          % (resource_label(item), period, "HTTP %s" % exc.status if exc.status else "no response",
+                             exc.message, hint))
+            return result
         result["msg"] = summary_message(sent, unchanged, refused, omitted)
         return result
 
     def on_error(item, exc):
-        return {"resource_uuid": item["resource_uuid"], "changed": False, "failed": True,
-                "msg": error_message(exc), "sent": {}, "unchanged": [], "refused": [], "omitted": []}
+        return {"resource_uuid": item["resource_uuid"], "resource_name": item["resource_name"], "changed": False,
+                "failed": True, "closed": False, "msg": "resource %s: %s" % (resource_label(item), error_message(exc)),
+                "sent": {}, "unchanged": [], "refused": [], "omitted": []}
 
-    results = run_batch(items, submit, max_workers=params["max_workers"], deadline_seconds=params["deadline"],
-                        on_error=on_error)
+    def batch(chunk):
+        return run_batch(chunk, submit, max_workers=params["max_workers"], deadline_seconds=params["deadline"],
+                         on_error=on_error)
+
+    first = None
+    if not is_current_month(year, month, tzinfo) and not module.check_mode:
+        # Another month: prove with one resource that Waldur stores it there before sending more.
+        first = next((index for index, item in enumerate(items) if plan_rows(item, components, stored)[0]), None)
+    if first is None:
+        results = batch(items)
+    else:
+        results = [None] * len(items)
+        results[first] = batch([items[first]])[0]
+        probe = results[first]
+        if probe["sent"] and not probe.get("failed"):
+            try:
+                held = stored_in_period(client, items[first]["resource_uuid"], period_start)
+            except WaldurApiError as exc:
+                module.fail_from_error(exc, msg="could not read back the usage of resource %s for %s; nothing "
+                                       "more was sent" % (resource_label(items[first]), period), **base)
+            missing = sorted(component for component, amount in probe["sent"].items()
+                             if held.get(component) != Decimal(amount))
+            if missing:
+                module.fail_json(msg=(
+                    "usage for %s did not land in %s: after set_usage answered success, Waldur holds no such usage "
+                    "of resource %s (%s) in that month. This Waldur ignores set_usage's date (as Waldur 7.x does) "
+                    "and stored the figures in the current month; nothing more was sent. Report past months only "
+                    "to a Waldur that takes date, and run the report pass for the current month to put its "
+                    "figures back." % (period, period, resource_label(items[first]), ", ".join(missing))),
+                    results=[probe], totals=dict(resources=len(items), submitted=1, sent=len(probe["sent"]),
+                                                 unchanged=0, refused=0, omitted=0, closed=0, failed=1), **base)
+        rest = [index for index in range(len(items)) if index != first]
+        for index, result in zip(rest, batch([items[index] for index in rest])):
+            results[index] = result
     for item, result in zip(items, results):
         result.setdefault("resource_uuid", item["resource_uuid"])
-        for key, empty in (("sent", {}), ("unchanged", []), ("refused", []), ("omitted", [])):
+        result.setdefault("resource_name", item["resource_name"])
+        for key, empty in (("sent", {}), ("unchanged", []), ("refused", []), ("omitted", []), ("closed", False)):
             result.setdefault(key, empty)
-    for result in results:
+    for item, result in zip(items, results):
         if result.get("refused"):
             module.warn("usage of resource %s not sent for %s: %s" % (
-                result["resource_uuid"], period,
+                resource_label(item), period,
                 "; ".join("%s %s (%s)" % (r["component"], r["amount"], r["reason"]) for r in result["refused"])))
+        if result.get("closed"):
+            module.warn("usage of resource %s for %s not sent: %s" % (resource_label(item), period, result["msg"]))
     totals = dict(
         resources=len(results),
         submitted=sum(1 for result in results if result["sent"] and not result.get("failed")),
@@ -424,12 +534,13 @@ def main():
         unchanged=sum(len(result["unchanged"]) for result in results),
         refused=sum(len(result["refused"]) for result in results),
         omitted=sum(len(result["omitted"]) for result in results),
+        closed=sum(1 for result in results if result.get("closed")),
         failed=sum(1 for result in results if result.get("failed")),
     )
     summary = dict(changed=any(result.get("changed") for result in results), results=results, totals=totals, **base)
     if totals["failed"] and params["fail_on_item_error"]:
-        module.fail_json(msg="usage of %d of %d resource(s) could not be submitted" % (totals["failed"], len(results)),
-                         **summary)
+        module.fail_json(msg="usage of %d of %d resource(s) could not be submitted: %s" % (
+            totals["failed"], len(results), "; ".join(r["msg"] for r in results if r.get("failed"))), **summary)
     module.exit_json(**summary)
 
 

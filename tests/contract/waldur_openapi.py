@@ -37,6 +37,10 @@ Deviations tolerated on purpose, each because the real server behaves that way:
 5. ``register_queue`` (``POST /api/marketplace-site-agent-identities/<uuid>/register_queue/``)
    is newer than the 8.0.5 schema; its request and response are checked against Waldur's
    generated client models (``AgentQueueRegistrationRequest``/``Response``) instead.
+6. ``update_prices`` (``POST /api/marketplace-plans/<uuid>/update_prices/``), the provider
+   plan action that prices components (real-waldur-samples.md section 6b), is not in the
+   reduced copy of the schema; its request is checked by hand: a token, ``{"prices":
+   {<component type>: <number or decimal string, 0 or more>}}``; a 2xx answer has no body.
 
 Anything else is reported.
 """
@@ -227,6 +231,39 @@ def _validate_register_queue(exchange: dict, label: str) -> list[str]:
     return [f"{label}: {problem}" for problem in problems]
 
 
+_UPDATE_PRICES = re.compile(r"^/api/marketplace-plans/[0-9a-fA-F-]{32,36}/update_prices/$")
+
+
+def _validate_update_prices(exchange: dict, label: str) -> list[str]:
+    """Deviation 6: the plan action that prices components, checked by hand."""
+    import json
+    from decimal import Decimal, InvalidOperation
+
+    problems = []
+    if not (exchange.get("request_headers") or {}).get("Authorization"):
+        problems.append("request: no Authorization header")
+    try:
+        body = json.loads(exchange.get("request_body") or b"null")
+    except ValueError as exc:
+        body, problems = None, problems + ["request: not JSON: %s" % exc]
+    prices = body.get("prices") if isinstance(body, dict) else None
+    if not isinstance(prices, dict):
+        problems.append("request: expected {\"prices\": {type: price}}")
+    else:
+        for key, value in prices.items():
+            try:
+                ok = not isinstance(value, bool) and Decimal(str(value)) >= 0
+            except InvalidOperation:
+                ok = False
+            if not (isinstance(key, str) and ok):
+                problems.append("request: prices.%s: expected a number of 0 or more, got %r" % (key, value))
+    if 200 <= exchange["status"] < 300 and exchange.get("response_body"):
+        problems.append("response: expected no body")
+    if exchange["status"] == 400:
+        problems = [problem for problem in problems if not problem.startswith("request: prices.")]
+    return [f"{label}: {problem}" for problem in problems]
+
+
 def _validate(exchange: dict) -> list[str]:
     request_api, response_api = apis()
     request = mock_request(exchange)
@@ -235,6 +272,8 @@ def _validate(exchange: dict) -> list[str]:
     label = f"{exchange['method']} {exchange['url']} -> {status}"
     if _REGISTER_QUEUE.match(path):
         return _validate_register_queue(exchange, label)
+    if _UPDATE_PRICES.match(path):
+        return _validate_update_prices(exchange, label)
     problems: list[str] = []
     try:
         request_errors = list(request_api.iter_request_errors(request))

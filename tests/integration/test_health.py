@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import socket
+import time
 
 import pytest
 import yaml
@@ -60,6 +61,7 @@ def site_config(waldur_url: str, do_url: str | None = None, azure_url: str | Non
 def write_config(tmp_path, config: dict):
     path = tmp_path / "site-agent.yaml"
     path.write_text(yaml.safe_dump(config, sort_keys=False))
+    path.chmod(0o600)
     return path
 
 
@@ -82,21 +84,27 @@ def assert_no_secret(output: str, *extra: str):
 
 
 # ---------------------------------------------------------------------------------- health
-def test_health_passes_when_every_waldur_accepts_its_token(tmp_path, waldur_sim):
-    config = write_config(tmp_path, site_config(waldur_sim.url))
+def test_health_passes_when_waldur_the_offerings_and_the_clouds_accept_their_credentials(
+        tmp_path, waldur_sim, do_sim, azure_sim):
+    config = write_config(tmp_path, site_config(waldur_sim.url, do_sim.url, azure_sim.url))
 
     run = run_playbook(HEALTH, extra_vars={"agent_pass_config": str(config)}, verbosity=3)
 
     assert run.rc == 0, run.output
-    assert "offering DigitalOcean VM: ready, Waldur answers as provider-agent" in run.output
-    assert "offering Azure VM: ready, Waldur answers as provider-agent" in run.output
+    assert ("offering DigitalOcean VM: ready, Waldur answers as provider-agent, offering DigitalOcean droplets "
+            "(Active), DigitalOcean account active") in run.output
+    assert ("offering Azure VM: ready, Waldur answers as provider-agent, offering Azure virtual machines (Active), "
+            "Azure subscription %s Enabled" % azure_presets.SUBSCRIPTION_NAME) in run.output
     probes = waldur_sim.app.calls_of("users.me")
     assert [(c["status"], c["user_agent"]) for c in probes] == [(200, "waldur-site-agent-health")] * 2
+    assert [c["status"] for c in waldur_sim.app.calls_of("offering.get")] == [200, 200]
+    assert [c["status"] for c in do_sim.app.calls_of("account.get")] == [200]
+    assert [c["status"] for c in azure_sim.app.calls_of("subscriptions.get")] == [200]
     assert_no_secret(run.output)
 
 
-def test_health_reads_the_config_from_the_environment(tmp_path, waldur_sim):
-    config = write_config(tmp_path, site_config(waldur_sim.url))
+def test_health_reads_the_config_from_the_environment(tmp_path, waldur_sim, do_sim, azure_sim):
+    config = write_config(tmp_path, site_config(waldur_sim.url, do_sim.url, azure_sim.url))
 
     run = run_playbook(HEALTH, env={"WALDUR_SITE_AGENT_CONFIG": str(config)})
 
@@ -104,8 +112,8 @@ def test_health_reads_the_config_from_the_environment(tmp_path, waldur_sim):
     assert len(waldur_sim.app.calls_of("users.me")) == 2
 
 
-def test_health_fails_naming_the_offering_whose_token_is_rejected(tmp_path, waldur_sim):
-    config = site_config(waldur_sim.url)
+def test_health_fails_naming_the_offering_whose_token_is_rejected(tmp_path, waldur_sim, do_sim, azure_sim):
+    config = site_config(waldur_sim.url, do_sim.url, azure_sim.url)
     config["offerings"][1]["waldur_api_token"] = "rejected-token-4f1c9e"
     path = write_config(tmp_path, config)
 
@@ -119,23 +127,27 @@ def test_health_fails_naming_the_offering_whose_token_is_rejected(tmp_path, wald
     assert sorted(c["status"] for c in waldur_sim.app.calls_of("users.me")) == [200, 401]
 
 
-def test_health_fails_naming_the_offering_whose_waldur_is_unreachable(tmp_path, waldur_sim):
-    config = site_config(waldur_sim.url)
-    config["offerings"][0]["waldur_api_url"] = closed_port_url() + "/api/"
+def test_health_fails_fast_naming_the_offering_whose_waldur_is_unreachable(tmp_path, waldur_sim, do_sim, azure_sim):
+    config = site_config(waldur_sim.url, do_sim.url, azure_sim.url)
+    down = closed_port_url()
+    config["offerings"][0]["waldur_api_url"] = down + "/api/"
     path = write_config(tmp_path, config)
 
+    started = time.monotonic()
     run = run_playbook(HEALTH, extra_vars={"agent_pass_config": str(path)})
 
+    assert time.monotonic() - started < 60
     assert run.rc != 0
-    assert "Not ready: DigitalOcean VM (Waldur is unreachable: " in run.output
-    assert "Connection refused" in run.output
+    assert ("Not ready: DigitalOcean VM (Waldur is unreachable at %s/api/ (waldur_api_url): Connection refused)"
+            % down) in run.output
     assert "offering Azure VM: ready" in run.output
+    assert do_sim.app.calls == []  # nothing more is asked for an offering whose Waldur is down
     assert_no_secret(run.output)
 
 
-def test_health_reports_a_waldur_server_error(tmp_path, waldur_sim):
+def test_health_reports_a_waldur_server_error(tmp_path, waldur_sim, do_sim, azure_sim):
     waldur_sim.app.add_fault("users.me", status=503, times=1)
-    path = write_config(tmp_path, site_config(waldur_sim.url))
+    path = write_config(tmp_path, site_config(waldur_sim.url, do_sim.url, azure_sim.url))
 
     run = run_playbook(HEALTH, extra_vars={"agent_pass_config": str(path)})
 
@@ -143,10 +155,59 @@ def test_health_reports_a_waldur_server_error(tmp_path, waldur_sim):
     assert "Not ready: DigitalOcean VM (Waldur answered HTTP 503)" in run.output
 
 
-def test_health_checks_one_offering_per_host_with_the_offerings_inventory(tmp_path, waldur_sim):
+def test_health_says_not_ready_for_a_wrong_offering_uuid(tmp_path, waldur_sim, do_sim, azure_sim):
+    """A wrong waldur_offering_uuid gave orders=0 and a green health forever: now one line."""
+    config = site_config(waldur_sim.url, do_sim.url, azure_sim.url)
+    wrong = "d0000000000000000000000000000999"
+    config["offerings"][0]["waldur_offering_uuid"] = wrong
+    path = write_config(tmp_path, config)
+
+    run = run_playbook(HEALTH, extra_vars={"agent_pass_config": str(path)})
+
+    assert run.rc != 0
+    assert ("Not ready: DigitalOcean VM (offering %s (waldur_offering_uuid) is not an offering of this token's "
+            "provider in Waldur (HTTP 404)" % wrong) in run.output
+    assert "offering Azure VM: ready" in run.output
+
+
+def test_health_proves_the_cloud_credentials(tmp_path, waldur_sim, do_sim, azure_sim):
+    """A wrong DigitalOcean token or Azure secret was invisible until an order arrived."""
+    config = site_config(waldur_sim.url, do_sim.url, azure_sim.url)
+    config["offerings"][0]["backend_settings"]["token"] = "wrong-do-token-5150"
+    config["offerings"][1]["backend_settings"]["client_secret"] = "wrong-azure-secret-6502"
+    path = write_config(tmp_path, config)
+
+    run = run_playbook(HEALTH, extra_vars={"agent_pass_config": str(path)}, verbosity=3)
+
+    assert run.rc != 0
+    assert ("Not ready: DigitalOcean VM (DigitalOcean rejected the token (HTTP 401)); Azure VM (Azure AD refused the "
+            "service principal: AADSTS7000215: Invalid client secret provided.") in run.output
+    assert azure_sim.app.calls_of("subscriptions.get") == []
+    assert_no_secret(run.output, "wrong-do-token-5150", "wrong-azure-secret-6502")
+
+
+def test_health_and_diagnostics_tell_the_truth_under_check_mode(tmp_path, waldur_sim, do_sim, azure_sim):
+    """uri does not support check mode: its reads ran skipped and gave a false outage."""
+    path = write_config(tmp_path, site_config(waldur_sim.url, do_sim.url, azure_sim.url))
+
+    health = run_playbook(HEALTH, extra_vars={"agent_pass_config": str(path)}, check=True)
+    diagnostics = run_playbook(DIAGNOSTICS, extra_vars={"agent_pass_config": str(path)}, check=True)
+
+    assert health.rc == 0, health.output
+    assert "offering DigitalOcean VM: ready" in health.output and "offering Azure VM: ready" in health.output
+    assert diagnostics.rc == 0, diagnostics.output
+    assert report_section(diagnostics.output).count("no problems found") == 2
+    assert waldur_sim.app.write_calls() == [] and do_sim.app.write_calls() == []
+    bad = site_config(waldur_sim.url, do_sim.url, azure_sim.url)
+    bad["offerings"][0]["backend_settings"]["token"] = "wrong-do-token-5150"
+    checked = run_playbook(HEALTH, extra_vars={"agent_pass_config": str(write_config(tmp_path, bad))}, check=True)
+    assert checked.rc != 0 and "DigitalOcean rejected the token (HTTP 401)" in checked.output
+
+
+def test_health_checks_one_offering_per_host_with_the_offerings_inventory(tmp_path, waldur_sim, do_sim, azure_sim):
     """With the waldur.site_agent.offerings inventory each host probes only its own offering;
     the failing one is named, the other passes."""
-    config = site_config(waldur_sim.url)
+    config = site_config(waldur_sim.url, do_sim.url, azure_sim.url)
     config["offerings"][1]["waldur_api_token"] = "rejected-token-77aa"
     path = write_config(tmp_path, config)
     inventory = tmp_path / "site.waldur_offerings.yml"
@@ -224,3 +285,47 @@ def test_diagnostics_skips_waldur_details_when_waldur_rejects_the_token(tmp_path
     offering_reads = waldur_sim.app.calls_of("offering.get")
     assert [c["path"].split("/")[3] for c in offering_reads] == [waldur_presets.AZURE_OFFERING_UUID]
     assert_no_secret(run.output, "bad-waldur-token-2718")
+
+
+# ---------------------------------------------------------------------------------- verify_ssl
+@pytest.fixture(scope="module")
+def tls_waldur(tmp_path_factory):
+    from tests.simulators.common import SimulatorServer
+    from tests.simulators.tls import make_tls
+    from tests.simulators.waldur import WaldurSimulator
+
+    context, ca_path = make_tls(str(tmp_path_factory.mktemp("waldur-ca")))
+    _other, other_ca = make_tls(str(tmp_path_factory.mktemp("other-ca")))
+    server = SimulatorServer(WaldurSimulator(), ssl_context=context).start()
+    server.ca_bundle, server.other_ca = ca_path, other_ca
+    yield server
+    server.stop()
+
+
+@pytest.mark.parametrize("verify_ssl, environment, ready", [
+    (False, {"REQUESTS_CA_BUNDLE": "other", "CURL_CA_BUNDLE": "other"}, True),   # false is false
+    ("ca", {"REQUESTS_CA_BUNDLE": "other"}, True),                                # a CA path wins
+    (True, {"REQUESTS_CA_BUNDLE": "ca"}, True),                                   # true: the variable's CA
+    (True, {"REQUESTS_CA_BUNDLE": "other"}, False),                               # ... and only that one
+    (None, {"WALDUR_VERIFY_SSL": "false", "REQUESTS_CA_BUNDLE": "other"}, True),  # unset: WALDUR_VERIFY_SSL
+])
+def test_health_verifies_waldur_as_verify_ssl_says_whatever_the_environment(
+        tmp_path, tls_waldur, do_sim, verify_ssl, environment, ready):
+    paths = {"ca": tls_waldur.ca_bundle, "other": tls_waldur.other_ca}
+    config = site_config(tls_waldur.url, do_sim.url)
+    config["offerings"] = config["offerings"][:1]
+    if verify_ssl is not None:
+        config["offerings"][0]["verify_ssl"] = paths.get(verify_ssl, verify_ssl)
+    path = write_config(tmp_path, config)
+    env = {name: paths.get(value, value) for name, value in environment.items()}
+
+    run = run_playbook(HEALTH, extra_vars={"agent_pass_config": str(path)}, env=env)
+
+    if ready:
+        assert run.rc == 0, run.output
+        assert "offering DigitalOcean VM: ready" in run.output
+    else:
+        assert run.rc != 0
+        assert "Not ready: DigitalOcean VM (Waldur is unreachable at %s/api/ (waldur_api_url): " % tls_waldur.url \
+            in run.output
+        assert "CERTIFICATE_VERIFY_FAILED" in run.output or "certificate verify failed" in run.output

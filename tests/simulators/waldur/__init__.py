@@ -45,6 +45,7 @@ operation                              endpoint
 ``resources.set_limits``               POST .../{uuid}/set_limits/
 ``resources.set_paused``               POST .../{uuid}/set_paused/  (staff)
 ``resources.set_downscaled``           POST .../{uuid}/set_downscaled/  (staff)
+``resources.set_as_ok``                POST .../{uuid}/set_as_ok/  (Erred -> OK, no body)
 ``consumer_resources.list``            GET  /api/marketplace-resources/
 ``consumer_resources.get``             GET  /api/marketplace-resources/{uuid}/
 ``consumer_resources.update_limits``   POST .../{uuid}/update_limits/  (Update order)
@@ -53,6 +54,7 @@ operation                              endpoint
 ``offering.create_offering_component`` POST .../{uuid}/create_offering_component/  (201)
 ``offering.update_offering_component`` POST .../{uuid}/update_offering_component/
 ``plans.get``                          GET  /api/marketplace-plans/{uuid}/
+``plans.update_prices``                POST /api/marketplace-plans/{uuid}/update_prices/ (no body)
 ``service_provider.list``              GET  /api/marketplace-service-providers/
 ``service_provider.get``               GET  /api/marketplace-service-providers/{uuid}/
 ``service_provider.keys``              GET  /api/marketplace-service-providers/{uuid}/keys/
@@ -84,9 +86,20 @@ carry no ``name`` is taken, and erred by Waldur itself right after ``approve_by_
 pending-provider: the consumer token is an owner of the consumer organisation, for whom
 Waldur skips consumer approval. One order in progress per resource (409 otherwise).
 
+Plans price each component (``prices``; only priced components are listed in a plan's
+``components``); components created later have no price until ``update_prices`` gives one, and
+``set_state_done`` of an Update order whose limits name an unpriced component answers an HTML
+500 ``PlanComponent matching query does not exist`` (the order stays executing), as 7.0.7 does.
+``set_usage`` needs the resource in OK, Updating or Terminating (400 ``{"resource": ["Resource
+is not in valid state."]}`` otherwise, for example after an erred Update order).
+
 Quirks (constructor options, ``set_quirks()`` or ``POST /_sim/quirks``), reset with the
-state: ``empty_bodies=True`` makes the order transitions answer 200 with an empty body as
-Waldur 7.0.7 did (by default they answer ``{"detail": ...}``).
+state: ``empty_bodies`` makes the order transitions answer 200 with an empty body as
+Waldur 7.0.7 did (by default they answer ``{"detail": ...}``); ``usage_ignores_date`` stores
+every usage in the current month whatever ``date`` says; ``no_set_as_ok`` and
+``no_set_paused`` answer Django's HTML 404 for ``set_as_ok`` and for ``set_paused`` /
+``set_downscaled``. ``profile="waldur_7"`` (constructor) turns all four on by default; the
+default profile is current Waldur.
 
 Python handle for tests: ``seed_resource(offering_uuid, name, backend_id=, state="OK",
 attributes=, limits=, ...)``, ``seed_order(offering_uuid, type=, state=, resource_uuid=,

@@ -40,6 +40,20 @@ class ApiError(Exception):
         self.body = body if isinstance(body, (dict, list)) else {"detail": body}
 
 
+class HtmlError(Exception):
+    """An error Django answers with an HTML page (DEBUG=True): an unhandled exception (500)
+    or a URL the server does not have (404)."""
+
+    def __init__(self, status: int, title: str):
+        super().__init__(status, title)
+        self.status = status
+        self.title = title
+
+    def page(self) -> str:
+        return (f"<!DOCTYPE html>\n<html lang=\"en\"><head><title>{self.title}</title></head>"
+                f"<body><h1>{self.title}</h1></body></html>\n")
+
+
 def normalize_uuid(value) -> str | None:
     """32 lower-case hex digits for a dashed or undashed UUID, else None."""
     if not isinstance(value, str):
@@ -127,7 +141,7 @@ class Marketplace:
                                     is_staff=staff, owner_of=[owner_of] if owner_of else [],
                                     date_joined=created)
         self.offerings, self.plans = {}, {}
-        for offering_uuid, name, plan_uuid, plan_name, quotas, component_prefix in presets.OFFERINGS:
+        for offering_uuid, name, plan_uuid, plan_name, quotas, prices, component_prefix in presets.OFFERINGS:
             components = [
                 self._component(dict(uuid=f"{component_prefix}{index:02d}", type=ctype, name=cname,
                                      measured_unit=unit, billing_type="limit", limit_period="total",
@@ -140,7 +154,8 @@ class Marketplace:
                 components=components, plugin_options={}, state="Active", shared=True, billable=True,
                 backend_id="", created=created)
             self.plans[plan_uuid] = dict(uuid=plan_uuid, name=plan_name, offering_uuid=offering_uuid,
-                                         quotas=dict(quotas), unit="month", description="", created=created)
+                                         quotas=dict(quotas), unit="month", description="", created=created,
+                                         prices={ctype: Decimal(price) for ctype, price in prices.items()})
         self.service_providers = {
             presets.SERVICE_PROVIDER_UUID: dict(uuid=presets.SERVICE_PROVIDER_UUID,
                                                 customer_uuid=presets.PROVIDER_CUSTOMER_UUID,
@@ -319,6 +334,8 @@ class Marketplace:
 
     def set_state_done(self, order: dict) -> None:
         self._require(order, ("executing",))
+        if self.unpriced_limit_components(order):  # the transaction rolls back: the order stays executing
+            raise HtmlError(500, "DoesNotExist: PlanComponent matching query does not exist.")
         order.update(state="done", completed_at=now())
         resource = self._resource_of(order)
         if resource is not None:
@@ -390,12 +407,42 @@ class Marketplace:
         order.update(consumer_reviewed_by=user["uuid"], consumer_reviewed_at=order["created"])
         return order
 
+    # ------------------------------------------------------------------ plan prices
+    def unpriced_limit_components(self, order: dict) -> list[str]:
+        """The components of an Update order's limits that have no price in the resource's
+        plan. Waldur computes the new cost from the plan's PlanComponent rows when the order is
+        done, so such an order cannot be finished (real-waldur-samples.md section 6b)."""
+        if order["type"] != "Update":
+            return []
+        resource = self._resource_of(order)
+        plan = self.plans.get(order["plan_uuid"] or (resource or {}).get("plan_uuid") or "")
+        if plan is None:
+            return []
+        return sorted(key for key in order["limits"] if key not in plan["prices"])
+
+    def update_prices(self, plan: dict, prices: dict) -> None:
+        """Set the plan's price of each component given; the others keep theirs."""
+        known = set(self.offering_component_types(plan["offering_uuid"]))
+        unknown = sorted(set(prices) - known)
+        if unknown:
+            raise ApiError(400, {"prices": ["These components are invalid: %s." % ", ".join(unknown)]})
+        plan["prices"].update(prices)
+
+    # ------------------------------------------------------------------ provider resource state
+    def set_as_ok(self, resource: dict) -> None:
+        """Erred (or any state but Terminated) -> OK, clearing the error, as newer Waldur's
+        ``set_as_ok`` does for a service provider."""
+        if resource["state"] == "Terminated":
+            raise valid_states_error(("Creating", "OK", "Erred", "Updating", "Terminating"))
+        resource.update(state="OK", error_message="", error_traceback="")
+        self.touch(resource)
+
     # ------------------------------------------------------------------ usage
     def set_usage(self, resource: dict, usages: list[dict], billing_period: date, moment: datetime) -> None:
         """Validate every item first, then store; the same component and month overwrites."""
         if resource["state"] not in USAGE_STATES:
-            raise ApiError(400, {"resource": ["Usage can be reported only for resources in states: %s."
-                                              % ", ".join(USAGE_STATES)]})
+            # Real Waldur's words (an Erred resource takes no usage until it is set OK again).
+            raise ApiError(400, {"resource": ["Resource is not in valid state."]})
         allowed = self.offering_component_types(resource["offering_uuid"], ("usage", "limit"))
         invalid = [item["type"] for item in usages if item["type"] not in allowed]
         if invalid:
@@ -412,6 +459,23 @@ class Marketplace:
                 self.usages.append(existing)
             existing.update(usage=item["amount"], description=item.get("description", ""),
                             recurring=bool(item.get("recurring", False)), date=moment, modified=now())
+
+    @staticmethod
+    def parse_price(value) -> Decimal:
+        """A plan price as Waldur's DecimalField(max_digits=22, decimal_places=10, min_value=0) reads it."""
+        if isinstance(value, bool) or not isinstance(value, (str, int, float)):
+            raise ValueError("A valid number is required.")
+        try:
+            amount = Decimal(str(value).strip())
+        except InvalidOperation:
+            raise ValueError("A valid number is required.") from None
+        if not amount.is_finite():
+            raise ValueError("A valid number is required.")
+        if amount < 0:
+            raise ValueError("Ensure this value is greater than or equal to 0.")
+        if amount.as_tuple().exponent < -10:
+            raise ValueError("Ensure that there are no more than 10 decimal places.")
+        return amount
 
     @staticmethod
     def parse_amount(value) -> Decimal:
@@ -470,11 +534,14 @@ class Marketplace:
             description=plan["description"], article_code="", max_amount=None, archived=False, is_active=True,
             unit_price="0.0000000000", unit=plan["unit"], init_price=0.0, switch_price=0.0, backend_id="",
             organization_groups=[],
+            # Only priced components have a PlanComponent row, so only they are listed.
             components=[dict(type=c["type"], name=c["name"], measured_unit=c["measured_unit"],
-                             amount=int(plan["quotas"].get(c["type"], 0)), price="0.0000000000",
+                             amount=int(plan["quotas"].get(c["type"], 0)),
+                             price="%.10f" % plan["prices"][c["type"]],
                              future_price=None, discount_threshold=None, discount_rate=None)
-                        for c in offering["components"]],
-            prices={c["type"]: 0.0 for c in offering["components"]}, future_prices={},
+                        for c in offering["components"] if c["type"] in plan["prices"]],
+            prices={c["type"]: float(plan["prices"][c["type"]]) for c in offering["components"]
+                    if c["type"] in plan["prices"]}, future_prices={},
             quotas=dict(plan["quotas"]),
             resources_count=sum(1 for r in self.resources.values()
                                 if r["plan_uuid"] == plan["uuid"] and r["state"] != "Terminated"),

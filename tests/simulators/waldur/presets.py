@@ -54,12 +54,16 @@ COMPONENTS = (
 DO_PLAN_QUOTAS = {"cpu": 1, "ram": 1024, "disk": 25600}
 AZURE_PLAN_QUOTAS = {"cpu": 2, "ram": 4096, "disk": 30720}
 
+# Monthly price per unit of each component in the offering's plan (a decimal string).
+DO_PLAN_PRICES = {"cpu": "4.00", "ram": "0.005", "disk": "0.0001"}
+AZURE_PLAN_PRICES = {"cpu": "7.50", "ram": "0.004", "disk": "0.0002"}
+
 OFFERINGS = (
-    # uuid, name, plan uuid, plan name, plan quotas, component uuid prefix
+    # uuid, name, plan uuid, plan name, plan quotas, plan prices, component uuid prefix
     (DO_OFFERING_UUID, "DigitalOcean droplets", DO_PLAN_UUID, "Droplet s-1vcpu-1gb",
-     DO_PLAN_QUOTAS, "d00000000000000000000000000001"),
+     DO_PLAN_QUOTAS, DO_PLAN_PRICES, "d00000000000000000000000000001"),
     (AZURE_OFFERING_UUID, "Azure virtual machines", AZURE_PLAN_UUID, "VM Standard_B2s",
-     AZURE_PLAN_QUOTAS, "a00000000000000000000000000001"),
+     AZURE_PLAN_QUOTAS, AZURE_PLAN_PRICES, "a00000000000000000000000000001"),
 )
 
 USERS = (

@@ -15,12 +15,19 @@ from werkzeug.wrappers import Request, Response
 from tests.simulators.common import Simulator, json_response
 from tests.simulators.waldur.events import EventingMarketplace, SiteAgentEvents
 from tests.simulators.waldur.model import (
-    BILLING_TYPES, LIMIT_PERIODS, ORDER_STATES, ORDER_TYPES, RESOURCE_STATES, ApiError,
+    BILLING_TYPES, LIMIT_PERIODS, ORDER_STATES, ORDER_TYPES, RESOURCE_STATES, ApiError, HtmlError,
     month_start, normalize_uuid, not_found, now)
 
 DEFAULT_PAGE_SIZE = 10
 MAX_PAGE_SIZE = 300
-QUIRKS = ("empty_bodies",)
+QUIRKS = ("empty_bodies", "usage_ignores_date", "no_set_as_ok", "no_set_paused")
+# A profile is a set of quirks: "default" is current Waldur (8.x), "waldur_7" the 7.0.7 server of
+# real-waldur-samples.md (empty transition bodies, set_usage ignoring date, no set_paused /
+# set_downscaled / set_as_ok).
+PROFILES = {
+    "default": {},
+    "waldur_7": {"empty_bodies": True, "usage_ignores_date": True, "no_set_as_ok": True, "no_set_paused": True},
+}
 _COMPONENT_TYPE = re.compile(r"^[a-zA-Z0-9_\-/:]+$")
 _COMPONENT_FIELDS = {
     # request field: accepted Python types (None allowed where the schema says nullable)
@@ -55,11 +62,16 @@ class WaldurSimulator(Simulator):
 
     name = "waldur"
 
-    def __init__(self, preset: str | None = "default", latency: float = 0.0, empty_bodies: Any = False,
-                 max_exchanges: Any = 20000, broker: Any = None, **options: Any):
+    def __init__(self, preset: str | None = "default", latency: float = 0.0, empty_bodies: Any = None,
+                 max_exchanges: Any = 20000, broker: Any = None, profile: str = "default", **options: Any):
         self.exchanges: list[dict] = []
         self.max_exchanges = int(max_exchanges)
-        self.default_quirks = {"empty_bodies": _as_bool(empty_bodies)}
+        if profile not in PROFILES:
+            raise ValueError(f"unknown Waldur profile {profile!r}; known: {', '.join(PROFILES)}")
+        self.profile = profile
+        self.default_quirks = {quirk: bool(PROFILES[profile].get(quirk, False)) for quirk in QUIRKS}
+        if empty_bodies is not None:
+            self.default_quirks["empty_bodies"] = _as_bool(empty_bodies)
         self.quirks = dict(self.default_quirks)
         # Site agent identities and event queues; with a broker, order and resource events
         # are published to it as Waldur does (see tests/simulators/waldur/events.py).
@@ -98,6 +110,7 @@ class WaldurSimulator(Simulator):
             ("POST", presource + "set_limits/", "resources.set_limits", e(self.resources_set_limits)),
             ("POST", presource + "set_paused/", "resources.set_paused", e(self.resources_set_paused)),
             ("POST", presource + "set_downscaled/", "resources.set_downscaled", e(self.resources_set_downscaled)),
+            ("POST", presource + "set_as_ok/", "resources.set_as_ok", e(self.resources_set_as_ok)),
             ("GET", cresources, "consumer_resources.list", e(self.consumer_resources_list)),
             ("GET", cresource, "consumer_resources.get", e(self.consumer_resources_get)),
             ("POST", cresource + "update_limits/", "consumer_resources.update_limits",
@@ -109,6 +122,8 @@ class WaldurSimulator(Simulator):
             ("POST", offering + "update_offering_component/", "offering.update_offering_component",
              e(self.offering_update_component)),
             ("GET", "/api/marketplace-plans/<uuid>/", "plans.get", e(self.plans_get)),
+            ("POST", "/api/marketplace-plans/<uuid>/update_prices/", "plans.update_prices",
+             e(self.plans_update_prices)),
             ("GET", providers, "service_provider.list", e(self.service_providers_list)),
             ("GET", providers + "<uuid>/", "service_provider.get", e(self.service_providers_get)),
             ("GET", providers + "<uuid>/keys/", "service_provider.keys", e(self.service_provider_keys)),
@@ -227,7 +242,14 @@ class WaldurSimulator(Simulator):
             except ApiError as error:
                 headers = {"WWW-Authenticate": "Token"} if error.status == 401 else None
                 return json_response(error.body, error.status, headers)
+            except HtmlError as error:
+                return Response(error.page(), status=error.status, content_type="text/html; charset=utf-8")
         return run
+
+    def _missing_in_this_version(self, request: Request, quirk: str) -> None:
+        """An endpoint the server's version lacks: Django's HTML 404."""
+        if self.quirks[quirk]:
+            raise HtmlError(404, f"Page not found at {request.path}")
 
     def _authenticate(self, request: Request) -> dict:
         """DRF TokenAuthentication: ``Authorization: Token <key>``."""
@@ -594,10 +616,18 @@ class WaldurSimulator(Simulator):
         return json_response({"status": f"Resource {flag} flag has been set to {str(value).lower()}."})
 
     def resources_set_paused(self, request: Request, user: dict, uuid: str) -> Response:
+        self._missing_in_this_version(request, "no_set_paused")
         return self._set_flag(request, user, uuid, "paused")
 
     def resources_set_downscaled(self, request: Request, user: dict, uuid: str) -> Response:
+        self._missing_in_this_version(request, "no_set_paused")
         return self._set_flag(request, user, uuid, "downscaled")
+
+    def resources_set_as_ok(self, request: Request, user: dict, uuid: str) -> Response:
+        """200, no body (RESOURCE.SET_STATE on the offering's customer)."""
+        self._missing_in_this_version(request, "no_set_as_ok")
+        self.market.set_as_ok(self._provider_resource(user, uuid))
+        return json_response(None, 200)
 
     # ------------------------------------------------------------------ consumer resources
     def consumer_resources_list(self, request: Request, user: dict) -> Response:
@@ -678,6 +708,30 @@ class WaldurSimulator(Simulator):
         if not self._is_provider(user, plan["offering_uuid"]):
             raise not_found("Plan")
         return json_response(self.market.plan_repr(plan))
+
+    def plans_update_prices(self, request: Request, user: dict, uuid: str) -> Response:
+        """``{"prices": {component type: price}}``: 200, no body, as Waldur's provider plan
+        action. Prices are decimals of 0 or more."""
+        plan = self.market.get(self.market.plans, uuid, "Plan")
+        if not self._is_provider(user, plan["offering_uuid"]):
+            raise not_found("Plan")
+        body = self._json(request)
+        prices = body.get("prices")
+        if not isinstance(prices, dict):
+            message = "This field is required." if prices is None else "Expected a dictionary of items."
+            raise ApiError(400, {"prices": [message]})
+        cleaned, errors = {}, {}
+        for key, value in prices.items():
+            try:
+                amount = self.market.parse_price(value)
+            except ValueError as exc:
+                errors[key] = [str(exc)]
+            else:
+                cleaned[key] = amount
+        if errors:
+            raise ApiError(400, {"prices": errors})
+        self.market.update_prices(plan, cleaned)
+        return json_response(None, 200)
 
     # ------------------------------------------------------------------ service providers, users
     def service_providers_list(self, request: Request, user: dict) -> Response:
@@ -770,7 +824,8 @@ class WaldurSimulator(Simulator):
         if any(item_errors):
             raise ApiError(400, {"usages": item_errors})
         moment = now()
-        if body.get("date") not in (None, ""):
+        # Waldur 7.0.7's serializer had no date: usage always went to the current month.
+        if body.get("date") not in (None, "") and not self.quirks["usage_ignores_date"]:
             try:
                 moment = datetime.fromisoformat(str(body["date"]).replace("Z", "+00:00"))
             except ValueError:

@@ -636,8 +636,9 @@ def test_empty_bodies_quirk(api):
     api.app.set_quirks(empty_bodies=True)
     assert api.post(f"{ORDERS}{P.AZURE_ORDER_UUID}/approve_by_provider/", json={}).data == b""
     api.app.reset()
-    assert api.app.quirks == {"empty_bodies": False}
-    assert api.client.post("/_sim/quirks", json={"empty_bodies": True}).json == {"empty_bodies": True}
+    assert not any(api.app.quirks.values())
+    assert api.client.post("/_sim/quirks", json={"empty_bodies": True}).json == {
+        "empty_bodies": True, "usage_ignores_date": False, "no_set_as_ok": False, "no_set_paused": False}
     assert api.post(f"{ORDERS}{P.DO_ORDER_UUID}/approve_by_provider/", json={}).data == b""
     with pytest.raises(ValueError):
         api.app.set_quirks(bogus=True)
@@ -705,3 +706,67 @@ def test_command_line_server_starts_and_serves(tmp_path):
     finally:
         process.terminate()
         process.wait(timeout=10)
+
+
+# ---- 7.0.7's behaviour where the agent meets it (real-waldur-samples.md section 6b) ----------
+
+def _update_order(api, app, limits):
+    resource = app.seed_resource(P.DO_OFFERING_UUID, "vm", backend_id="droplet-1", plan_uuid=P.DO_PLAN_UUID)
+    order_uuid = api.post(f"/api/marketplace-resources/{resource['uuid']}/update_limits/",
+                          json={"limits": limits}, token=P.CONSUMER_TOKEN).json["order_uuid"]
+    assert api.post(f"{ORDERS}{order_uuid}/approve_by_provider/", json={}).status_code == 200
+    return resource["uuid"], order_uuid
+
+
+def test_erring_an_update_order_marks_its_resource_erred_and_usage_is_refused(app, api):
+    resource_uuid, order_uuid = _update_order(api, app, {"cpu": 2, "ram": 4096, "disk": 81920})
+    api.post(f"{ORDERS}{order_uuid}/set_state_erred/", json={"error_message": "no size"})
+    assert app.resource(resource_uuid)["state"] == "Erred"
+    usage = {"resource": resource_uuid, "usages": [{"type": "cpu", "amount": "1.00"}]}
+    refused = api.post(SET_USAGE, json=usage)
+    assert (refused.status_code, refused.json) == (400, {"resource": ["Resource is not in valid state."]})
+
+    assert api.post(f"{PRESOURCES}{resource_uuid}/set_as_ok/").status_code == 200
+    resource = app.resource(resource_uuid)
+    assert (resource["state"], resource["error_message"]) == ("OK", "")
+    assert api.post(SET_USAGE, json=usage).status_code == 201
+
+
+def test_plans_price_each_component_and_an_update_on_an_unpriced_one_cannot_finish(app, api):
+    offering = api.get(f"/api/marketplace-provider-offerings/{P.DO_OFFERING_UUID}/").json
+    assert offering["plans"][0]["prices"] == {"cpu": 4.0, "ram": 0.005, "disk": 0.0001}
+    api.post(f"/api/marketplace-provider-offerings/{P.DO_OFFERING_UUID}/create_offering_component/",
+             json={"billing_type": "limit", "name": "GPU", "type": "gpu", "measured_unit": "GPUs"})
+    plan = api.get(f"/api/marketplace-plans/{P.DO_PLAN_UUID}/").json
+    assert "gpu" not in plan["prices"] and "gpu" not in [c["type"] for c in plan["components"]]
+
+    _resource_uuid, order_uuid = _update_order(api, app, {"cpu": 1, "ram": 1024, "disk": 25600, "gpu": 1})
+    failed = api.post(f"{ORDERS}{order_uuid}/set_state_done/")
+    assert failed.status_code == 500 and failed.content_type.startswith("text/html")
+    assert b"PlanComponent matching query does not exist" in failed.data
+    assert order_state(app, order_uuid) == "executing"
+
+    bad = api.post(f"/api/marketplace-plans/{P.DO_PLAN_UUID}/update_prices/", json={"prices": {"gpu": -1}})
+    assert bad.status_code == 400
+    priced = api.post(f"/api/marketplace-plans/{P.DO_PLAN_UUID}/update_prices/", json={"prices": {"gpu": "2.5"}})
+    assert (priced.status_code, priced.data) == (200, b"")
+    assert api.get(f"/api/marketplace-plans/{P.DO_PLAN_UUID}/").json["prices"]["gpu"] == 2.5
+    assert api.post(f"{ORDERS}{order_uuid}/set_state_done/").status_code == 200
+    assert order_state(app, order_uuid) == "done"
+
+
+def test_the_waldur_7_profile_ignores_the_usage_date_and_lacks_set_as_ok_and_set_paused():
+    old = Api(WaldurSimulator(profile="waldur_7", preset="empty"))
+    resource = old.app.seed_resource(P.DO_OFFERING_UUID, "vm", backend_id="droplet-1", state="Erred")
+    missing = old.post(f"{PRESOURCES}{resource['uuid']}/set_as_ok/")
+    assert missing.status_code == 404 and missing.content_type.startswith("text/html")
+    paused = old.post(f"{PRESOURCES}{resource['uuid']}/set_paused/", json={"paused": True}, token=P.STAFF_TOKEN)
+    assert paused.status_code == 404
+    old.app.market.resources[resource["uuid"]]["state"] = "OK"
+    usage = {"resource": resource["uuid"], "date": "2020-01-01T00:00:00+00:00",
+             "usages": [{"type": "cpu", "amount": "3.00"}]}
+    assert old.post(SET_USAGE, json=usage).status_code == 201
+    this_month = date.today().replace(day=1).isoformat()
+    assert [u["billing_period"] for u in old.app.usages(resource["uuid"])] == [this_month]
+    with pytest.raises(ValueError, match="unknown Waldur profile"):
+        WaldurSimulator(profile="waldur_6")

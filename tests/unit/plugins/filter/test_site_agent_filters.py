@@ -208,10 +208,12 @@ def test_metadata_updates_only_where_changed():
 
 
 def test_usage_rows_leave_out_unmeasured_machines():
-    resources = [{"uuid": "a" * 32, "backend_id": "/SUBSCRIPTIONS/S/VM1"}, {"uuid": "b" * 32, "backend_id": "/vm2"}]
+    resources = [{"uuid": "a" * 32, "name": "vm1", "backend_id": "/SUBSCRIPTIONS/S/VM1"},
+                 {"uuid": "b" * 32, "backend_id": "/vm2"}]
     machines = [{"backend_id": "/subscriptions/s/vm1", "found": True, "usages": {"cpu": 2}},
                 {"backend_id": "/vm2", "found": False, "usages": {}}]
-    assert usage_rows(machines, resources) == [{"resource_uuid": "a" * 32, "usages": {"cpu": 2}}]
+    assert usage_rows(machines, resources) == [{"resource_uuid": "a" * 32, "resource_name": "vm1",
+                                                "usages": {"cpu": 2}}]
 
 
 def test_api_call_count_sums_waldur_and_backend_figures_and_ignores_skipped_tasks():

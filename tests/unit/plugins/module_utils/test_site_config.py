@@ -60,14 +60,28 @@ def test_secrets_never_appear_in_messages():
     assert all(SECRET not in line and "12345" not in line for line in errors + warnings)
 
 
-def test_unknown_backend_type_and_missing_token():
+def test_another_backends_offering_is_skipped_with_one_warning_and_the_rest_is_validated():
+    """The migration guide promises the upstream file as it is: a SLURM offering beside ours
+    is left to its own agent (named in one warning), ours are still checked."""
     config = good_config()
-    config["offerings"][0]["backend_type"] = "slurm"
-    config["offerings"][1]["backend_settings"] = {}
+    config["offerings"].insert(0, {"name": "HPC", "backend_type": "slurm", "waldur_offering_uuid": "nope",
+                                   "backend_settings": {"default_account": "root"}})
+    config["offerings"][2]["backend_settings"] = {}
     errors, warnings = validate(config)
-    assert warnings == []
-    assert any("offerings[0].backend_type: unknown backend 'slurm'" in e for e in errors)
-    assert sum(1 for e in errors if e.startswith("offerings[1].backend_settings.")) == 4
+    assert warnings == ["offerings: skipped, not Azure or DigitalOcean (left to the agent of their backend): "
+                        "offerings[0] 'HPC' (backend_type slurm)"]
+    assert not any(e.startswith("offerings[0]") for e in errors)
+    assert sum(1 for e in errors if e.startswith("offerings[2].backend_settings.")) == 4
+    assert [o["name"] for o in offerings_for(config, "order_process")] == ["DO", "Azure"]
+
+
+def test_a_file_of_other_backends_only_is_refused():
+    config = good_config()
+    for offering in config["offerings"]:
+        offering["backend_type"] = "SLURM"
+    errors, _warnings = validate(config)
+    assert errors == ["offerings: none is an Azure or DigitalOcean offering: this collection has nothing to do "
+                      "(backend_type must be azure or digitalocean)"]
 
 
 def test_offerings_for_a_pass_and_an_offering():
@@ -94,3 +108,104 @@ def test_secrets_missing_from_the_file_come_from_the_environment():
     assert "offerings[1].backend_settings.tenant_id <- AZURE_TENANT" in filled
     assert not any("client_secret" in line for line in filled)
     assert all("w" != line and "from-env" not in line for line in filled)
+
+
+def test_an_oidc_only_offering_is_refused_naming_the_token():
+    config = good_config()
+    offering = config["offerings"][0]
+    del offering["waldur_api_token"]
+    offering.update(oidc_token_url="https://sso.example.com/token", oidc_client_id="agent", oidc_client_secret=SECRET)
+    errors, _warnings = validate(config)
+    assert len(errors) == 1
+    assert errors[0].startswith("offerings[0].waldur_api_token: required: this collection authenticates to Waldur "
+                                "with a static token only; OIDC")
+    assert SECRET not in errors[0]
+
+
+def test_two_offerings_with_one_uuid_are_refused():
+    config = good_config()
+    config["offerings"][1]["waldur_offering_uuid"] = "D0000000-0000-0000-0000-000000000001"
+    errors, _warnings = validate(config)
+    assert len(errors) == 1 and errors[0].startswith(
+        "offerings[1].waldur_offering_uuid: the same offering as offerings[0]")
+
+
+def test_a_token_over_plain_http_to_another_host_is_a_warning_but_loopback_is_not():
+    config = good_config()
+    config["offerings"][0]["waldur_api_url"] = "http://waldur.example.com/api/"
+    config["offerings"][1]["waldur_api_url"] = "http://127.0.0.1:8000/api/"
+    errors, warnings = validate(config)
+    assert errors == []
+    assert warnings == ["offerings[0].waldur_api_url: plain http:// to waldur.example.com: the Waldur token crosses "
+                        "the network unencrypted; use https://"]
+
+
+def test_a_misspelt_role_key_is_named_with_the_key_it_resembles():
+    from ansible_collections.waldur.site_agent.plugins.module_utils.site_config import role_key_typos
+
+    config = good_config()
+    for offering in config["offerings"]:
+        offering["order_procesing_backend"] = offering.pop("order_processing_backend")
+    errors, warnings = validate(config)
+    assert errors == []
+    assert "offerings[0].order_procesing_backend: unknown key, ignored (did you mean order_processing_backend?)" \
+        in warnings
+    assert offerings_for(config, "order_process") == []
+    assert role_key_typos(config, "order_process") == [
+        "offerings[0].order_procesing_backend", "offerings[1].order_procesing_backend"]
+
+
+def test_a_pass_names_the_offerings_it_leaves_out():
+    from ansible_collections.waldur.site_agent.plugins.module_utils.site_config import select_offerings
+
+    config = good_config()
+    assert select_offerings(config, "membership_sync") == ([], ["DO", "Azure"])
+    selected, left_out = select_offerings(config, "report")
+    assert [o["name"] for o in selected] == ["DO"] and left_out == ["Azure"]
+    assert select_offerings(config, "report", "Azure") == ([], ["Azure"])
+
+
+def test_timezone_verify_ssl_and_price_are_checked(tmp_path):
+    config = good_config()
+    config["timezone"] = "Mars/Olympus_Mons"
+    config["offerings"][0]["verify_ssl"] = str(tmp_path / "missing-ca.pem")
+    config["offerings"][0]["backend_components"]["cpu"]["price"] = -1
+    errors, _warnings = validate(config)
+    assert sorted(e.split(":")[0] for e in errors) == [
+        "offerings[0].backend_components.cpu.price", "offerings[0].verify_ssl", "timezone"]
+    ca = tmp_path / "ca.pem"
+    ca.write_text("-----BEGIN CERTIFICATE-----\n")
+    config["timezone"] = "Europe/Tallinn"
+    config["offerings"][0]["verify_ssl"] = str(ca)
+    config["offerings"][0]["backend_components"]["cpu"]["price"] = 0.5
+    assert validate(config) == ([], [])
+
+
+BOMB = """\
+a: &a ["lol","lol","lol","lol","lol","lol","lol","lol","lol"]
+b: &b [*a,*a,*a,*a,*a,*a,*a,*a,*a]
+c: &c [*b,*b,*b,*b,*b,*b,*b,*b,*b]
+d: &d [*c,*c,*c,*c,*c,*c,*c,*c,*c]
+e: &e [*d,*d,*d,*d,*d,*d,*d,*d,*d]
+f: &f [*e,*e,*e,*e,*e,*e,*e,*e,*e]
+g: &g [*f,*f,*f,*f,*f,*f,*f,*f,*f]
+h: &h [*g,*g,*g,*g,*g,*g,*g,*g,*g]
+i: &i [*h,*h,*h,*h,*h,*h,*h,*h,*h]
+offerings: []
+"""
+
+
+def test_yaml_aliases_that_expand_without_bound_are_refused_without_expanding_them():
+    import resource
+
+    from ansible_collections.waldur.site_agent.plugins.module_utils.site_config import yaml_bound_problem
+
+    before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    problem = yaml_bound_problem(BOMB)
+    grown_kib = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before
+    assert len(BOMB) < 600
+    assert problem.startswith("its YAML aliases expand to more than 100000 values (an alias bomb?)")
+    assert grown_kib < 20000
+    assert yaml_bound_problem("a: &x [1, 2]\nb: *x\nofferings: []\n") is None
+    assert yaml_bound_problem("a: &x [1, *x]\n").startswith("a YAML alias refers to a value that contains it")
+    assert yaml_bound_problem("a: [unclosed\n") is None  # the loader reports syntax errors itself

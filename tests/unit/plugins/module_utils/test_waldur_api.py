@@ -6,6 +6,7 @@ import json
 import socket
 import subprocess
 import threading
+import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from urllib.parse import parse_qs, urlsplit
 
@@ -377,6 +378,157 @@ def test_a_non_idempotent_post_is_resent_when_nothing_was_sent():
     fake_time = FakeTime()
     policy = RetryPolicy(max_retry_seconds=5, sleep=fake_time.sleep, clock=fake_time.clock)
     client = WaldurClient("http://127.0.0.1:%d/api/" % port, TOKEN, retry_policy=policy)
-    with pytest.raises(WaldurApiError, match="no response"):
+    with pytest.raises(WaldurApiError, match="cannot reach Waldur at .*: connection refused"):
         client.post("marketplace-orders/", json={}, idempotent=False)
     assert client.calls["retries"] >= 1
+
+
+# ---- a Waldur that cannot be reached: bounded, one clear line ---------------------------------
+
+def closed_port():
+    with socket.socket() as probe:  # a port nobody listens on
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+def test_an_unreachable_waldur_fails_within_the_bound_in_one_line_naming_the_url():
+    """Real time, real sockets: Waldur down (connection refused) is given up on after
+    unreachable_timeout, not max_retry_seconds, with the URL and the cause in plain words."""
+    url = "http://127.0.0.1:%d/api/" % closed_port()
+    client = WaldurClient(url, TOKEN, max_retry_seconds=120, unreachable_timeout=2)
+    started = time.monotonic()
+    with pytest.raises(WaldurApiError) as caught:
+        client.get("marketplace-orders/")
+    elapsed = time.monotonic() - started
+    text = str(caught.value)
+    assert elapsed < 4, elapsed
+    assert text.startswith("cannot reach Waldur at %s (waldur_api_url): connection refused; gave up after " % url)
+    assert text.endswith("(GET /api/marketplace-orders/)")
+    assert "\n" not in text and "NewConnectionError" not in text and "object at 0x" not in text
+    assert caught.value.status is None and caught.value.transient
+
+
+def test_a_host_that_never_answers_is_bounded_too():
+    """A listening socket whose backlog is full never completes the handshake: each connect
+    attempt is cut at the remaining bound, so the whole call stays within it."""
+    listener = socket.socket()
+    listener.bind(("127.0.0.1", 0))
+    listener.listen(0)
+    fillers = []
+    try:
+        for _filler in range(8):  # fill the accept queue so further connects hang
+            filler = socket.socket()
+            filler.setblocking(False)
+            filler.connect_ex(listener.getsockname())
+            fillers.append(filler)
+        client = WaldurClient("http://127.0.0.1:%d/api/" % listener.getsockname()[1], TOKEN, timeout=30,
+                              unreachable_timeout=2)
+        started = time.monotonic()
+        with pytest.raises(WaldurApiError) as caught:
+            client.get("users/me/")
+        assert time.monotonic() - started < 6
+        assert "Waldur" in str(caught.value) and TOKEN not in str(caught.value)
+    finally:
+        for filler in fillers:
+            filler.close()
+        listener.close()
+
+
+@pytest.mark.parametrize("exception, words", [
+    (ConnectionRefusedError(111, "Connection refused"), "connection refused"),
+    (OSError(-2, "Name or service not known"), "Name or service not known"),
+])
+def test_connection_causes_are_said_in_plain_words(exception, words):
+    import requests
+    import urllib3
+
+    from ansible_collections.waldur.site_agent.plugins.module_utils.waldur_api import describe_connection_error
+
+    reason = urllib3.exceptions.NewConnectionError(object(), "Failed to establish a new connection: [Errno %s] %s"
+                                                   % (exception.args[0], exception.args[1]))
+    error = requests.exceptions.ConnectionError(urllib3.exceptions.MaxRetryError(None, "/api/", reason))
+    assert describe_connection_error(error) == words
+
+
+# ---- verify_ssl means what it says, whatever the environment ----------------------------------
+
+@pytest.fixture(scope="module")
+def tls_waldur(tmp_path_factory):
+    from tests.simulators.common import SimulatorServer
+    from tests.simulators.tls import make_tls
+    from tests.simulators.waldur import WaldurSimulator
+
+    context, ca_path = make_tls(str(tmp_path_factory.mktemp("waldur-ca")))
+    _other_context, other_ca = make_tls(str(tmp_path_factory.mktemp("other-ca")))
+    server = SimulatorServer(WaldurSimulator(), ssl_context=context).start()
+    server.ca_bundle, server.other_ca = ca_path, other_ca
+    yield server
+    server.stop()
+
+
+def whoami(server, verify_ssl):
+    from tests.simulators.waldur import presets
+
+    client = WaldurClient(server.url + "/api/", presets.PROVIDER_TOKEN, verify_ssl=verify_ssl,
+                          unreachable_timeout=1)
+    return client.get("users/me/", params={"field": ["username"]})["username"]
+
+
+@pytest.mark.parametrize("variable", ["REQUESTS_CA_BUNDLE", "CURL_CA_BUNDLE"])
+def test_verify_ssl_false_is_not_overridden_by_a_ca_bundle_variable(tls_waldur, monkeypatch, variable):
+    """requests merges REQUESTS_CA_BUNDLE/CURL_CA_BUNDLE into a session's verify=False;
+    the client passes verify on every request so false stays false."""
+    monkeypatch.setenv(variable, tls_waldur.other_ca)  # a CA that did not sign the server
+    assert whoami(tls_waldur, False) == "provider-agent"
+    assert whoami(tls_waldur, "false") == "provider-agent"
+
+
+def test_verify_ssl_true_uses_the_ca_bundle_variable_and_fails_clearly_without_it(tls_waldur, monkeypatch):
+    monkeypatch.delenv("CURL_CA_BUNDLE", raising=False)
+    monkeypatch.setenv("REQUESTS_CA_BUNDLE", tls_waldur.ca_bundle)
+    assert whoami(tls_waldur, True) == "provider-agent"
+    monkeypatch.setenv("REQUESTS_CA_BUNDLE", tls_waldur.other_ca)
+    with pytest.raises(WaldurApiError) as caught:
+        whoami(tls_waldur, True)
+    assert str(caught.value).startswith("cannot reach Waldur at %s/api/ (waldur_api_url): TLS: certificate verify "
+                                        "failed" % tls_waldur.url)
+
+
+def test_a_ca_path_in_verify_ssl_wins_over_the_environment(tls_waldur, monkeypatch):
+    monkeypatch.setenv("REQUESTS_CA_BUNDLE", tls_waldur.other_ca)
+    monkeypatch.setenv("CURL_CA_BUNDLE", tls_waldur.other_ca)
+    assert whoami(tls_waldur, tls_waldur.ca_bundle) == "provider-agent"
+
+
+def test_verify_ssl_must_be_a_boolean_or_a_ca_file(tmp_path):
+    from ansible_collections.waldur.site_agent.plugins.module_utils.waldur_api import parse_verify_ssl
+
+    assert parse_verify_ssl("yes") is True and parse_verify_ssl("False") is False and parse_verify_ssl(None) is True
+    with pytest.raises(ValueError, match="verify_ssl must be true, false or the path of a CA bundle file"):
+        parse_verify_ssl(str(tmp_path / "nowhere.pem"))
+
+
+def test_modules_read_waldur_verify_ssl_when_verify_ssl_is_not_given(tls_waldur, monkeypatch, capsys):
+    """Precedence for the modules: the task's verify_ssl, else WALDUR_VERIFY_SSL, else true."""
+    from ansible.module_utils import _internal
+    from ansible.module_utils.testing import patch_module_args
+
+    from ansible_collections.waldur.site_agent.plugins.modules import waldur_resources_info
+    from tests.simulators.waldur import presets
+
+    monkeypatch.setattr(_internal, "is_controller", False)
+    monkeypatch.setenv("REQUESTS_CA_BUNDLE", tls_waldur.other_ca)
+
+    def run(**extra):
+        args = dict(api_url=tls_waldur.url, api_token=presets.PROVIDER_TOKEN, offering_uuid=presets.DO_OFFERING_UUID,
+                    unreachable_timeout=1, **extra)
+        with patch_module_args(args):
+            with pytest.raises(SystemExit):
+                waldur_resources_info.main()
+        return json.loads(capsys.readouterr().out)
+
+    monkeypatch.setenv("WALDUR_VERIFY_SSL", "false")
+    assert run().get("failed") is not True
+    assert "certificate verify failed" in run(verify_ssl=True)["msg"]
+    monkeypatch.delenv("WALDUR_VERIFY_SSL")
+    assert "certificate verify failed" in run()["msg"]

@@ -93,3 +93,69 @@ def test_bad_configuration_names_the_key(waldur_sim, capsys, config, message):
     result = run(waldur_sim, capsys, components=config)
     assert result["failed"] is True and result["msg"] == message
     assert waldur_sim.app.calls == []
+
+
+def plan_prices(sim, plan_uuid=P.DO_PLAN_UUID):
+    return {key: str(value) for key, value in sim.app.market.plans[plan_uuid]["prices"].items()}
+
+
+def test_every_plan_prices_every_component_then_is_left_alone(waldur_sim, capsys):
+    """Components created by load_components get a price in the offering's plans (the
+    configured one, else 0); existing prices are kept unless configured."""
+    config = dict(CONFIG, cpu=dict(CONFIG["cpu"], price=5))
+    before = plan_prices(waldur_sim)
+
+    result = run(waldur_sim, capsys, components=config, _ansible_diff=True)
+
+    assert result["plans"] == [{
+        "uuid": P.DO_PLAN_UUID, "name": "Droplet s-1vcpu-1gb", "action": "priced", "changed": True,
+        "failed": False, "msg": "priced: cpu, gpu, licence",
+        "changes": {"cpu": {"before": 4.0, "after": 5.0}, "gpu": {"before": None, "after": 0.0},
+                    "licence": {"before": None, "after": 0.0}}}]
+    prices = plan_prices(waldur_sim)
+    assert prices["cpu"] == "5" and prices["gpu"] == "0" and prices["licence"] == "0"
+    assert prices["ram"] == before["ram"] and prices["disk"] == before["disk"]
+    assert result["diff"]["after"]["plans"][P.DO_PLAN_UUID]["gpu"] == 0.0
+    assert len(waldur_sim.app.calls_of("plans.update_prices")) == 1
+    assert len(waldur_sim.app.calls_of("offering.get")) == 1  # components and plans in one read
+
+    since = len(waldur_sim.app.calls)
+    again = run(waldur_sim, capsys, components=config)
+    assert waldur_sim.app.write_calls(since) == []
+    assert again["changed"] is False and again["plans"][0]["action"] == "unchanged"
+
+
+def test_an_update_order_on_a_loaded_component_can_be_finished(waldur_sim, capsys):
+    """The failure it prevents: Waldur answers 500 to set_state_done of an Update whose limits
+    name a component without a plan price."""
+    app = waldur_sim.app
+    run(waldur_sim, capsys, components=CONFIG)
+    resource = app.seed_resource(P.DO_OFFERING_UUID, "vm", backend_id="1", limits={"cpu": 1})
+    order = app.seed_order(P.DO_OFFERING_UUID, type="Update", state="executing", resource_uuid=resource["uuid"],
+                           limits={"cpu": 2, "gpu": 1})
+    import requests
+
+    answer = requests.post("%s/api/marketplace-orders/%s/set_state_done/" % (waldur_sim.url, order["uuid"]),
+                           headers={"Authorization": "Token " + P.PROVIDER_TOKEN}, timeout=10)
+    assert answer.status_code == 200, answer.text
+    assert app.order(order["uuid"])["state"] == "done"
+
+
+def test_check_mode_prices_nothing_and_a_refused_price_fails_naming_the_plan(waldur_sim, capsys):
+    checked = run(waldur_sim, capsys, components=CONFIG, _ansible_check_mode=True)
+    assert checked["plans"][0]["msg"] == "would be priced: gpu, licence"
+    assert waldur_sim.app.write_calls() == []
+
+    waldur_sim.app.add_fault("plans.update_prices", status=403,
+                             body={"detail": "You do not have permission to perform this action."})
+    result = run(waldur_sim, capsys, components=CONFIG)
+    assert result["failed"] is True
+    assert result["msg"].startswith("plan Droplet s-1vcpu-1gb (%s): update_prices failed: " % P.DO_PLAN_UUID)
+    assert "HTTP 403" in result["msg"]
+
+
+def test_a_negative_price_names_the_key(waldur_sim, capsys):
+    config = {"cpu": dict(CONFIG["cpu"], price=-1)}
+    result = run(waldur_sim, capsys, components=config)
+    assert result["msg"] == "components.cpu.price must be a number of 0 or more, got -1"
+    assert waldur_sim.app.calls == []

@@ -54,7 +54,7 @@ def test_usage_is_sent_rounded_and_then_not_resent(waldur_sim, capsys, vms):
     assert len(posts) == 2
     assert first["date"] == this_month() + "-01T00:00:00+00:00"
     assert first["totals"] == {"resources": 2, "submitted": 2, "sent": 4, "unchanged": 0, "refused": 0,
-                               "omitted": 0, "failed": 0}
+                               "omitted": 0, "closed": 0, "failed": 0}
     # one listing of the components, one of the stored usage of the whole offering
     assert len(waldur_sim.app.calls_of("offering.get")) == 1 and len(waldur_sim.app.calls_of("usages.list")) == 1
 
@@ -137,3 +137,71 @@ def test_bad_input_names_the_key(waldur_sim, capsys, args, message):
     result = run(waldur_sim, capsys, **args)
     assert result["failed"] is True and message in result["msg"]
     assert waldur_sim.app.calls == []
+
+
+def month_shift(months):
+    """YYYY-MM ``months`` away from this month (UTC)."""
+    today = datetime.datetime.now(datetime.timezone.utc)
+    index = today.year * 12 + today.month - 1 + months
+    return "%04d-%02d" % (index // 12, index % 12 + 1)
+
+
+def test_a_future_month_is_refused_before_any_call(waldur_sim, capsys, vms):
+    result = run(waldur_sim, capsys, billing_period=month_shift(1),
+                 usages=[{"resource_uuid": vms[0], "usages": {"cpu": 1}}])
+    assert result["failed"] is True
+    assert result["msg"].startswith("billing_period %s is in the future: the current month in UTC is %s"
+                                    % (month_shift(1), this_month()))
+    assert waldur_sim.app.calls == []
+
+
+def test_another_month_is_read_back_and_the_rest_follows(waldur_sim, capsys, vms):
+    last_month = month_shift(-1)
+    result = run(waldur_sim, capsys, billing_period=last_month,
+                 usages=[{"resource_uuid": vms[0], "resource_name": "vm-1", "usages": {"cpu": 2}},
+                         {"resource_uuid": vms[1], "resource_name": "vm-2", "usages": {"cpu": 3}}])
+    assert result["totals"]["submitted"] == 2 and "failed" not in result
+    assert stored(waldur_sim, vms[0], last_month) == {"cpu": "2.00"}
+    assert stored(waldur_sim, vms[1], last_month) == {"cpu": "3.00"}
+    reads = waldur_sim.app.calls_of("usages.list")
+    assert len(reads) == 2 and "resource_uuid=%s" % vms[0] in reads[1]["query"]  # the read-back
+
+
+def test_a_server_that_ignores_the_date_fails_loudly_after_one_resource(waldur_sim, capsys, vms):
+    """Waldur 7.0.7 stores every usage in the current month whatever the date says: the
+    read-back catches it after the first resource and nothing more is sent."""
+    waldur_sim.app.set_quirks(usage_ignores_date=True)
+    last_month = month_shift(-1)
+    result = run(waldur_sim, capsys, billing_period=last_month,
+                 usages=[{"resource_uuid": vms[0], "resource_name": "vm-1", "usages": {"cpu": 2}},
+                         {"resource_uuid": vms[1], "resource_name": "vm-2", "usages": {"cpu": 3}}])
+    assert result["failed"] is True
+    assert result["msg"].startswith("usage for %s did not land in %s: after set_usage answered success, Waldur "
+                                    "holds no such usage of resource vm-1 (%s) (cpu) in that month. This Waldur "
+                                    "ignores set_usage's date" % (last_month, last_month, vms[0]))
+    assert "nothing more was sent" in result["msg"]
+    assert len(waldur_sim.app.calls_of("usages.set_usage")) == 1
+    assert stored(waldur_sim, vms[1]) == {} and stored(waldur_sim, vms[1], last_month) == {}
+
+
+def test_a_closed_month_refused_by_field_is_a_warning_not_a_failure(waldur_sim, capsys, vms):
+    waldur_sim.app.add_fault("usages.set_usage", status=400, times=-1,
+                             body={"date": ["Usage for this period can no longer be reported."]})
+    result = run(waldur_sim, capsys, billing_period=month_shift(-2),
+                 usages=[{"resource_uuid": vms[0], "resource_name": "vm-1", "usages": {"cpu": 2}}])
+    row = result["results"][0]
+    assert (row["failed"], row["closed"], row["sent"]) == (False, True, {})
+    assert result["totals"]["closed"] == 1 and result["totals"]["failed"] == 0
+    assert any("usage of resource vm-1 (%s) for %s not sent: Waldur does not accept usage" % (vms[0], month_shift(-2))
+               in str(warning) for warning in result["warnings"])
+
+
+def test_a_refused_usage_names_the_resource_and_fails_the_task_on_request(waldur_sim, capsys, vms):
+    waldur_sim.app.market.resources[vms[0]]["state"] = "Erred"
+    result = run(waldur_sim, capsys, fail_on_item_error=True,
+                 usages=[{"resource_uuid": vms[0], "resource_name": "vm-1", "usages": {"cpu": 1}}])
+    assert result["failed"] is True
+    assert result["msg"] == ("usage of 1 of 1 resource(s) could not be submitted: resource vm-1 (%s): Waldur "
+                             "refused the usage for %s (HTTP 400): resource: Resource is not in valid state. "
+                             "(Waldur takes usage only for resources in state OK, Updating or Terminating)"
+                             % (vms[0], this_month()))

@@ -1,0 +1,93 @@
+"""The membership pass tells the truth: an Erred resource whose machine it just found healthy
+is set OK again (where Waldur offers set_as_ok); an offering without membership_sync_backend is
+named, not silently left out."""
+
+from __future__ import annotations
+
+import uuid
+
+import pytest
+import yaml
+
+from tests.helpers import run_playbook, simulator_site_config
+from tests.integration.passes import MEMBERSHIP_PASS, run_pass, waldur_writes, write_config
+from tests.simulators.waldur import presets as W
+
+pytestmark = pytest.mark.integration
+
+
+def tag(resource_uuid: str) -> str:
+    return "waldur-resource:" + resource_uuid
+
+
+def seed_droplet_resource(waldur, do, name: str, state: str = "OK") -> str:
+    resource_uuid = uuid.uuid4().hex
+    droplet = do.app.seed_droplet(name, tags=["waldur", tag(resource_uuid)], status="active")
+    waldur.app.seed_resource(W.DO_OFFERING_UUID, name, uuid=resource_uuid, backend_id=str(droplet["id"]),
+                             limits=dict(W.DO_PLAN_QUOTAS), state=state)
+    return resource_uuid
+
+
+def test_an_erred_resource_with_a_running_droplet_is_set_ok(tmp_path, waldur_sim, do_sim):
+    waldur = waldur_sim
+    waldur.app.reset("empty")
+    config = write_config(tmp_path, waldur, do_sim)
+    erred = seed_droplet_resource(waldur, do_sim, "erred-vm", state="Erred")
+    steady = seed_droplet_resource(waldur, do_sim, "steady-vm")
+
+    run = run_pass(MEMBERSHIP_PASS, config)
+
+    assert waldur.app.resource(erred)["state"] == "OK"
+    assert waldur.app.resource(steady)["state"] == "OK"
+    assert waldur_writes(waldur).count("resources.set_as_ok") == 1
+    assert "set_ok=1 still_erred=0" in run.output
+
+    since = len(waldur.app.calls)
+    run_pass(MEMBERSHIP_PASS, config)
+    assert waldur_writes(waldur, since) == []
+
+
+def test_without_set_as_ok_the_resource_is_named_on_every_pass(tmp_path, waldur_sim, do_sim):
+    waldur = waldur_sim
+    waldur.app.reset("empty")
+    waldur.app.set_quirks(no_set_as_ok=True)
+    config = write_config(tmp_path, waldur, do_sim)
+    erred = seed_droplet_resource(waldur, do_sim, "erred-vm", state="Erred")
+
+    for _pass in range(2):
+        run = run_pass(MEMBERSHIP_PASS, config)
+        assert ("resource erred-vm (%s) is Erred in Waldur although its machine is healthy, and this Waldur has "
+                "no set_as_ok" % erred) in run.output
+        assert "set_ok=0 still_erred=1" in run.output
+    assert waldur.app.resource(erred)["state"] == "Erred"
+
+
+def test_an_offering_without_membership_sync_backend_is_named(tmp_path, waldur_sim, do_sim, azure_sim):
+    config = simulator_site_config(waldur_sim.url, do_url=do_sim.url, azure_url=azure_sim.url)
+    del config["offerings"][1]["membership_sync_backend"]  # the upstream Azure example has none
+    path = tmp_path / "config.yaml"
+    path.write_text(yaml.safe_dump(config, sort_keys=False))
+    path.chmod(0o600)
+
+    run = run_pass(MEMBERSHIP_PASS, path)
+
+    assert "offering 'Azure VM' has no membership_sync_backend: left out of the membership_sync pass" in run.output
+    assert "offering=DigitalOcean VM pass=membership_sync" in run.output
+    assert "offering=Azure VM" not in run.output
+
+
+def test_a_pass_that_serves_no_offering_fails_naming_the_misspelt_key(tmp_path, waldur_sim, do_sim):
+    config = simulator_site_config(waldur_sim.url, do_url=do_sim.url)
+    offering = config["offerings"][0]
+    offering["membership_sync_backnd"] = offering.pop("membership_sync_backend")
+    path = tmp_path / "config.yaml"
+    path.write_text(yaml.safe_dump(config, sort_keys=False))
+    path.chmod(0o600)
+
+    run = run_playbook(MEMBERSHIP_PASS, env={"WALDUR_SITE_AGENT_CONFIG": str(path)})
+
+    assert run.rc != 0
+    assert ("no offering takes part in the membership_sync pass: none of the offerings in %s sets "
+            "membership_sync_backend (offerings[0].membership_sync_backnd looks like a misspelling of it)"
+            % path) in run.output
+    assert waldur_sim.app.calls == [] and do_sim.app.calls == []
