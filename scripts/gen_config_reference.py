@@ -125,7 +125,8 @@ OFFERING = {
     "name": dict(
         required=True, type="string", used=USED,
         meaning="Unique name of the offering. Logs and pass summaries carry it; the inventory host is made "
-                "from it; `-e waldur_offering_name=<name or UUID>` selects one offering."),
+                "from it; `-e 'waldur_offering_name=\"<name or UUID>\"'` selects one offering (quoted so that "
+                "Ansible keeps a name with spaces whole)."),
     "waldur_api_url": dict(
         required=True, type="URL", used=USED,
         meaning="The Waldur API, for example `https://waldur.example.com/api/` (the `/api/` suffix is "
@@ -346,8 +347,9 @@ ATTRIBUTES = {
                                  "and the defaults apply.",
     },
     "azure": {
-        "name": "Machine name when the Waldur resource has none (sanitized: lower-case `[a-z0-9-]`, at most 50 "
-                "characters; `waldur-vm` when nothing is left).",
+        "name": "Machine name when the Waldur resource has none (transliterated to Latin letters, sanitized: "
+                "lower-case `[a-z0-9-]`, at most 50 characters; `vm-<first 8 hex digits of the resource UUID>` "
+                "when nothing is left, for example a name of CJK characters or symbols).",
         "location": "Azure location; else `default_location`.",
         "size": "VM size; else `default_size`. Checked against the sizes of the location before anything is "
                 "created.",

@@ -5,7 +5,7 @@
 # one that uses ensurepip, then installs the pinned packages from the index.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-VENV=${VENV:-.venv}
+VENV=$(cd "${VENV:-.venv}" && pwd)  # absolute: the run below changes directory
 PYTHON_VERSION=$("$VENV/bin/python" -c 'import sys; print("%d.%d" % sys.version_info[:2])')
 
 cache="$HOME/.ansible/test/cache"
@@ -43,5 +43,5 @@ git ls-files -z --cached --others --exclude-standard | while IFS= read -r -d '' 
 done
 cd "$dest"
 git init -q . && git add -A >/dev/null  # ansible-test uses git to list the files
-export PATH="$OLDPWD/$VENV/bin:$PATH"
+export PATH="$VENV/bin:$PATH"
 exec ansible-test sanity --python "$PYTHON_VERSION" --color no "$@"

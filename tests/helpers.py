@@ -46,8 +46,20 @@ def copy_working_tree(dest: Path) -> Path:
     return dest
 
 
+_LOCK_DIR: list = []
+
+
+def lock_directory() -> str:
+    """This test process's directory of pass lock files: passes of one test share it (so they
+    really meet each other's locks), tests in other xdist workers never do."""
+    if not _LOCK_DIR:
+        _LOCK_DIR.append(tempfile.mkdtemp(prefix="waldur-site-agent-locks-"))
+    return _LOCK_DIR[0]
+
+
 def ansible_env(extra: dict | None = None) -> dict:
     env = dict(os.environ)
+    env.setdefault("WALDUR_SITE_AGENT_LOCK_DIR", lock_directory())
     env.update({
         "ANSIBLE_COLLECTIONS_PATH": str(collection_path()),
         "ANSIBLE_ROLES_PATH": str(REPO / "roles"),

@@ -23,9 +23,9 @@ import stat
 
 from ansible.errors import AnsibleError
 from ansible.module_utils.common.collections import is_sequence
-from ansible.module_utils.six import string_types
 from ansible.plugins.action import ActionBase
 
+from ansible_collections.waldur.site_agent.plugins.module_utils.secrets import error_message_without_source
 from ansible_collections.waldur.site_agent.plugins.module_utils.site_config import (
     PASS_ROLES,
     apply_environment,
@@ -40,7 +40,7 @@ def _plain(value):
     """Ansible's loader returns tagged/vaulted string types; the modules want plain data."""
     if isinstance(value, dict):
         return dict((str(key), _plain(item)) for key, item in value.items())
-    if isinstance(value, string_types):
+    if isinstance(value, str):
         return str(value)
     if is_sequence(value):
         return [_plain(item) for item in value]
@@ -83,7 +83,7 @@ class ActionModule(ActionBase):
         try:
             config = _plain(self._loader.load_from_file(path))
         except AnsibleError as exc:
-            result.update(failed=True, msg="%s could not be read as YAML: %s" % (path, exc.message))
+            result.update(failed=True, msg="%s could not be read as YAML: %s" % (path, error_message_without_source(exc)))
             return result
 
         filled = apply_environment(config, os.environ)

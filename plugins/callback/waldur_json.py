@@ -119,7 +119,6 @@ import time
 
 from ansible import context
 from ansible.module_utils.common.text.converters import to_text
-from ansible.module_utils.six import string_types
 from ansible.plugins.callback import CallbackBase
 
 from ansible_collections.waldur.site_agent.plugins.module_utils.secrets import (
@@ -141,8 +140,28 @@ _UUID = re.compile(r"\b[0-9a-fA-F]{8}-?[0-9a-fA-F]{4}-?[0-9a-fA-F]{4}-?[0-9a-fA-
 _LONG_HEX = re.compile(r"\b(?=[0-9a-fA-F]*\d)[0-9a-fA-F]{12,}\b")
 _RECORD_KEYS = ("event", "level", "logger", "timestamp")
 # Keys of a batch module's item result that are worth a log line (never free-form data).
-_ITEM_KEYS = ("action", "backend_id", "state", "actions")
+_ITEM_KEYS = ("outcome", "resource_name", "action", "backend_id", "state", "actions", "retry")
 _LONG_TEXT = 4000
+
+
+# ansible-core 2.19 made TaskResult's parts public (result.task, .host, .result,
+# .task_fields); 2.18 and older have only the underscored attributes.
+def _result_data(result):
+    data = getattr(result, "result", None)
+    return data if isinstance(data, dict) else result._result
+
+
+def _result_task(result):
+    return getattr(result, "task", None) or result._task
+
+
+def _result_host(result):
+    return getattr(result, "host", None) or result._host
+
+
+def _result_task_fields(result):
+    fields = getattr(result, "task_fields", None)
+    return fields if fields is not None else result._task_fields
 
 
 def utc_timestamp():
@@ -155,7 +174,7 @@ def parse_summary(text):
 
     A value runs up to the next `` key=``, so values may contain spaces; whole numbers
     become numbers."""
-    if not isinstance(text, string_types):
+    if not isinstance(text, str):
         return {}
     matches = list(_SUMMARY_KEY.finditer(text))
     if not matches or text[:matches[0].start()].strip():
@@ -199,7 +218,7 @@ def _traceback_text(exception):
         return getattr(event, "formatted_traceback", None)
     if isinstance(exception, dict):
         return (exception.get("event") or {}).get("formatted_traceback")
-    return exception if isinstance(exception, string_types) else None
+    return exception if isinstance(exception, str) else None
 
 
 def _short(text):
@@ -211,9 +230,9 @@ def _message(value):
     """A task message as log text: strings as they are, lists joined, anything else as JSON."""
     if value is None or value == "":
         return ""
-    if isinstance(value, string_types):
+    if isinstance(value, str):
         return to_text(value)
-    if isinstance(value, (list, tuple)) and all(isinstance(item, string_types) for item in value):
+    if isinstance(value, (list, tuple)) and all(isinstance(item, str) for item in value):
         return "; ".join(to_text(item) for item in value)
     return json.dumps(value, default=to_text, sort_keys=True)
 
@@ -257,7 +276,7 @@ class CallbackModule(CallbackBase):
         """Learn the secret values (and the Sentry DSN) of a site agent configuration so that
         they are masked wherever they turn up. A file that cannot be read is left alone: the
         pass reading it reports why."""
-        if not isinstance(path, string_types) or not path or "{{" in path:
+        if not isinstance(path, str) or not path or "{{" in path:
             return
         path = os.path.abspath(os.path.expanduser(to_text(path)))
         if path in self._configs_read or self._loader is None:
@@ -287,13 +306,13 @@ class CallbackModule(CallbackBase):
             offering = task.get_vars().get("waldur_offering")
         except Exception:  # pylint: disable=broad-except
             offering = None
-        if isinstance(offering, dict) and isinstance(offering.get("name"), string_types):
+        if isinstance(offering, dict) and isinstance(offering.get("name"), str):
             return to_text(offering["name"])
         name = host.vars.get("waldur_offering_name") if host is not None else None
-        return to_text(name) if isinstance(name, string_types) else None
+        return to_text(name) if isinstance(name, str) else None
 
     def _context(self, result):
-        task, host = result.task, result.host
+        task, host = _result_task(result), _result_host(result)
         return {
             "playbook": self._playbook,
             "play": self._play,
@@ -303,7 +322,7 @@ class CallbackModule(CallbackBase):
         }
 
     def _duration(self, result, finished=True):
-        key = (result.host.get_name(), result.task._uuid)
+        key = (_result_host(result).get_name(), _result_task(result)._uuid)
         started = self._task_starts.pop(key, None) if finished else self._task_starts.get(key)
         return None if started is None else round(time.monotonic() - started, 3)
 
@@ -339,7 +358,7 @@ class CallbackModule(CallbackBase):
     # Task results -------------------------------------------------------------------------
 
     def v2_runner_on_ok(self, result):
-        self._task_result(result, "changed" if result.result.get("changed") else "ok")
+        self._task_result(result, "changed" if _result_data(result).get("changed") else "ok")
 
     def v2_runner_on_failed(self, result, ignore_errors=False):
         self._task_result(result, "failed", ignored=ignore_errors)
@@ -351,7 +370,7 @@ class CallbackModule(CallbackBase):
         self._task_result(result, "unreachable")
 
     def v2_runner_item_on_ok(self, result):
-        self._item_result(result, "changed" if result.result.get("changed") else "ok")
+        self._item_result(result, "changed" if _result_data(result).get("changed") else "ok")
 
     def v2_runner_item_on_failed(self, result):
         self._item_result(result, "failed")
@@ -360,7 +379,7 @@ class CallbackModule(CallbackBase):
         self._item_result(result, "skipped")
 
     def v2_runner_retry(self, result):
-        data = result.result
+        data = _result_data(result)
         fields = self._context(result)
         fields.update(attempts=data.get("attempts"), retries=data.get("retries"))
         if not data.get("_ansible_no_log"):
@@ -368,8 +387,8 @@ class CallbackModule(CallbackBase):
         self._emit("retrying", "warning", **fields)
 
     def _task_result(self, result, status, ignored=False):
-        data = result.result
-        task = result.task
+        data = _result_data(result)
+        task = _result_task(result)
         fields = self._context(result)
         fields.update(status=status, changed=bool(data.get("changed")), duration=self._duration(result))
         failure = status in ("failed", "unreachable")
@@ -454,7 +473,7 @@ class CallbackModule(CallbackBase):
             self._capture(event, fields)
 
     def _item_result(self, result, status):
-        data = result.result
+        data = _result_data(result)
         fields = self._context(result)
         fields.update(status=status, changed=bool(data.get("changed")), duration=None)
         failed = status == "failed"
@@ -473,12 +492,12 @@ class CallbackModule(CallbackBase):
             if data.get("msg") not in (None, ""):
                 fields["msg"] = data["msg"]
         self._emit(event, "error" if failed else "info", **fields)
-        if failed and not result.task_fields.get("ignore_errors"):
+        if failed and not _result_task_fields(result).get("ignore_errors"):
             self._capture(event, fields)
 
     def _emit_warnings(self, result, fields):
         context_fields = dict((key, fields[key]) for key in ("playbook", "play", "task", "host", "offering"))
-        data = result.result
+        data = _result_data(result)
         warnings = list(getattr(result, "warnings", None) or data.get("warnings") or [])
         deprecations = list(getattr(result, "deprecations", None) or data.get("deprecations") or [])
         for category, entries in (("warning", warnings), ("deprecation", deprecations)):

@@ -120,7 +120,7 @@ def _order_items(orders, backend_settings, create_params, update_params):
             if skip:
                 item["skip"] = skip
             else:
-                item.update(update_params(order, settings, backend_id))
+                item.update(update_params(order, resource, settings, backend_id))
         elif order_type == "Terminate":
             item.update(state="absent", backend_id=backend_id)
         else:
@@ -145,23 +145,39 @@ def _power_items(resources, stopped_state, running_state):
 def droplet_items(orders, backend_settings=None, ssh_keys=None):
     """Claimed orders -> ``do_droplet`` items (behaviour page, DigitalOcean)."""
     def create(order, resource, settings):
-        return _droplet_create_params(order, resource, settings, ssh_keys)
+        params = _droplet_create_params(order, resource, settings, ssh_keys)
+        if resource.get("backend_id"):
+            # The droplet exists: a Create or Restore only checks it, it never resizes it (the
+            # size of the order or the defaults may differ from what Updates made of it).
+            params.pop("size", None)
+            params.pop("error", None)
+        return params
 
-    def update(order, settings, backend_id):
+    def update(order, resource, settings, backend_id):
         if not backend_id:
             return {"error": "the resource has no backend id, so there is no droplet to resize"}
         target = order.get("target_limits") or order.get("limits")
-        slug = size_for_limits(settings.get("size_mapping") or {}, target)
+        mapping = settings.get("size_mapping") or {}
+        slug = size_for_limits(mapping, target)
         if slug:
-            return {"size": slug}
-        return {"skip": "limits %s match no size_mapping entry; the droplet is left unchanged"
-                        % _render_limits(target)}
+            # Powered on after the resize unless Waldur has it paused or downscaled; this also
+            # finishes a resize an earlier pass left off after the power-off.
+            return {"size": slug, "running": not (resource.get("paused") or resource.get("downscaled"))}
+        # Waldur would show limits the droplet does not have: the order errs instead.
+        return {"error": "limits %s match no size_mapping entry (%s); the droplet is left unchanged"
+                         % (_render_limits(target), _render_mapping(mapping))}
 
     return _order_items(orders, backend_settings, create, update)
 
 
 def _render_limits(limits):
     return ", ".join("%s=%s" % (key, limits[key]) for key in sorted(limits or {}))
+
+
+def _render_mapping(mapping):
+    if not mapping:
+        return "size_mapping is empty"
+    return "size_mapping: " + "; ".join("%s: %s" % (slug, _render_limits(mapping[slug])) for slug in sorted(mapping))
 
 
 def _droplet_create_params(order, resource, settings, ssh_keys):
@@ -228,14 +244,24 @@ def droplet_membership_items(resources):
 
 # ---------------------------------------------------------------------- Azure
 
-def vm_items(orders, backend_settings=None, ssh_keys=None):
-    """Claimed orders -> ``azure_vm_chain`` items (behaviour page, Azure)."""
+def vm_items(orders, backend_settings=None, ssh_keys=None, offering_uuid=None):
+    """Claimed orders -> ``azure_vm_chain`` items (behaviour page, Azure).
+
+    ``offering_uuid`` (else each order's own) goes into the owner tags of the objects made."""
     def create(order, resource, settings):
         return _vm_create_params(order, resource, settings, ssh_keys)
 
     # Azure machines are not resized (set_resource_limits refuses upstream too).
-    return _order_items(orders, backend_settings, create,
-                        lambda *order_settings_backend_id: {"error": "resizing is not supported on Azure"})
+    items = _order_items(orders, backend_settings, create,
+                         lambda *order_resource_settings_backend_id: {"error": "resizing is not supported on Azure"})
+    for order, item in zip(orders or [], items):
+        offering = offering_uuid or order.get("offering_uuid")
+        if offering:
+            try:
+                item["offering_uuid"] = normalize_uuid(offering)
+            except ValueError:
+                raise AnsibleFilterError("offering_uuid: %r is not a UUID" % (offering,))
+    return items
 
 
 def _vm_create_params(order, resource, settings, ssh_keys):

@@ -102,10 +102,10 @@ import re
 
 from ansible.errors import AnsibleError, AnsibleParserError
 from ansible.module_utils.common.text.converters import to_bytes, to_native, to_text
-from ansible.module_utils.six import string_types
 from ansible.plugins.inventory import BaseInventoryPlugin, Constructable
 
 from ansible_collections.waldur.site_agent.plugins.module_utils.naming import normalize_uuid
+from ansible_collections.waldur.site_agent.plugins.module_utils.secrets import error_message_without_source
 from ansible_collections.waldur.site_agent.plugins.module_utils.site_config import (
     PASS_ROLES,
     SUPPORTED_BACKENDS,
@@ -137,7 +137,7 @@ def _plain(value):
         return dict((to_text(key), _plain(item)) for key, item in value.items())
     if isinstance(value, (list, tuple)):
         return [_plain(item) for item in value]
-    if isinstance(value, string_types):
+    if isinstance(value, str):
         return str(value)
     if value is None or isinstance(value, (bool, int, float)):
         return value
@@ -244,10 +244,16 @@ class InventoryModule(BaseInventoryPlugin, Constructable):
             # The message and position only: the error's source context would quote a line
             # of a file full of secrets.
             where = getattr(exc, "obj", None)
-            position = " (line %s, column %s)" % (where.line_num, where.col_num) if getattr(
-                where, "line_num", None) else ""
+            # ansible-core 2.18 and older keep the YAML error's mark instead of a position.
+            mark = getattr(getattr(exc, "orig_exc", None), "problem_mark", None)
+            if getattr(where, "line_num", None):
+                position = " (line %s, column %s)" % (where.line_num, where.col_num)
+            elif mark is not None:
+                position = " (line %s, column %s)" % (mark.line + 1, mark.column + 1)
+            else:
+                position = ""
             raise AnsibleParserError("%s could not be read%s: %s" % (
-                config_path, position, to_native(exc.message))) from None
+                config_path, position, to_native(error_message_without_source(exc)))) from None
         if not isinstance(data, dict) or "offerings" not in data:
             raise AnsibleParserError("%s is not a Waldur site agent configuration: it has no top-level "
                                      "'offerings' list" % config_path)

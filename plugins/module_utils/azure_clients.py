@@ -95,10 +95,21 @@ class AzureError(Exception):
     def not_found(self):
         return self.status == 404
 
+    def retitled(self, message):
+        """The same error (same class) with another message."""
+        return type(self)(message, status=self.status, code=self.code)
+
     def __str__(self):
         details = ", ".join(part for part in (
             "HTTP %s" % self.status if self.status else "", self.code or "") if part)
         return "%s (%s)" % (self.message, details) if details else self.message
+
+
+class OperationStillRunning(AzureError):
+    """A long-running operation ARM accepted that had not finished by the deadline.
+
+    ARM carries it on: nothing may be rolled back while it runs, and the next pass
+    finds its object and looks at its provisioning state."""
 
 
 def _first_line(text):
@@ -130,7 +141,7 @@ def translate_error(exc, what=None, secrets=()):
             message = "%s: %s" % (type(exc).__name__, message)
         error = AzureError(message, status=status, code=code)
     if what:
-        error = AzureError("%s: %s" % (what, error.message), status=error.status, code=error.code)
+        error = error.retitled("%s: %s" % (what, error.message))
     for secret in secrets:
         if secret and secret in error.message:
             error.message = error.message.replace(secret, "********")
@@ -254,17 +265,23 @@ class AzureClients:
     def call(self, what, function, *args, **kwargs):
         """Run one SDK call; wait for it when it is a long-running operation.
 
-        ``deadline`` (a ``time.monotonic()`` value) bounds the wait. Every error
-        comes out as :class:`AzureError` whose message starts with ``what``.
+        ``deadline`` (a ``time.monotonic()`` value) bounds the wait; an operation
+        still running then raises :class:`OperationStillRunning`. ``accepted`` is
+        called once ARM has accepted a long-running operation (before waiting on it).
+        Every error comes out as :class:`AzureError` whose message starts with ``what``.
         """
         deadline = kwargs.pop("deadline", None)
+        accepted = kwargs.pop("accepted", None)
         try:
             result = function(*args, **kwargs)
             if _is_poller(result):
+                if accepted is not None:
+                    accepted()
                 timeout = None if deadline is None else max(1.0, deadline - time.monotonic())
                 value = result.result(timeout)
                 if not result.done():
-                    raise AzureError("still running after %d seconds" % int(timeout))
+                    raise OperationStillRunning("still running at the deadline%s; Azure carries it on" % (
+                        "" if timeout is None else " (after %d seconds)" % int(timeout)))
                 return value
             return result
         except Exception as exc:  # every SDK error (and poller error) becomes an AzureError

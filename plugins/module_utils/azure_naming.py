@@ -4,8 +4,15 @@
 """Azure names and ARM ids of a Waldur virtual machine.
 
 Everything a later pass needs (which group, which companion objects, how to
-delete) is derived from the Waldur resource's name and uuid, or read back out
-of the VM's ARM id: the agent keeps no state of its own.
+delete) is derived from the Waldur resource's name and uuid, read back out of
+the VM's ARM id, or found by the owner tags (``azure_ownership``): the agent
+keeps no state of its own.
+
+Names cannot collide by accident: a dedicated group carries the whole resource
+UUID (``group-<32 hex>-<vm>``), a machine in a shared group the first 8 hex
+digits (``<name>-<8 hex>``, and an object of another owner at that name is
+never adopted). A name with nothing usable left after transliteration falls
+back to the UUID (``vm-<8 hex>``), never to a word shared by everyone.
 """
 
 from __future__ import absolute_import, division, print_function
@@ -13,13 +20,31 @@ from __future__ import absolute_import, division, print_function
 __metaclass__ = type
 
 import re
+import unicodedata
 
 from ansible_collections.waldur.site_agent.plugins.module_utils.naming import normalize_uuid
 
 MAX_NAME_LENGTH = 50
-FALLBACK_NAME = "waldur-vm"
 UNIQUE_SUFFIX_LENGTH = 8
-GROUP_INFIX_LENGTH = 4
+FALLBACK_PREFIX = "vm-"
+# Letters NFKD does not reduce to ASCII, spelled the way passports and URLs do.
+_TRANSLITERATION = dict((ord(letter), latin) for letter, latin in (
+    # Russian, Ukrainian, Belarusian, Serbian, Macedonian, Bulgarian
+    ("а", "a"), ("б", "b"), ("в", "v"), ("г", "g"), ("д", "d"), ("е", "e"), ("ё", "yo"), ("ж", "zh"),
+    ("з", "z"), ("и", "i"), ("й", "y"), ("к", "k"), ("л", "l"), ("м", "m"), ("н", "n"), ("о", "o"),
+    ("п", "p"), ("р", "r"), ("с", "s"), ("т", "t"), ("у", "u"), ("ф", "f"), ("х", "kh"), ("ц", "ts"),
+    ("ч", "ch"), ("ш", "sh"), ("щ", "shch"), ("ъ", ""), ("ы", "y"), ("ь", ""), ("э", "e"), ("ю", "yu"),
+    ("я", "ya"), ("є", "ye"), ("і", "i"), ("ї", "yi"), ("ґ", "g"), ("ў", "u"), ("ђ", "dj"), ("ј", "j"),
+    ("љ", "lj"), ("њ", "nj"), ("ћ", "c"), ("џ", "dz"), ("ѓ", "gj"), ("ќ", "kj"), ("ѕ", "dz"),
+    # Greek
+    ("α", "a"), ("β", "v"), ("γ", "g"), ("δ", "d"), ("ε", "e"), ("ζ", "z"), ("η", "i"), ("θ", "th"),
+    ("ι", "i"), ("κ", "k"), ("λ", "l"), ("μ", "m"), ("ν", "n"), ("ξ", "x"), ("ο", "o"), ("π", "p"),
+    ("ρ", "r"), ("σ", "s"), ("ς", "s"), ("τ", "t"), ("υ", "y"), ("φ", "f"), ("χ", "ch"), ("ψ", "ps"),
+    ("ω", "o"),
+    # Latin letters without a decomposition
+    ("ß", "ss"), ("æ", "ae"), ("ø", "o"), ("œ", "oe"), ("đ", "d"), ("ł", "l"), ("þ", "th"), ("ð", "d"),
+    ("ı", "i"),
+))
 
 _INVALID_RUN = re.compile(r"[^a-z0-9-]+")
 _DASHES = re.compile(r"-{2,}")
@@ -34,7 +59,8 @@ _RESOURCE_ID = re.compile(
     r"(?:/(?P<child_type>[^/]+)/(?P<child_name>[^/]+))?/?$",
     re.IGNORECASE,
 )
-_DEDICATED_GROUP = re.compile(r"^group-[0-9a-f]{4}-(?P<rest>.+)$", re.IGNORECASE)
+# group-<4 hex> is what Waldur Mastermind and versions before the owner tags made; group-<32 hex> is made now.
+_DEDICATED_GROUP = re.compile(r"^group-(?P<hex>[0-9a-f]{4}|[0-9a-f]{32})-(?P<rest>.+)$", re.IGNORECASE)
 IMAGE_KEYS = ("publisher", "offer", "sku", "version")
 
 
@@ -46,17 +72,27 @@ class InvalidImage(ValueError):
     """An image that is neither ``publisher:offer:sku:version`` nor a dict with those keys."""
 
 
-def sanitize(name):
-    """A name Azure accepts for a VM and its companions.
+def transliterate(text):
+    """``text`` in ASCII as far as it goes: Cyrillic and Greek spelled in Latin letters,
+    accents dropped (``é`` -> ``e``); what has no Latin spelling (CJK, symbols) is dropped."""
+    # Letters with their own spelling first (й -> y, not i), then what is left of accented
+    # letters once the accents are dropped (ί -> ι -> i), and NFKD's compatibility forms (№ -> no).
+    text = str(text or "").lower().translate(_TRANSLITERATION)
+    bare = "".join(char for char in unicodedata.normalize("NFKD", text) if not unicodedata.combining(char))
+    return "".join(char for char in bare.lower().translate(_TRANSLITERATION) if ord(char) < 128)
 
-    Lower-case; every run of characters outside ``[a-z0-9-]`` becomes one ``-``;
-    repeated dashes collapse; no dash at either end; at most 50 characters;
-    ``waldur-vm`` when nothing is left (e.g. a Cyrillic name).
+
+def sanitize(name):
+    """The part of a name Azure accepts for a VM and its companions; may be empty.
+
+    Transliterated to ASCII, lower-case; every run of characters outside
+    ``[a-z0-9-]`` becomes one ``-``; repeated dashes collapse; no dash at either
+    end; at most 50 characters. A name of CJK characters or symbols only leaves
+    nothing: callers fall back to the resource UUID (:func:`vm_base_name`).
     """
-    text = _INVALID_RUN.sub("-", str(name or "").lower())
+    text = _INVALID_RUN.sub("-", transliterate(name))
     text = _DASHES.sub("-", text).strip("-")
-    text = text[:MAX_NAME_LENGTH].strip("-")
-    return text or FALLBACK_NAME
+    return text[:MAX_NAME_LENGTH].strip("-")
 
 
 def unique_suffix(resource_uuid):
@@ -64,34 +100,57 @@ def unique_suffix(resource_uuid):
     return normalize_uuid(resource_uuid)[:UNIQUE_SUFFIX_LENGTH]
 
 
+def vm_base_name(name, resource_uuid):
+    """``sanitize(name)``, or ``vm-<first 8 hex of the uuid>`` when nothing is left of the name."""
+    return sanitize(name) or FALLBACK_PREFIX + unique_suffix(resource_uuid)
+
+
+COMPANION_PREFIXES = {
+    "vm": "",
+    "vnet": "net",
+    "subnet": "subnet",
+    "public_ip": "pubip",
+    "nsg": "nsg",
+    "nic": "nic",
+    "ip_config": "ipconf",
+}
+
+
 def companion_names(vm_name):
     """Names of the objects built around a VM, derived from the VM name as it is."""
-    return {
-        "vm": vm_name,
-        "vnet": "net" + vm_name,
-        "subnet": "subnet" + vm_name,
-        "public_ip": "pubip" + vm_name,
-        "nsg": "nsg" + vm_name,
-        "nic": "nic" + vm_name,
-        "ip_config": "ipconf" + vm_name,
-    }
+    return dict((kind, prefix + vm_name) for kind, prefix in COMPANION_PREFIXES.items())
+
+
+def dedicated_group_name(resource_uuid, vm_name):
+    """``group-<the whole resource uuid, 32 hex>-<vm>``: at most 89 characters (Azure allows 90)."""
+    return "group-%s-%s" % (normalize_uuid(resource_uuid), vm_name)
 
 
 def dedicated_names(name, resource_uuid):
-    """A VM in a group of its own: VM = sanitize(name), group = ``group-<4 hex>-<vm>``."""
-    vm_name = sanitize(name)
-    names = companion_names(vm_name)
-    names["group"] = "group-%s-%s" % (normalize_uuid(resource_uuid)[:GROUP_INFIX_LENGTH], vm_name)
-    names["dedicated"] = True
-    return names
+    """A VM in a group of its own: VM = :func:`vm_base_name`, group = ``group-<32 hex>-<vm>``."""
+    return dedicated_names_for_vm(vm_base_name(name, resource_uuid), resource_uuid)
+
+
+def dedicated_names_for_vm(vm_name, resource_uuid):
+    """The dedicated names of a VM whose name is already known."""
+    return names_in_group(vm_name, dedicated_group_name(resource_uuid, vm_name), dedicated=True)
 
 
 def shared_names(name, resource_uuid, group):
-    """A VM in a shared group: the name carries the uuid so two alike names stay apart."""
-    vm_name = "%s-%s" % (sanitize(name), unique_suffix(resource_uuid))
+    """A VM in a shared group: the name carries 8 hex of the uuid so two alike names stay apart."""
+    return shared_names_for_vm("%s-%s" % (sanitize(name) or "vm", unique_suffix(resource_uuid)), group)
+
+
+def shared_names_for_vm(vm_name, group):
+    """The names of a VM in a shared group whose name is already known (found, not derived)."""
+    return names_in_group(vm_name, group, dedicated=False)
+
+
+def names_in_group(vm_name, group, dedicated):
+    """The names of a chain found in Azure (its VM name and group as they are there)."""
     names = companion_names(vm_name)
     names["group"] = group
-    names["dedicated"] = False
+    names["dedicated"] = dedicated
     return names
 
 
@@ -103,13 +162,28 @@ def machine_names(name, resource_uuid, shared_group=None):
 
 
 def is_dedicated_group(group, vm_name):
-    """Whether ``group`` is the group of this VM alone (``group-<4 hex>-<vm>``).
+    """Whether ``group`` is the group of this VM alone (``group-<4 or 32 hex>-<vm>``).
 
     Compared case-insensitively: ARM ids often come back with the group upper-cased,
-    and Azure names are case-insensitive.
+    and Azure names are case-insensitive. Four hex digits is the pattern of machines
+    made by Waldur Mastermind and by versions before owner tags: they keep their route.
     """
     match = _DEDICATED_GROUP.match(group or "")
     return bool(match) and match.group("rest").lower() == (vm_name or "").lower()
+
+
+def vm_name_of_dedicated_group(group):
+    """The VM name a dedicated group's name carries (``group-<hex>-<vm>`` -> ``vm``), else None."""
+    match = _DEDICATED_GROUP.match(group or "")
+    return match.group("rest") if match else None
+
+
+def vm_name_of_companion(kind, name):
+    """The VM name a companion's name carries (``nic`` + ``web`` -> ``web``), else None."""
+    prefix = COMPANION_PREFIXES.get(kind)
+    if prefix is None or not (name or "").lower().startswith(prefix) or len(name) <= len(prefix):
+        return None
+    return name[len(prefix):]
 
 
 def build_vm_id(subscription_id, group, vm_name):

@@ -505,6 +505,13 @@ class DigitalOceanClient:
                 self.auth_error = error
             raise error
 
+    # ---- account ------------------------------------------------------------------
+    def account(self):
+        """The account the token belongs to (``GET /v2/account``): the cheapest read that proves
+        the token and the API."""
+        data = self.build(_Listing).get_data("account/")
+        return dict((data or {}).get("account") or {})
+
     # ---- droplets -----------------------------------------------------------------
     def _listing(self, path, key, params=None):
         """All objects under ``key`` of a paged listing (the library follows ``links.pages.next``)."""

@@ -23,10 +23,6 @@ __metaclass__ = type
 
 import re
 
-try:
-    from ansible.module_utils.six import string_types
-except ImportError:  # pragma: no cover - ansible always ships six
-    string_types = (str,)
 
 MASK = "********"
 # Shorter values are not replaced inside text: masking every "abc" would garble
@@ -57,14 +53,14 @@ _AUTHORIZATION = re.compile(r"(authorization[\"']?\s*[:=]\s*[\"']?(?:token|beare
 
 def is_secret_key(name):
     """True when a mapping key names a secret (``client_secret``, ``X-Api-Key``, ...)."""
-    return isinstance(name, string_types) and bool(_SECRET_KEY.search(name))
+    return isinstance(name, str) and bool(_SECRET_KEY.search(name))
 
 
 def _text(value):
     """Plain text of a scalar; vault-encrypted values decrypt on ``str()``."""
     if isinstance(value, bool) or value is None:
         return None
-    if isinstance(value, string_types):
+    if isinstance(value, str):
         return str(value)
     if isinstance(value, (int, float)):
         return None
@@ -122,7 +118,7 @@ def redact_text(text, secret_values=()):
     """``text`` with known secret values, secret URL query parameters, URL passwords,
     Authorization header values and quoted ``"password": "..."`` pairs replaced by
     :data:`MASK`."""
-    if not isinstance(text, string_types) or not text:
+    if not isinstance(text, str) or not text:
         return text
     text = str(text)
     # Longest first, so a secret that contains another one is masked whole.
@@ -150,6 +146,14 @@ def redact(data, secret_values=()):
         return cleaned
     if isinstance(data, (list, tuple, set, frozenset)):
         return [redact(item, secret_values) for item in data]
-    if isinstance(data, string_types):
+    if isinstance(data, str):
         return redact_text(data, secret_values)
     return data
+
+
+def error_message_without_source(exc):
+    """An AnsibleError's own message, without the file excerpt. Before ansible-core 2.19
+    ``message`` appends the offending line of the file read (a line that may hold a token);
+    ``_message`` is the message alone."""
+    own = getattr(exc, "_message", None)
+    return own if isinstance(own, str) and own else getattr(exc, "message", str(exc))

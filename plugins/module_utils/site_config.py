@@ -23,10 +23,6 @@ __metaclass__ = type
 import os
 import re
 
-try:
-    from ansible.module_utils.six import string_types
-except ImportError:  # pragma: no cover - ansible always ships six
-    string_types = (str,)
 
 SUPPORTED_BACKENDS = ("azure", "digitalocean")
 # Files larger than this are not read: a site agent configuration is a few KiB.
@@ -101,7 +97,7 @@ class ConfigProblems:
 
 def _type_name(value):
     return {dict: "a mapping", list: "a list", bool: "a boolean", int: "an integer",
-            float: "a number"}.get(type(value), "a string" if isinstance(value, string_types) else type(value).__name__)
+            float: "a number"}.get(type(value), "a string" if isinstance(value, str) else type(value).__name__)
 
 
 def _is_number(value):
@@ -111,7 +107,7 @@ def _is_number(value):
 def _expect(problems, path, value, kind):
     """Check ``value`` against a simple kind; return True when it is acceptable."""
     if kind == "str":
-        ok = isinstance(value, string_types)
+        ok = isinstance(value, str)
         expected = "a string"
     elif kind == "bool":
         ok = isinstance(value, bool)
@@ -123,20 +119,20 @@ def _expect(problems, path, value, kind):
         ok = _is_number(value)
         expected = "a number"
     elif kind == "url":
-        ok = isinstance(value, string_types) and bool(_URL.match(value))
+        ok = isinstance(value, str) and bool(_URL.match(value))
         expected = "a URL starting with http:// or https://"
     elif kind == "uuid":
-        ok = isinstance(value, string_types) and bool(_UUID.match(value))
+        ok = isinstance(value, str) and bool(_UUID.match(value))
         expected = "a UUID (32 hex digits, dashes optional)"
     elif kind == "cidr":
-        ok = isinstance(value, string_types) and bool(_CIDR.match(value))
+        ok = isinstance(value, str) and bool(_CIDR.match(value))
         expected = "an IPv4 CIDR such as 10.0.0.0/16"
     elif kind == "str_or_list":
-        ok = isinstance(value, string_types) or (
-            isinstance(value, list) and all(isinstance(v, string_types) for v in value))
+        ok = isinstance(value, str) or (
+            isinstance(value, list) and all(isinstance(v, str) for v in value))
         expected = "a string or a list of strings"
     elif kind == "image":
-        ok = (isinstance(value, string_types) and len(value.split(":")) == 4 and all(value.split(":"))) or (
+        ok = (isinstance(value, str) and len(value.split(":")) == 4 and all(value.split(":"))) or (
             isinstance(value, dict) and all(value.get(k) for k in ("publisher", "offer", "sku", "version")))
         expected = "publisher:offer:sku:version"
     elif kind == "size_mapping":
@@ -151,13 +147,13 @@ def _expect(problems, path, value, kind):
 
 
 def _secret_present(value):
-    return isinstance(value, string_types) and value.strip() != ""
+    return isinstance(value, str) and value.strip() != ""
 
 
 def backend_of(offering):
     """The offering's ``backend_type`` in lower case ("" when missing or not a string)."""
     backend_type = offering.get("backend_type") if isinstance(offering, dict) else None
-    return backend_type.strip().lower() if isinstance(backend_type, string_types) else ""
+    return backend_type.strip().lower() if isinstance(backend_type, str) else ""
 
 
 def is_foreign(offering):
@@ -201,12 +197,12 @@ def validate(config):
                 continue
             _validate_offering(path, offering, problems)
             name = offering.get("name")
-            if isinstance(name, string_types):
+            if isinstance(name, str):
                 if name in names:
                     problems.error(path + ".name", "duplicate offering name (also offerings[%d])" % names[name])
                 names.setdefault(name, index)
             uuid = offering.get("waldur_offering_uuid")
-            if isinstance(uuid, string_types) and _UUID.match(uuid):
+            if isinstance(uuid, str) and _UUID.match(uuid):
                 key = uuid.replace("-", "").lower()
                 if key in uuids:
                     problems.error(path + ".waldur_offering_uuid", "the same offering as offerings[%d] (UUIDs are "
@@ -227,9 +223,9 @@ def _validate_root_options(config, problems):
         value = config.get(key)
         if value not in (None, ""):
             if key == "global_proxy":
-                if not (isinstance(value, string_types) and re.match(r"^(https?|socks5h?)://\S+$", value)):
+                if not (isinstance(value, str) and re.match(r"^(https?|socks5h?)://\S+$", value)):
                     problems.error(key, "expected an http, https, socks5 or socks5h URL")
-            elif not (isinstance(value, string_types) and _URL.match(value)):
+            elif not (isinstance(value, str) and _URL.match(value)):
                 problems.error(key, "expected a URL starting with http:// or https://")
     if "timezone" in config and _expect(problems, "timezone", config["timezone"], "str"):
         if not is_time_zone(config["timezone"]):
@@ -279,22 +275,22 @@ def _validate_offering(path, offering, problems):
             _expect(problems, "%s.%s" % (path, key), offering[key], "bool")
     if "verify_ssl" in offering:
         _validate_verify_ssl(path + ".verify_ssl", offering["verify_ssl"], problems)
-    if isinstance(offering.get("waldur_api_url"), string_types) and _URL.match(offering["waldur_api_url"]):
+    if isinstance(offering.get("waldur_api_url"), str) and _URL.match(offering["waldur_api_url"]):
         host = _url_host(offering["waldur_api_url"])
         if offering["waldur_api_url"].lower().startswith("http://") and not _is_loopback(host):
             problems.warn(path + ".waldur_api_url", "plain http:// to %s: the Waldur token crosses the network "
                           "unencrypted; use https://" % host)
 
     backend_type = offering.get("backend_type")
-    known = isinstance(backend_type, string_types) and backend_type.lower() in SUPPORTED_BACKENDS
-    if isinstance(backend_type, string_types) and backend_type and not known:
+    known = isinstance(backend_type, str) and backend_type.lower() in SUPPORTED_BACKENDS
+    if isinstance(backend_type, str) and backend_type and not known:
         problems.error(path + ".backend_type", "unknown backend %r; this collection supports %s"
                        % (backend_type, " and ".join(SUPPORTED_BACKENDS)))
     for role_key in ROLE_KEYS:
         role_backend = offering.get(role_key)
         if role_backend in (None, ""):
             continue
-        if not isinstance(role_backend, string_types):
+        if not isinstance(role_backend, str):
             problems.error("%s.%s" % (path, role_key), "expected a backend name, got %s" % _type_name(role_backend))
         elif known and role_backend.lower() != backend_type.lower():
             problems.error("%s.%s" % (path, role_key), "is %r but backend_type is %r; an offering has one set of "
@@ -365,9 +361,9 @@ def _validate_component(path, component, problems):
 def _validate_verify_ssl(path, value, problems):
     if isinstance(value, bool):
         return
-    if isinstance(value, string_types) and value.strip() and os.path.isfile(os.path.expanduser(value)):
+    if isinstance(value, str) and value.strip() and os.path.isfile(os.path.expanduser(value)):
         return
-    if isinstance(value, string_types) and value.strip():
+    if isinstance(value, str) and value.strip():
         problems.error(path, "expected true, false or the path of a CA bundle file; %s is not a file" % value)
     else:
         problems.error(path, "expected true, false or the path of a CA bundle file, got %s" % _type_name(value))

@@ -15,21 +15,43 @@ version_added: 0.1.0
 description:
   - Works on a list of machines at once, concurrently, and returns one result per machine in input order.
     One machine failing never stops the others.
-  - O(machines[].state=present) builds the chain of one machine, in this order, each step reading before
-    it writes so that a rerun adopts what exists. The chain is resource group, virtual network, subnet,
-    Standard static public IP address, network security group (only with O(machines[].allowed_ssh_ranges)),
-    network interface, virtual machine. An existing virtual machine is never written again.
+  - O(machines[].state=present) builds the chain of one machine, in this order. The chain is resource group,
+    virtual network, subnet, Standard static public IP address, network security group (only with
+    O(machines[].allowed_ssh_ranges)), network interface, virtual machine. Every object of the chain is read
+    before anything is written, so that a rerun adopts what exists. An existing virtual machine is never
+    written again.
+  - Owner tags. Every object made carries the tags C(waldur-resource-uuid) (the Waldur resource, 32
+    lower-case hex digits) and C(waldur-offering-uuid) (O(machines[].offering_uuid)); a subnet cannot carry
+    tags and belongs to its virtual network; the OS disk, which Azure does not tag with its machine, is
+    tagged once the machine exists. A shared group the module has to make carries only the offering tag.
+  - An existing object is adopted only when it carries this resource's C(waldur-resource-uuid) tag and its
+    provisioning succeeded. An object at a wanted name without that tag (another resource's, or nobody's)
+    is never adopted, changed or deleted, and the item fails naming it and its owner before anything is
+    written. One of this resource's objects still being provisioned makes the item a C(retry); one whose
+    provisioning failed fails the item with Azure's reason (a failed machine left by an earlier run is
+    deleted with everything carrying its owner tag, as Waldur keeps no resource to terminate it by).
+  - The chain is looked up by its owner tag first (resource groups in the subscription, or the objects in
+    the shared group), so a resource renamed since an interrupted run finishes its first chain; only when
+    nothing carries the tag are the names derived from the current name.
   - Location, size, image and SSH key are checked before anything is created. A chain that fails part-way
-    is rolled back (in a dedicated group the group is deleted, in a shared group the machine's own objects
-    are) and the item fails with the cause.
+    before its machine exists is rolled back, deleting only what this run made (its own group only when the
+    group holds nothing else) and never while one of its operations is still running; the item fails with
+    the cause.
+  - Once the virtual machine exists (Azure accepted its creation), nothing fails the item. A deadline hit
+    while Azure works on an operation, or a failed read afterwards, makes it a C(retry) carrying the
+    machine's ARM id, and the next run adopts the machine by its owner tag.
   - Without O(machines[].resource_group) every machine gets a group of its own,
-    C(group-<first 4 hex of the resource uuid>-<name>); in a shared group the machine name carries the
-    first 8 hex digits of the resource uuid.
+    C(group-<the whole resource uuid, 32 hex>-<name>); in a shared group the machine name carries the first
+    8 hex digits of the resource uuid, C(<name>-<8 hex>).
   - The machine's OS disk and network interface are deleted with it, password login is disabled, the SSH
     key is installed for the admin user, custom data is sent base64-encoded. A random administrator
     password satisfies Azure and is never reported.
   - O(machines[].state=absent) reads the deletion route from the machine's ARM id, never from the current
-    settings. A dedicated group is deleted whole, in a shared group exactly the machine's objects are.
+    settings. A dedicated group is deleted whole, in a shared group exactly the machine's objects are
+    (an object carrying another resource's owner tag is left and named). Machines made before owner tags
+    (Waldur Mastermind, C(group-<4 hex>-<name>)) are reached this way, by their ARM id only. Without a
+    backend id, what carries the resource's owner tag is deleted (a create that never reported its
+    machine).
   - O(machines[].state=deallocated) and O(machines[].state=running) deallocate or start a machine only when
     its instance view says otherwise.
 author:
@@ -53,9 +75,15 @@ options:
         description:
           - UUID of the Waldur order, echoed in the result.
         type: str
+      offering_uuid:
+        description:
+          - UUID of the Waldur offering, written in the C(waldur-offering-uuid) tag of the objects made.
+        type: str
       name:
         description:
-          - Name of the Waldur resource. Sanitized to C([a-z0-9-]), at most 50 characters.
+          - Name of the Waldur resource. Transliterated to Latin letters (Cyrillic, Greek, accents), sanitized to
+            C([a-z0-9-]), at most 50 characters. A name with nothing left (CJK characters, symbols only) becomes
+            C(vm-<first 8 hex of the resource uuid>).
         type: str
       state:
         description:
@@ -134,8 +162,9 @@ options:
     default: 8
   deadline:
     description:
-      - Seconds for the whole batch. Machines not finished by then fail with a message saying so; the next
-        run picks them up.
+      - Seconds for the whole batch. Machines not finished by then are a C(retry) with a message saying so
+        (with the machine's ARM id once Azure accepted its creation); nothing is rolled back while Azure is
+        still working on an operation, and the next run picks them up.
     type: float
     default: 900
   fail_on_item_error:
@@ -153,6 +182,7 @@ EXAMPLES = r"""
     machines:
       - resource_uuid: 1234abcd5678ef901234abcd5678ef90
         order_uuid: 0f0e0d0c0b0a09080706050403020100
+        offering_uuid: 5c1e0ffe5c1e0ffe5c1e0ffe5c1e0ffe
         name: Web Server
         location: westeurope
         size: Standard_B1s
@@ -182,7 +212,7 @@ msg:
   description: How many machines ended how.
   returned: always
   type: str
-  sample: "3 machine(s): 2 created, 1 failed"
+  sample: "3 machine(s): 1 created, 1 failed, 1 retry"
 results:
   description: One result per machine, in the order of O(machines).
   returned: always
@@ -197,14 +227,19 @@ results:
       description: The order UUID given with the item, normalised; null without one.
       type: str
     backend_id:
-      description: ARM id of the virtual machine; null when there is none.
+      description: ARM id of the virtual machine (also of a C(retry) once the machine exists); null when there is none.
       type: str
-      sample: /subscriptions/0000/resourceGroups/group-1234-web-server/providers/Microsoft.Compute/virtualMachines/web-server
+      sample: /subscriptions/0000/resourceGroups/group-1234abcd5678ef901234abcd5678ef90-web-server/providers/Microsoft.Compute/virtualMachines/web-server
     changed:
       description: Whether anything was (or in check mode would be) written on Azure.
       type: bool
     failed:
-      description: Whether this item failed.
+      description: Whether this item failed (true for a C(retry) too).
+      type: bool
+    retry:
+      description:
+        - Whether the item did not finish but nothing is wrong (Azure still working, a read failed once the
+          machine existed, the deadline); C(waldur.site_agent.waldur_orders) leaves its order for the next run.
       type: bool
     msg:
       description: What happened, or why the item failed.
@@ -247,11 +282,11 @@ from ansible.module_utils.basic import AnsibleModule
 
 from ansible_collections.waldur.site_agent.plugins.module_utils.azure_clients import (
     AzureError,
+    OperationStillRunning,
     SizeCatalog,
     azure_argument_spec,
     clients_from_module,
     normalize_location,
-    plain,
     power_state,
     vm_addresses,
     vm_metadata,
@@ -262,9 +297,26 @@ from ansible_collections.waldur.site_agent.plugins.module_utils.azure_naming imp
     build_vm_id,
     machine_names,
     names_from_vm_id,
+    names_in_group,
     parse_image,
     parse_resource_id,
     same_name,
+    vm_name_of_companion,
+    vm_name_of_dedicated_group,
+)
+from ansible_collections.waldur.site_agent.plugins.module_utils.azure_ownership import (
+    FAILED,
+    FOREIGN,
+    RESOURCE_TAG,
+    RETRY,
+    describe_owner,
+    has_owner_tags,
+    judge,
+    owner_of,
+    owner_tags,
+    provisioning_state,
+    tag_filter,
+    with_owner_tags,
 )
 from ansible_collections.waldur.site_agent.plugins.module_utils.batch import ItemError, run_batch
 from ansible_collections.waldur.site_agent.plugins.module_utils.naming import normalize_uuid
@@ -286,6 +338,20 @@ RESERVED_ADMIN_USERNAMES = frozenset((
 ))
 # Kinds of the objects of one machine, in the order a shared-group deletion removes them.
 DELETION_ORDER = ("vm", "nic", "nsg", "public_ip", "subnet", "vnet")
+# The same for objects found by owner tag (subnets go with their network, the OS disk after its machine).
+OWNED_DELETION_ORDER = ("vm", "disk", "nic", "nsg", "public_ip", "vnet")
+# Kinds of the chain before the machine, in the order they are made.
+CHAIN_ORDER = ("group", "vnet", "subnet", "public_ip", "nsg", "nic")
+# kind -> (provider, type) of the objects ARM lists as resources of a group
+TOP_LEVEL_TYPES = {
+    "vnet": ("Microsoft.Network", "virtualNetworks"),
+    "public_ip": ("Microsoft.Network", "publicIPAddresses"),
+    "nsg": ("Microsoft.Network", "networkSecurityGroups"),
+    "nic": ("Microsoft.Network", "networkInterfaces"),
+    "vm": ("Microsoft.Compute", "virtualMachines"),
+    "disk": ("Microsoft.Compute", "disks"),
+}
+KIND_OF_TYPE = dict((("%s/%s" % parts).lower(), kind) for kind, parts in TOP_LEVEL_TYPES.items())
 KIND_LABELS = {
     "group": "resource group",
     "vnet": "virtual network",
@@ -294,6 +360,7 @@ KIND_LABELS = {
     "nsg": "network security group",
     "nic": "network interface",
     "vm": "virtual machine",
+    "disk": "OS disk",
 }
 
 
@@ -333,6 +400,11 @@ def network_problem(network_cidr, subnet_cidr):
     return None
 
 
+def ssh_ranges(item):
+    """The item's allowed SSH ranges without blanks; none means no network security group."""
+    return [str(entry) for entry in item.get("allowed_ssh_ranges") or [] if str(entry).strip()]
+
+
 def creation_problem(item):
     """Why this item cannot be created, judged without any call (None when it can)."""
     for what in ("location", "size", "image"):
@@ -358,16 +430,24 @@ def creation_problem(item):
                            item.get("subnet_cidr") or DEFAULT_SUBNET_CIDR)
 
 
+class RetryLater(ItemError):
+    """Nothing is wrong, but the item cannot finish now: Azure is still working on one of
+    its objects, or a read failed once the machine exists. Outcome ``retry``: the order is
+    left for the next pass, which finds the chain by its owner tag and finishes it."""
+
+
 class ChainState:
-    """What one create run has seen and done, for check mode and rollback."""
+    """What one create run has found and done, for check mode and rollback."""
 
     def __init__(self, names):
         self.names = names
-        self.reached = []        # kinds read (and maybe written), in chain order
-        self.created = []        # kinds this run created
-        self.adopted = []        # kinds that existed already
+        self.found = {}          # kind -> object that existed before this run wrote anything
+        self.created = []        # kinds this run created (or, in check mode, would)
+        self.adopted = []        # kinds that existed already and carry this resource's owner tag
         self.objects = {}        # kind -> SDK object
         self.written = False
+        self.in_flight = None    # the kind being written when an error came
+        self.vm_accepted = False  # ARM accepted the VM PUT: the machine exists from here on
 
 
 class VmChain:
@@ -380,6 +460,9 @@ class VmChain:
         self.deadline = deadline
         self.sizes = SizeCatalog(clients, deadline)
         self._secret_lock = threading.Lock()
+        # resource uuid -> backend id of a machine whose PUT ARM accepted, so an item cut
+        # off by the batch deadline still reports the machine it made
+        self.accepted_vms = {}
 
     # ---- helpers -------------------------------------------------------------------------
     def _call(self, what, function, *args, **kwargs):
@@ -387,6 +470,9 @@ class VmChain:
 
     def _read(self, what, function, *args, **kwargs):
         return self.clients.read(what, function, *args, deadline=self.deadline, **kwargs)
+
+    def _listing(self, what, function, *args, **kwargs):
+        return self.clients.listing(what, function, *args, **kwargs)
 
     def _hide(self, value):
         # Belt and braces: whatever the module prints is scrubbed of this value.
@@ -410,6 +496,10 @@ class VmChain:
                                                   deadline=self.deadline)
         return vm_metadata(vm, power=power, private_ip=private_ip, public_ip=public_address)
 
+    @staticmethod
+    def _tags(item):
+        return owner_tags(item["resource_uuid"], item.get("offering_uuid"))
+
     # ---- entry point ---------------------------------------------------------------------
     def run(self, item):
         result = {
@@ -418,6 +508,7 @@ class VmChain:
             "backend_id": item.get("backend_id") or None,
             "changed": False,
             "failed": False,
+            "retry": False,
             "msg": "",
             "action": "none",
             "backend_metadata": None,
@@ -435,6 +526,10 @@ class VmChain:
                 self.existing(item, result)
             else:
                 self.create(item, result)
+        except RetryLater as error:
+            result.update(failed=True, retry=True, msg=str(error))
+        except OperationStillRunning as error:
+            result.update(failed=True, retry=True, msg="%s; the next pass looks again" % error)
         except (ItemError, AzureError) as error:
             result.update(failed=True, msg=str(error))
         except Exception as error:  # a bug must fail its item, not the batch
@@ -455,12 +550,60 @@ class VmChain:
 
     def existing(self, item, result):
         names = self._names_from_id(item["backend_id"])
-        vm = self._read_vm(names["group"], names["vm"])
+        try:
+            vm = self._read_vm(names["group"], names["vm"])
+        except AzureError as error:
+            raise RetryLater("%s; the machine is known by its backend id, so the order waits for the next pass"
+                             % error)
         if vm is None:
             raise ItemError("Azure virtual machine %s (%s) no longer exists; it is not re-created under its old "
                             "id" % (names["vm"], item["backend_id"]))
-        result.update(msg="virtual machine %s exists; nothing to do" % names["vm"],
-                      backend_metadata=self._metadata(vm))
+        # Waldur's backend id is itself the owner record: a machine made before owner tags
+        # (Mastermind, earlier versions) has none and keeps its route, untouched.
+        legacy = owner_of(vm) is None
+        self._judge_vm(vm, names, item, legacy=legacy)
+        if not legacy:  # a pass stopped before it tagged the disk
+            self._after_vm(lambda: self._tag_os_disk(vm, item), "virtual machine %s exists" % names["vm"])
+        result["backend_metadata"] = self._after_vm(
+            lambda: self._metadata(vm), "virtual machine %s exists" % names["vm"])
+        result["msg"] = "virtual machine %s exists; nothing to do" % names["vm"]
+
+    def _judge_vm(self, vm, names, item, legacy=False):
+        """Raise unless the machine is this resource's and its provisioning succeeded."""
+        label = "virtual machine %s in resource group %s" % (names["vm"], names["group"])
+        verdict, reason = judge(label, vm, item["resource_uuid"], owned_by_parent=legacy)
+        if verdict == FOREIGN:
+            raise ItemError(reason)
+        if verdict == FAILED:
+            raise ItemError("%s; it is left as it is (terminate the resource, or delete it in Azure, to remove "
+                            "it)" % reason)
+        if verdict == RETRY:
+            raise RetryLater(reason)
+
+    def _clear_failed_machine(self, vm, names, item, result):
+        """A machine of this resource whose provisioning failed after an earlier pass made it: the
+        order errs, and Waldur, which holds no backend id for it, drops the resource. So nothing
+        would ever delete what the earlier pass made: delete what carries the owner tag, then err."""
+        label = "virtual machine %s in resource group %s" % (names["vm"], names["group"])
+        verdict, reason = judge(label, vm, item["resource_uuid"])
+        if verdict != FAILED:
+            return
+        result["backend_id"] = None
+        try:
+            deleted = self._delete_owned(item["resource_uuid"])
+        except (AzureError, ItemError) as error:
+            raise ItemError("%s; deleting what carries its owner tag failed, objects may be left: %s"
+                            % (reason, error))
+        result["changed"] = bool(deleted)
+        raise ItemError("%s; %s %s" % (reason, "would delete" if self.check_mode else "deleted",
+                                       ", ".join(deleted) or "nothing (nothing was left)"))
+
+    def _after_vm(self, work, what):
+        """Run ``work`` once the machine exists: an Azure failure there is a ``retry``, never an error."""
+        try:
+            return work()
+        except AzureError as error:
+            raise RetryLater("%s, but %s; the order waits for the next pass" % (what, error))
 
     # ---- present, create or adopt ---------------------------------------------------------
     def _validate_remote(self, location, size_name):
@@ -477,37 +620,91 @@ class VmChain:
             raise ItemError("Azure size %r is not offered in location %r" % (size_name, location))
         return size
 
+    def _chain_names(self, item):
+        """The names of this resource's chain: those of a chain found by its owner tag (so a
+        resource renamed since an interrupted pass finishes its first chain), else the names
+        derived from the resource's current name."""
+        uuid = item["resource_uuid"]
+        shared = item.get("resource_group")
+        planned = machine_names(item.get("name"), uuid, shared)
+        marker = "%s=%s" % (RESOURCE_TAG, uuid)
+        if shared:
+            try:
+                listed = self._listing("listing the objects tagged %s in resource group %s" % (marker, shared),
+                                       self.clients.resource.resources.list_by_resource_group, shared,
+                                       filter=tag_filter(uuid))
+            except AzureError as error:
+                if error.not_found:  # the shared group does not exist yet
+                    return planned
+                raise
+            vm_names = {}
+            for resource in listed:
+                kind = KIND_OF_TYPE.get(str(getattr(resource, "type", "") or "").lower())
+                vm_name = vm_name_of_companion(kind, getattr(resource, "name", None)) if kind else None
+                if vm_name:
+                    vm_names.setdefault(vm_name.lower(), vm_name)
+            if len(vm_names) > 1:
+                raise ItemError("objects of %d machines (%s) carry owner tag %s in resource group %s; delete the "
+                                "extra ones" % (len(vm_names), ", ".join(sorted(vm_names.values())), marker, shared))
+            if vm_names:
+                return names_in_group(list(vm_names.values())[0], shared, dedicated=False)
+            return planned
+        groups = self._listing("listing the resource groups tagged %s" % marker,
+                               self.clients.resource.resource_groups.list, filter=tag_filter(uuid))
+        if len(groups) > 1:
+            raise ItemError("%d resource groups carry owner tag %s (%s); delete the extra ones"
+                            % (len(groups), marker, ", ".join(sorted(group.name for group in groups))))
+        if not groups:
+            return planned
+        group = groups[0].name
+        vm_name = vm_name_of_dedicated_group(group)
+        if vm_name is None:
+            raise ItemError("resource group %s carries owner tag %s but is not named group-<uuid>-<machine>; it "
+                            "is left as it is" % (group, marker))
+        return names_in_group(vm_name, group, dedicated=True)
+
     def create(self, item, result):
         problem = creation_problem(item)
         if problem:
             raise ItemError(problem)
-        names = machine_names(item.get("name"), item["resource_uuid"], item.get("resource_group"))
+        names = self._chain_names(item)
         location = normalize_location(item["location"])
         image = parse_image(item["image"])
         backend_id = build_vm_id(self.clients.subscription_id, names["group"], names["vm"])
+        state = ChainState(names)
 
-        vm = self._read_vm(names["group"], names["vm"])
+        self._survey(item, state)
+        vm = state.found.get("vm")
         if vm is not None:
             # An earlier run was stopped after the machine was made: adopt it, never write it again.
-            if str(plain(getattr(vm, "provisioning_state", None)) or "").lower() == "failed":
-                raise ItemError("virtual machine %s in resource group %s exists but its provisioning failed; "
-                                "it is not adopted (delete it in Azure and retry the order)"
-                                % (names["vm"], names["group"]))
-            result.update(backend_id=vm.id or backend_id, action="adopted",
-                          msg="adopted the existing virtual machine %s in resource group %s"
-                          % (names["vm"], names["group"]),
-                          backend_metadata=self._metadata(vm))
+            if owner_of(vm) == item["resource_uuid"]:
+                result["backend_id"] = vm.id or backend_id
+                self._clear_failed_machine(vm, names, item, result)
+            self._judge_vm(vm, names, item)
+            self._after_vm(lambda: self._tag_os_disk(vm, item), "virtual machine %s exists" % names["vm"])
+            result.update(
+                action="adopted",
+                msg="adopted the existing virtual machine %s in resource group %s" % (names["vm"], names["group"]),
+                backend_metadata=self._after_vm(lambda: self._metadata(vm),
+                                                "virtual machine %s was adopted" % names["vm"]))
             return
 
         size = self._validate_remote(location, item["size"])
-        state = ChainState(names)
+        self._judge_found(item, state)
         try:
-            self._build(item, state, location, image, size)
+            self._build(item, state, location, image, size, backend_id)
         except AzureError as error:
+            result["changed"] = state.written
+            if state.vm_accepted:
+                result["backend_id"] = backend_id
+            if isinstance(error, OperationStillRunning) or self._still_running(state):
+                # ARM is still working on an object of this run: deleting now would race it
+                # (and a group being deleted refuses the next pass). Leave it to the next pass.
+                raise RetryLater("%s; nothing is rolled back while Azure is working on it: the next pass adopts "
+                                 "the chain" % error)
             message = str(error)
             if state.written:
                 message += self._rollback(state)
-            result["changed"] = state.written
             raise ItemError(message)
 
         result["backend_id"] = backend_id
@@ -519,23 +716,76 @@ class VmChain:
                               for kind in state.created))
             return
         vm = state.objects["vm"]
-        result["backend_id"] = vm.id or backend_id
-        view = self._read("reading the instance view of virtual machine %s" % names["vm"],
-                          self.clients.compute.virtual_machines.instance_view, names["group"], names["vm"])
-        result.update(
-            action="created",
-            msg="created virtual machine %s in resource group %s (%s%s)" % (
-                names["vm"], names["group"],
-                "created: " + ", ".join(KIND_LABELS[kind] for kind in state.created),
-                "; adopted: " + ", ".join(KIND_LABELS[kind] for kind in state.adopted) if state.adopted else ""),
-            backend_metadata=self._metadata(vm, power=power_state(view), nic=state.objects.get("nic"),
-                                            public_ip=state.objects.get("public_ip")))
+        result.update(backend_id=vm.id or backend_id, action="created")
+        built = "created virtual machine %s in resource group %s" % (names["vm"], names["group"])
 
-    def _step(self, state, kind, name, read, create, parent_missing=False):
-        """Adopt the object if it exists, else create it (in check mode, note that it would be)."""
-        state.reached.append(kind)
-        label = KIND_LABELS[kind]
-        existing = None if parent_missing else self._read("reading %s %s" % (label, name), read)
+        def finish():
+            self._tag_os_disk(vm, item, fresh=True)
+            view = self._read("reading the instance view of virtual machine %s" % names["vm"],
+                              self.clients.compute.virtual_machines.instance_view, names["group"], names["vm"])
+            return self._metadata(vm, power=power_state(view), nic=state.objects.get("nic"),
+                                  public_ip=state.objects.get("public_ip"))
+
+        result["backend_metadata"] = self._after_vm(finish, built)
+        result["msg"] = "%s (%s%s)" % (
+            built, "created: " + ", ".join(KIND_LABELS[kind] for kind in state.created),
+            "; adopted: " + ", ".join(KIND_LABELS[kind] for kind in state.adopted) if state.adopted else "")
+
+    def _survey(self, item, state):
+        """Read every object of the chain before anything is written (what exists decides
+        what is adopted, refused or made). Stops at the machine when it exists."""
+        names, found = state.names, state.found
+        group = names["group"]
+        network = self.clients.network
+        found["group"] = self._read("reading resource group %s" % group,
+                                    self.clients.resource.resource_groups.get, group)
+        if found["group"] is None:
+            return
+        found["vm"] = self._read_vm(group, names["vm"])
+        if found["vm"] is not None:
+            return
+        found["vnet"] = self._read("reading virtual network %s" % names["vnet"],
+                                   network.virtual_networks.get, group, names["vnet"])
+        if found["vnet"] is not None:
+            found["subnet"] = self._read("reading subnet %s" % names["subnet"],
+                                         network.subnets.get, group, names["vnet"], names["subnet"])
+        found["public_ip"] = self._read("reading public IP address %s" % names["public_ip"],
+                                        network.public_ip_addresses.get, group, names["public_ip"])
+        if ssh_ranges(item):
+            found["nsg"] = self._read("reading network security group %s" % names["nsg"],
+                                      network.network_security_groups.get, group, names["nsg"])
+        found["nic"] = self._read("reading network interface %s" % names["nic"],
+                                  network.network_interfaces.get, group, names["nic"])
+
+    def _judge_found(self, item, state):
+        """Refuse before any write when an object at a wanted name is not this resource's
+        (naming every such object and its owner) or its provisioning failed; ``retry`` when
+        one of this resource's objects is still being provisioned or deleted."""
+        names = state.names
+        refused, waiting = [], []
+        for kind in CHAIN_ORDER:
+            obj = state.found.get(kind)
+            if obj is None:
+                continue
+            name = names["group"] if kind == "group" else names[kind]
+            label = "%s %s" % (KIND_LABELS[kind], name)
+            if kind != "group":
+                label += " in resource group %s" % names["group"]
+            # A shared group is the operator's (named in the configuration), a subnet belongs to its network.
+            not_tagged = (kind == "group" and not names["dedicated"]) or kind == "subnet"
+            verdict, reason = judge(label, obj, item["resource_uuid"], owned_by_parent=not_tagged)
+            if verdict in (FOREIGN, FAILED):
+                refused.append(reason)
+            elif verdict == RETRY:
+                waiting.append(reason)
+        if refused:
+            raise ItemError("; ".join(refused) + "; nothing was created")
+        if waiting:
+            raise RetryLater("; ".join(waiting))
+
+    def _step(self, state, kind, create, on_accepted=None):
+        """Adopt the object found by the survey, else create it (in check mode, note that it would be)."""
+        existing = state.found.get(kind)
         if existing is not None:
             state.adopted.append(kind)
             state.objects[kind] = existing
@@ -543,57 +793,51 @@ class VmChain:
         state.created.append(kind)
         if self.check_mode:
             return None
+        name = state.names["group"] if kind == "group" else state.names[kind]
         state.written = True
-        state.objects[kind] = self._call("creating %s %s" % (label, name), create)
+        state.in_flight = kind
+        state.objects[kind] = self._call("creating %s %s" % (KIND_LABELS[kind], name), create,
+                                         accepted=on_accepted)
+        state.in_flight = None
         return state.objects[kind]
 
-    def _build(self, item, state, location, image, size):
+    def _build(self, item, state, location, image, size, backend_id):
         names = state.names
         group = names["group"]
         network = self.clients.network
         resources = self.clients.resource.resource_groups
+        tags = self._tags(item)
+        if names["dedicated"]:
+            group_tags = tags
+        else:  # a shared group made for the offering belongs to no single resource
+            group_tags = dict((key, value) for key, value in tags.items() if key != RESOURCE_TAG)
 
-        group_object = self._step(
-            state, "group", group,
-            lambda: resources.get(group),
-            lambda: resources.create_or_update(group, {"location": location}))
-        missing = self.check_mode and group_object is None
-
-        vnet = self._step(
-            state, "vnet", names["vnet"],
-            lambda: network.virtual_networks.get(group, names["vnet"]),
-            lambda: network.virtual_networks.begin_create_or_update(group, names["vnet"], {
+        self._step(state, "group", lambda: resources.create_or_update(group, {
+            "location": location, "tags": group_tags}))
+        self._step(state, "vnet", lambda: network.virtual_networks.begin_create_or_update(group, names["vnet"], {
+            "location": location,
+            "tags": tags,
+            "properties": {"addressSpace": {"addressPrefixes": [item.get("network_cidr") or DEFAULT_NETWORK_CIDR]}},
+        }))
+        # Subnets cannot carry tags: a subnet belongs to its (tagged) network.
+        subnet = self._step(state, "subnet", lambda: network.subnets.begin_create_or_update(
+            group, names["vnet"], names["subnet"],
+            {"properties": {"addressPrefix": item.get("subnet_cidr") or DEFAULT_SUBNET_CIDR}}))
+        public_ip = self._step(state, "public_ip", lambda: network.public_ip_addresses.begin_create_or_update(
+            group, names["public_ip"], {
                 "location": location,
-                "properties": {"addressSpace": {"addressPrefixes": [item.get("network_cidr") or DEFAULT_NETWORK_CIDR]}},
-            }),
-            parent_missing=missing)
-
-        subnet = self._step(
-            state, "subnet", names["subnet"],
-            lambda: network.subnets.get(group, names["vnet"], names["subnet"]),
-            lambda: network.subnets.begin_create_or_update(group, names["vnet"], names["subnet"], {
-                "properties": {"addressPrefix": item.get("subnet_cidr") or DEFAULT_SUBNET_CIDR},
-            }),
-            parent_missing=missing or (self.check_mode and vnet is None))
-
-        public_ip = self._step(
-            state, "public_ip", names["public_ip"],
-            lambda: network.public_ip_addresses.get(group, names["public_ip"]),
-            lambda: network.public_ip_addresses.begin_create_or_update(group, names["public_ip"], {
-                "location": location,
+                "tags": tags,
                 "sku": {"name": "Standard"},
                 "properties": {"publicIPAllocationMethod": "Static", "publicIPAddressVersion": "IPv4"},
-            }),
-            parent_missing=missing)
+            }))
 
         nsg = None
-        ranges = [str(entry) for entry in item.get("allowed_ssh_ranges") or [] if str(entry).strip()]
+        ranges = ssh_ranges(item)
         if ranges:
-            nsg = self._step(
-                state, "nsg", names["nsg"],
-                lambda: network.network_security_groups.get(group, names["nsg"]),
-                lambda: network.network_security_groups.begin_create_or_update(group, names["nsg"], {
+            nsg = self._step(state, "nsg", lambda: network.network_security_groups.begin_create_or_update(
+                group, names["nsg"], {
                     "location": location,
+                    "tags": tags,
                     "properties": {"securityRules": [{
                         "name": SSH_RULE_NAME,
                         "properties": {
@@ -607,12 +851,12 @@ class VmChain:
                             "direction": "Inbound",
                         },
                     }]},
-                }),
-                parent_missing=missing)
+                }))
 
         def nic_body():
             body = {
                 "location": location,
+                "tags": tags,
                 "properties": {"ipConfigurations": [{
                     "name": names["ip_config"],
                     "properties": {
@@ -626,11 +870,8 @@ class VmChain:
                 body["properties"]["networkSecurityGroup"] = {"id": nsg.id}
             return body
 
-        nic = self._step(
-            state, "nic", names["nic"],
-            lambda: network.network_interfaces.get(group, names["nic"]),
-            lambda: network.network_interfaces.begin_create_or_update(group, names["nic"], nic_body()),
-            parent_missing=missing)
+        nic = self._step(state, "nic", lambda: network.network_interfaces.begin_create_or_update(
+            group, names["nic"], nic_body()))
 
         def vm_body():
             username = item.get("admin_username") or DEFAULT_ADMIN_USERNAME
@@ -653,6 +894,7 @@ class VmChain:
                     item["custom_data"].encode("utf-8")).decode("ascii")
             return {
                 "location": location,
+                "tags": tags,
                 "properties": {
                     "hardwareProfile": {"vmSize": size.name},
                     "storageProfile": {
@@ -667,17 +909,56 @@ class VmChain:
                 },
             }
 
+        def accepted():
+            state.vm_accepted = True
+            self.accepted_vms[item["resource_uuid"]] = backend_id
+
         compute = self.clients.compute.virtual_machines
-        # The machine was read (and found missing) just before the chain started.
-        self._step(state, "vm", names["vm"], None,
-                   lambda: compute.begin_create_or_update(group, names["vm"], vm_body()),
-                   parent_missing=True)
+        # The survey found no machine, so this PUT makes one (a PUT on an existing VM would change it).
+        self._step(state, "vm", lambda: compute.begin_create_or_update(group, names["vm"], vm_body()),
+                   on_accepted=accepted)
+
+    def _tag_os_disk(self, vm, item, fresh=False):
+        """Put the owner tags on the machine's OS disk: ARM does not copy a VM's tags to the
+        disk it makes. ``fresh``: this run made the machine, so the disk has no tags yet."""
+        storage = getattr(vm, "storage_profile", None)
+        os_disk = getattr(storage, "os_disk", None)
+        parts = parse_resource_id(getattr(getattr(os_disk, "managed_disk", None), "id", None))
+        if not parts:
+            return
+        disks = self.clients.compute.disks
+        current_tags = None
+        if not fresh:
+            disk = self._read("reading OS disk %s" % parts["name"], disks.get, parts["group"], parts["name"])
+            if disk is None or has_owner_tags(disk, item["resource_uuid"], item.get("offering_uuid")):
+                return
+            if owner_of(disk) not in (None, item["resource_uuid"]):
+                return  # another resource's mark is never overwritten
+            current_tags = getattr(disk, "tags", None)
+        if self.check_mode:
+            return
+        tags = with_owner_tags(current_tags, item["resource_uuid"], item.get("offering_uuid"))
+        self._call("tagging OS disk %s" % parts["name"], disks.begin_update, parts["group"], parts["name"],
+                   {"tags": tags})
+
+    def _still_running(self, state):
+        """Whether the object whose write failed is still being provisioned by ARM (a failed
+        status poll is not a failed operation)."""
+        kind = state.in_flight
+        if kind is None or kind == "group":  # a group PUT is synchronous
+            return False
+        read = self._object_operations(state.names["group"], state.names["vnet"])[kind][0]
+        try:
+            obj = self._read("reading %s %s" % (KIND_LABELS[kind], state.names[kind]), read, state.names[kind])
+        except AzureError:
+            return True  # cannot tell: deleting blind could race the operation
+        return obj is not None and provisioning_state(obj) not in (None, "succeeded", "failed", "canceled")
 
     # ---- rollback and deletion ------------------------------------------------------------
-    def _delete_group(self, group):
+    def _delete_group(self, group, current=None):
         """Delete a whole resource group; False when it was already gone."""
         resources = self.clients.resource.resource_groups
-        if self._read("reading resource group %s" % group, resources.get, group) is None:
+        if current is None and self._read("reading resource group %s" % group, resources.get, group) is None:
             return False
         if not self.check_mode:
             try:
@@ -690,9 +971,11 @@ class VmChain:
     def _object_operations(self, group, vnet_name):
         """``kind -> (read(name), delete(name))`` for the objects of one machine in ``group``."""
         network = self.clients.network
-        machines = self.clients.compute.virtual_machines
+        compute = self.clients.compute
+        machines = compute.virtual_machines
         return {
             "vm": (lambda name: machines.get(group, name), lambda name: machines.begin_delete(group, name)),
+            "disk": (lambda name: compute.disks.get(group, name), lambda name: compute.disks.begin_delete(group, name)),
             "nic": (lambda name: network.network_interfaces.get(group, name),
                     lambda name: network.network_interfaces.begin_delete(group, name)),
             "nsg": (lambda name: network.network_security_groups.get(group, name),
@@ -705,14 +988,23 @@ class VmChain:
                      lambda name: network.virtual_networks.begin_delete(group, name)),
         }
 
-    def _delete_objects(self, names, targets):
-        """Delete ``[(kind, name)]`` in order, tolerating 404; the labels of what existed."""
-        operations = self._object_operations(names["group"], names["vnet"])
-        deleted = []
+    def _delete_objects(self, group, vnet_name, targets, resource_uuid=None):
+        """Delete ``[(kind, name)]`` in order, tolerating 404.
+
+        With ``resource_uuid``, an object carrying another resource's owner tag is left
+        (objects without any owner tag are the legacy objects the backend id leads to).
+        Returns ``(deleted labels, left labels)``."""
+        operations = self._object_operations(group, vnet_name)
+        deleted, left = [], []
         for kind, name in targets:
             read, delete = operations[kind]
             label = "%s %s" % (KIND_LABELS[kind], name)
-            if self._read("reading " + label, read, name) is None:
+            current = self._read("reading " + label, read, name)
+            if current is None:
+                continue
+            owner = owner_of(current)
+            if resource_uuid and owner not in (None, resource_uuid):
+                left.append("%s (%s)" % (label, describe_owner(owner)))
                 continue
             if not self.check_mode:
                 try:
@@ -722,19 +1014,52 @@ class VmChain:
                         raise
                     continue
             deleted.append(label)
-        return deleted
+        return deleted, left
+
+    def _foreign_in_group(self, state):
+        """What the dedicated group holds that this run did not make (the run's own objects and
+        the OS disk its machine made are not counted)."""
+        names = state.names
+        group = names["group"]
+        subscription = self.clients.subscription_id
+        ours = set()
+        for kind in state.created:
+            if kind in TOP_LEVEL_TYPES:
+                provider, type_name = TOP_LEVEL_TYPES[kind]
+                ours.add(("/subscriptions/%s/resourceGroups/%s/providers/%s/%s/%s"
+                          % (subscription, group, provider, type_name, names[kind])).lower())
+        vm_id = build_vm_id(subscription, group, names["vm"]).lower()
+        listed = self._listing("listing resource group %s" % group,
+                               self.clients.resource.resources.list_by_resource_group, group)
+        return [resource.id for resource in listed
+                if str(resource.id).lower() not in ours
+                and str(getattr(resource, "managed_by", None) or "").lower() != vm_id]
 
     def _rollback(self, state):
+        """Delete what this run created (never what it adopted, never anything of another owner)."""
         names = state.names
+        group = names["group"]
+        targets = [(kind, names[kind]) for kind in DELETION_ORDER if kind in state.created]
         try:
-            if names["dedicated"]:
-                self._delete_group(names["group"])
-                return "; rolled back: deleted resource group %s" % names["group"]
-            targets = [(kind, names[kind]) for kind in DELETION_ORDER if kind in state.reached]
-            deleted = self._delete_objects(names, targets)
-            return "; rolled back: deleted %s" % (", ".join(deleted) or "nothing (nothing was left)")
+            foreign = None
+            if names["dedicated"] and "group" in state.created:
+                try:
+                    foreign = self._foreign_in_group(state)
+                except AzureError as error:
+                    if not error.not_found:
+                        raise
+                    return "; rolled back: nothing was left (resource group %s does not exist)" % group
+                if not foreign:
+                    self._delete_group(group)
+                    return "; rolled back: deleted resource group %s" % group
+            deleted = self._delete_objects(group, names["vnet"], targets)[0]
+            message = "; rolled back: deleted %s" % (", ".join(deleted) or "nothing (nothing was left)")
+            if foreign:
+                message += ("; resource group %s is left: it holds %s, which this run did not make"
+                            % (group, ", ".join(foreign)))
+            return message
         except AzureError as error:
-            return "; rollback failed, objects may be left in resource group %s: %s" % (names["group"], error)
+            return "; rollback failed, objects may be left in resource group %s: %s" % (group, error)
 
     def _shared_targets(self, names):
         """This machine's objects in a shared group, as ``[(kind, name)]`` in deletion order.
@@ -769,24 +1094,77 @@ class VmChain:
     def absent(self, item, result):
         backend_id = item.get("backend_id")
         if not backend_id:
-            result.update(action="absent", msg="no backend id: there is no virtual machine to delete")
+            self._absent_by_owner_tag(item, result)
             return
         names = self._names_from_id(backend_id)
+        uuid = item["resource_uuid"]
         verb = "would delete" if self.check_mode else "deleted"
         if names["dedicated"]:
-            if not self._delete_group(names["group"]):
+            group = self._read("reading resource group %s" % names["group"],
+                               self.clients.resource.resource_groups.get, names["group"])
+            if group is None:
                 result.update(action="absent", msg="resource group %s is already gone" % names["group"])
                 return
+            owner = owner_of(group)
+            if owner not in (None, uuid):  # no tag: a group made before owner tags, reached by its backend id
+                raise ItemError("resource group %s has %s, not this resource's; it is not deleted"
+                                % (names["group"], describe_owner(owner)))
+            if provisioning_state(group) == "deleting":
+                raise RetryLater("resource group %s is being deleted; the next pass checks that it is gone"
+                                 % names["group"])
+            self._delete_group(names["group"], current=group)
             result.update(changed=True, action="deleted",
                           msg="%s resource group %s with everything in it" % (verb, names["group"]))
             return
-        deleted = self._delete_objects(names, self._shared_targets(names))
+        deleted, left = self._delete_objects(names["group"], names["vnet"], self._shared_targets(names), uuid)
+        note = "; left: %s" % ", ".join(left) if left else ""
         if not deleted:
             result.update(action="absent", msg="virtual machine %s and its objects are already gone in resource "
-                                               "group %s" % (names["vm"], names["group"]))
+                                               "group %s%s" % (names["vm"], names["group"], note))
             return
         result.update(changed=True, action="deleted",
-                      msg="%s %s from resource group %s" % (verb, ", ".join(deleted), names["group"]))
+                      msg="%s %s from resource group %s%s" % (verb, ", ".join(deleted), names["group"], note))
+
+    def _absent_by_owner_tag(self, item, result):
+        """Terminate a resource Waldur holds no backend id for (its create was interrupted, or its
+        machine failed): delete what carries its owner tag, and only that."""
+        marker = "%s=%s" % (RESOURCE_TAG, item["resource_uuid"])
+        deleted = self._delete_owned(item["resource_uuid"])
+        if not deleted:
+            result.update(action="absent", msg="no backend id, and no Azure object carries owner tag %s: there is "
+                                               "no virtual machine to delete" % marker)
+            return
+        result.update(changed=True, action="deleted", msg="%s %s (found by owner tag %s)" % (
+            "would delete" if self.check_mode else "deleted", ", ".join(deleted), marker))
+
+    def _delete_owned(self, uuid):
+        """Delete every object carrying this resource's owner tag: tagged groups whole, other
+        tagged objects one by one (machine first). Returns the labels of what was deleted."""
+        marker = "%s=%s" % (RESOURCE_TAG, uuid)
+        resources = self.clients.resource
+        groups = self._listing("listing the resource groups tagged %s" % marker, resources.resource_groups.list,
+                               filter=tag_filter(uuid))
+        listed = self._listing("listing the resources tagged %s" % marker, resources.resources.list,
+                               filter=tag_filter(uuid))
+        deleted = []
+        for group in groups:
+            if provisioning_state(group) == "deleting":
+                raise RetryLater("resource group %s is being deleted; the next pass checks that it is gone"
+                                 % group.name)
+            if self._delete_group(group.name, current=group):
+                deleted.append("resource group %s" % group.name)
+        in_groups = set(group.name.lower() for group in groups)
+        by_group = {}
+        for resource in listed:
+            parts = parse_resource_id(resource.id)
+            kind = KIND_OF_TYPE.get(str(getattr(resource, "type", "") or "").lower())
+            if parts and kind and parts["group"].lower() not in in_groups:
+                by_group.setdefault(parts["group"], {})[kind] = parts["name"]
+        for group, kinds in sorted(by_group.items()):
+            targets = [(kind, kinds[kind]) for kind in OWNED_DELETION_ORDER if kind in kinds]
+            deleted += ["%s from resource group %s" % (label, group) for label in
+                        self._delete_objects(group, kinds.get("vnet"), targets, uuid)[0]]
+        return deleted
 
     # ---- power ----------------------------------------------------------------------------
     def power(self, item, result, wanted):
@@ -796,6 +1174,10 @@ class VmChain:
         vm = self._read_vm(names["group"], names["vm"])
         if vm is None:
             raise ItemError("Azure virtual machine %s (%s) does not exist" % (names["vm"], item["backend_id"]))
+        owner = owner_of(vm)
+        if owner not in (None, item["resource_uuid"]):
+            raise ItemError("virtual machine %s in resource group %s has %s, not this resource's; its power is "
+                            "left as it is" % (names["vm"], names["group"], describe_owner(owner)))
         current = power_state(getattr(vm, "instance_view", None))
         machines = self.clients.compute.virtual_machines
         if wanted == "deallocated":
@@ -823,7 +1205,7 @@ def normalized_items(module):
     items = []
     for index, machine in enumerate(module.params["machines"]):
         item = dict(machine)
-        for key in ("resource_uuid", "order_uuid"):
+        for key in ("resource_uuid", "order_uuid", "offering_uuid"):
             if item.get(key) is None:
                 continue
             try:
@@ -849,6 +1231,8 @@ def summary(results):
     counts = {}
     for result in results:
         key = "failed" if result.get("failed") else result.get("action") or "none"
+        if result.get("retry"):
+            key = "retry"
         counts[key] = counts.get(key, 0) + 1
     return "%d machine(s): %s" % (len(results), ", ".join("%d %s" % (counts[key], key) for key in sorted(counts)))
 
@@ -857,6 +1241,7 @@ def main():
     machine_options = dict(
         resource_uuid=dict(type="str", required=True),
         order_uuid=dict(type="str"),
+        offering_uuid=dict(type="str"),
         name=dict(type="str"),
         state=dict(type="str", default="present", choices=["present", "absent", "deallocated", "running"]),
         backend_id=dict(type="str"),
@@ -899,7 +1284,8 @@ def main():
         # items cut off by the deadline come back with only failed/changed/msg
         result.setdefault("resource_uuid", item["resource_uuid"])
         result.setdefault("order_uuid", item.get("order_uuid"))
-        result.setdefault("backend_id", item.get("backend_id") or None)
+        result.setdefault("backend_id", item.get("backend_id") or chain.accepted_vms.get(item["resource_uuid"]))
+        result.setdefault("retry", False)
         result.setdefault("action", "none")
         result.setdefault("backend_metadata", None)
 

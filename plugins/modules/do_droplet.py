@@ -17,11 +17,20 @@ description:
   - Every droplet carries the tag C(waldur-resource:<resource uuid as 32 hex>). Ordered tags with that
     prefix are dropped, so one order cannot claim another resource's droplet.
   - Before creating, the droplets carrying the resource's tag are looked up. Exactly one (carrying no
-    other resource's tag) is adopted instead of creating a second droplet; two or more fail the item,
-    naming the count; a droplet that also carries another resource's tag is never adopted.
+    other resource's tag) is adopted instead of creating a second droplet; a droplet that also carries
+    another resource's tag is never adopted, changed or deleted.
+  - Two or more droplets carrying exactly the resource's tag are copies made by overlapping passes
+    when they have the same name and size and were created within O(duplicate_window) seconds of each
+    other; then the oldest is kept (and adopted) and the others are deleted, and the result says so.
+    Otherwise the item fails naming the count and the ids, and nothing is deleted.
   - A droplet whose O(droplets[].backend_id) no longer exists is never re-created under a new id.
   - An item failing sets that item's C(failed) and C(msg); the task fails only when
     O(fail_on_item_error=true), or when DigitalOcean rejects the token.
+  - A failure the next run should retry sets the item's C(retry) as well - DigitalOcean unreachable,
+    throttling or answering 5xx after the retries, a create whose answer was lost, and every failure
+    after the droplet exists (waiting for it, a power action or a resize that did not finish in time).
+    Such an item carries the droplet's id in C(backend_id) when there is one, so C(waldur_orders)
+    leaves its order for the next pass instead of erring it.
 author:
   - Waldur site agent developers (@waldur)
 options:
@@ -51,8 +60,9 @@ options:
           - V(present) creates the droplet (or adopts the one carrying the resource tag); with
             O(droplets[].backend_id) it checks the droplet exists and resizes it when
             O(droplets[].size) differs.
-          - V(absent) deletes the droplet O(droplets[].backend_id), or without one every droplet
-            carrying exactly this resource's tag. A droplet already gone is not an error.
+          - V(absent) deletes the droplet O(droplets[].backend_id) and every other droplet carrying
+            exactly this resource's tag (copies an overlapping pass made). A droplet already gone is
+            not an error.
           - V(off) shuts the droplet down (powering it off when a graceful shutdown does not finish
             within half of O(wait_timeout)); V(active) powers it on. Nothing is done when the droplet
             is already in that state.
@@ -73,9 +83,18 @@ options:
         type: str
       size:
         description:
-          - Size slug. Required to create; for an existing droplet a different slug resizes it (CPU and
-            RAM only, never the disk), powering it off first and back on if it was running.
+          - Size slug. Required to create; for the droplet O(droplets[].backend_id) a different slug
+            resizes it (CPU and RAM only, never the disk), powering it off first. An adopted droplet
+            is never resized. Leave it out to only check that the droplet exists (the order pass does
+            so for Create and Restore orders, which never resize).
         type: str
+      running:
+        description:
+          - With O(droplets[].backend_id), the power state the droplet should have after a resize
+            (V(true) on, V(false) off). When V(true) and the droplet is off with its size already
+            right, it is powered on; a resize interrupted after the power-off is finished this way.
+          - Unset, a resized droplet is powered on again only if it was running.
+        type: bool
       ssh_keys:
         description:
           - SSH keys for a new droplet, each a key id, an MD5 fingerprint (both must exist in the account)
@@ -132,6 +151,13 @@ options:
     description:
       - Seconds for the whole batch. Items not finished by then fail with a message saying so; the next
         run picks them up.
+    type: float
+    default: 900
+  duplicate_window:
+    description:
+      - Seconds within which droplets carrying the same resource tag, name and size count as copies
+        made by overlapping passes (see the description). Set it to the longest a pass runs (the order
+        pass uses its deadline).
     type: float
     default: 900
   fail_on_item_error:
@@ -207,6 +233,16 @@ results:
     failed:
       description: Whether the item failed.
       type: bool
+    retry:
+      description: >-
+        Set (with C(failed)) when a later run should retry the item rather than its order be erred:
+        a transient failure, or a failure after the droplet exists.
+      type: bool
+      returned: when the item failed and may be retried
+    cloud:
+      description: What exists on DigitalOcean for the item, for messages (C(droplet <id> <name> (<status>))); null when nothing.
+      type: str
+      sample: droplet 3164444 web-1 (active)
     msg:
       description: What happened, or why the item failed.
       type: str
@@ -292,6 +328,7 @@ msg:
   sample: "3 droplets: 2 created, 1 none; 0 failed"
 """
 
+import datetime
 import time
 
 from ansible.module_utils.basic import AnsibleModule
@@ -314,6 +351,7 @@ from ansible_collections.waldur.site_agent.plugins.module_utils.naming import (
 )
 
 ACTIONS = ("created", "adopted", "deleted", "absent", "resized", "powered_off", "powered_on", "none")
+UTC = datetime.timezone.utc
 
 
 def base_result(item):
@@ -327,8 +365,39 @@ def base_result(item):
         "action": "none",
         "droplet": None,
         "backend_metadata": None,
+        "cloud": None,
         "dropped_tags": [],
     }
+
+
+class RetryLater(ItemError):
+    """A failure a later pass should retry: the droplet exists (or may), only a step failed."""
+
+
+def _retryable(exc):
+    """Whether the next pass should retry rather than the order be erred: DigitalOcean
+    unreachable, throttling or failing after the retries, a write whose effect is unknown,
+    or a step that failed after the droplet exists."""
+    if isinstance(exc, RetryLater):
+        return True
+    if isinstance(exc, DigitalOceanError):
+        return exc.ambiguous or exc.status is None or exc.status == 429 or exc.status >= 500
+    return False
+
+
+def _created(facts):
+    text = facts.get("created_at")
+    if not text:
+        return None
+    try:
+        moment = datetime.datetime.strptime(str(text).replace("Z", "+00:00")[:25], "%Y-%m-%dT%H:%M:%S%z")
+    except ValueError:
+        return None
+    return moment.astimezone(UTC)
+
+
+def _seconds(value):
+    return ("%g" % value) if isinstance(value, float) else str(value)
 
 
 class DropletWorker:
@@ -336,8 +405,9 @@ class DropletWorker:
     become the item's result."""
 
     def __init__(self, client, check_mode=False, wait=True, wait_timeout=300, clock=time.monotonic,
-                 waiter=None):
+                 waiter=None, duplicate_window=900):
         self.client = client
+        self.duplicate_window = duplicate_window
         # one waiter for all workers: droplets being started are read together
         self.waiter = waiter or DropletWaiter(client, clock=clock)
         self.check_mode = check_mode
@@ -375,6 +445,8 @@ class DropletWorker:
     @staticmethod
     def _looks_up_tag(item):
         """Whether the item reads the droplets carrying its resource tag."""
+        if item.get("state") == "absent":
+            return True  # every droplet carrying the tag goes, the one Waldur knows and any copy
         if item.get("backend_id"):
             return False
         if (item.get("state") or "present") == "present":
@@ -423,6 +495,10 @@ class DropletWorker:
                 self.power(item, result, notes, state, deadline)
         except (DigitalOceanError, ItemError, ValueError) as exc:
             result.update(failed=True, msg=str(exc))
+            if _retryable(exc):
+                # transient, or the droplet exists and only a later step failed: the next pass
+                # finds it by its tag (or id) and carries on; the order is not erred
+                result["retry"] = True
         return self._finish(result, notes, item)
 
     @staticmethod
@@ -436,6 +512,7 @@ class DropletWorker:
         result["backend_metadata"] = backend_metadata(facts) if facts else None
         if facts:
             result["backend_id"] = str(facts["id"])
+            result["cloud"] = "droplet %s %s (%s)" % (facts["id"], facts["name"], facts["status"])
 
     # ---- present ----------------------------------------------------------------------
     def present(self, item, result, notes, tags, deadline):
@@ -446,11 +523,14 @@ class DropletWorker:
                 raise ItemError("droplet %s no longer exists and cannot be re-created under the same id; "
                                 "terminate the resource and order a new one" % backend_id)
             if item.get("size") and facts["size_slug"] != item["size"]:
-                return self.resize(result, facts, item["size"], deadline)
+                return self.resize(result, facts, item["size"], deadline, item.get("running"))
             if facts["status"] == "new" and self.wait and not self.check_mode:
                 facts = self._wait_started(facts, deadline, notes)
             self._describe(result, facts)
             result["msg"] = "droplet %s exists (%s)" % (backend_id, facts["status"])
+            if item.get("running") and facts["status"] == "off":
+                # a resize interrupted after the power-off left it off; Waldur wants it running
+                return self._power_on_after_resize(result, facts, deadline)
             return None
 
         missing = [field for field in ("region", "image", "size") if not item.get(field)]
@@ -461,8 +541,7 @@ class DropletWorker:
         own = [d for d in tagged if resource_tags(d["tags"]) == set([tag])]
         shared = [d for d in tagged if d not in own]
         if len(own) > 1:
-            raise ItemError("%d droplets carry tag %s (ids %s); delete the extra ones before retrying"
-                            % (len(own), tag, ", ".join(str(d["id"]) for d in own)))
+            own = [self._remove_duplicates(own, tag, result, notes)]
         if shared:
             notes.append("droplet(s) %s carry another resource's tag as well and were not adopted"
                          % ", ".join(str(d["id"]) for d in shared))
@@ -491,8 +570,47 @@ class DropletWorker:
         self._describe(result, facts)
         result["msg"] = "created droplet %s %s in %s" % (facts["id"], name, spec)
         if self.wait:
-            self._describe(result, self._wait_started(facts, deadline, notes))
+            try:
+                self._describe(result, self._wait_started(facts, deadline, notes))
+            except DigitalOceanError as exc:
+                # the droplet exists: whatever failed while waiting, the next pass adopts it by its tag
+                raise RetryLater("created droplet %s %s, then reading it failed: %s" % (facts["id"], name, exc))
         return None
+
+    def _remove_duplicates(self, own, tag, result, notes):
+        """Several droplets carry this resource's tag. When they are copies one order made twice
+        (overlapping passes: same name, same size, created within ``duplicate_window`` seconds of
+        each other) the oldest is kept and the others deleted; otherwise the item fails naming them."""
+        ordered = sorted(own, key=lambda d: (_created(d) or datetime.datetime.max.replace(tzinfo=UTC), d["id"]))
+        ids = ", ".join(str(d["id"]) for d in sorted(own, key=lambda d: d["id"]))
+        created = [_created(d) for d in ordered]
+        if len(set(d["name"] for d in ordered)) > 1:
+            differ = "their names differ"
+        elif len(set(d["size_slug"] for d in ordered)) > 1:
+            differ = "their sizes differ"
+        elif None in created:
+            differ = "a creation time is unknown"
+        elif (created[-1] - created[0]).total_seconds() > self.duplicate_window:
+            differ = "they were created more than %s seconds apart" % _seconds(self.duplicate_window)
+        else:
+            differ = None
+        if differ:
+            raise ItemError("%d droplets carry tag %s (ids %s); delete the extra ones before retrying (none was "
+                            "deleted: %s, so they are not copies made by an overlapping pass)"
+                            % (len(own), tag, ids, differ))
+        keep, extras = ordered[0], ordered[1:]
+        extra_ids = ", ".join(str(d["id"]) for d in extras)
+        result["changed"] = True
+        if self.check_mode:
+            notes.append("would delete duplicate droplet(s) %s made by an overlapping pass, keeping the oldest, %s"
+                         % (extra_ids, keep["id"]))
+            return keep
+        for droplet in extras:
+            self.client.destroy_droplet(droplet["id"])
+        notes.append("deleted duplicate droplet(s) %s carrying tag %s, made by an overlapping pass (same name "
+                     "and size, created within %s seconds); kept the oldest, %s"
+                     % (extra_ids, tag, _seconds(self.duplicate_window), keep["id"]))
+        return keep
 
     def _wait_started(self, facts, deadline, notes):
         latest = self.waiter.wait(facts, ("active", "off"), deadline)
@@ -503,19 +621,27 @@ class DropletWorker:
         return latest
 
     # ---- resize -----------------------------------------------------------------------
-    def resize(self, result, facts, size, deadline):
+    def resize(self, result, facts, size, deadline, running=None):
+        """Resize to ``size`` (CPU and RAM only). The droplet is powered off for it and then left
+        as ``running`` says (on when true), or as it was when ``running`` is None."""
         droplet_id = facts["id"]
         old_size = facts["size_slug"]
         result.update(action="resized", changed=True)
         self._describe(result, facts)
+        was_running = facts["status"] != "off"
+        power_on = was_running if running is None else bool(running)
         if self.check_mode:
+            steps = []
+            if was_running:
+                steps.append("powered off for it")
+            if power_on:
+                steps.append("powered on afterwards")
             result["msg"] = ("would resize droplet %s from %s to %s (CPU and RAM only%s)"
-                             % (droplet_id, old_size, size, "" if facts["status"] == "off" else
-                                "; powered off for it and on again"))
+                             % (droplet_id, old_size, size, "".join("; " + step for step in steps)))
             return None
         if facts["status"] == "new":
             facts = self.waiter.wait(facts, ("active", "off"), deadline) or facts
-        was_running = facts["status"] != "off"
+            was_running = facts["status"] != "off"
         steps = []
         if was_running:
             facts, how = self._power_off(droplet_id, deadline)
@@ -523,16 +649,18 @@ class DropletWorker:
         try:
             action = self.client.droplet_action(droplet_id, "resize", size=size)
             status = self.client.wait_for_action(droplet_id, action, deadline)
+            if status == "errored":
+                raise ItemError("resize of droplet %s to %s failed" % (droplet_id, size))
             if status != "completed":
-                raise ItemError("resize of droplet %s to %s %s" % (
-                    droplet_id, size, "failed" if status == "errored"
-                    else "did not finish within %s seconds" % self.wait_timeout))
+                raise RetryLater("resize of droplet %s to %s did not finish within %s seconds"
+                                 % (droplet_id, size, self.wait_timeout))
         except (DigitalOceanError, ItemError) as exc:
-            if was_running:
-                raise ItemError("%s; %s" % (exc, self._power_on_after_failure(droplet_id, deadline)))
+            if power_on:
+                error = RetryLater if _retryable(exc) else ItemError
+                raise error("%s; %s" % (exc, self._power_on_after_failure(droplet_id, deadline)))
             raise
         steps.append("resized")
-        if was_running:
+        if power_on:
             action = self.client.droplet_action(droplet_id, "power_on")
             if self.wait:
                 status = self.client.wait_for_action(droplet_id, action, deadline)
@@ -541,6 +669,21 @@ class DropletWorker:
                 steps.append("power on requested")
         self._describe(result, self.client.get_droplet(droplet_id) or facts)
         result["msg"] = "resized droplet %s from %s to %s (%s)" % (droplet_id, old_size, size, ", ".join(steps))
+        return None
+
+    def _power_on_after_resize(self, result, facts, deadline):
+        droplet_id = facts["id"]
+        result.update(action="powered_on", changed=True)
+        if self.check_mode:
+            result["msg"] += "; would power it on (a resize left it off)"
+            return None
+        action = self.client.droplet_action(droplet_id, "power_on")
+        status = self.client.wait_for_action(droplet_id, action, deadline) if self.wait else "requested"
+        self._describe(result, self.client.get_droplet(droplet_id) or facts)
+        result["msg"] = "droplet %s has size %s; powered it on (an interrupted resize had left it off)%s" % (
+            droplet_id, facts["size_slug"], "" if status in ("completed", "requested") else ": power on %s" % status)
+        if status not in ("completed", "requested"):
+            raise RetryLater(result["msg"])
         return None
 
     def _power_on_after_failure(self, droplet_id, deadline):
@@ -573,13 +716,14 @@ class DropletWorker:
         if facts is None:
             raise ItemError("droplet %s disappeared while powering off" % droplet_id)
         if status != "completed" or facts["status"] != "off":
-            raise ItemError("droplet %s did not power off within %s seconds (power_off %s, status %s)"
-                            % (droplet_id, self.wait_timeout, status, facts["status"]))
+            raise RetryLater("droplet %s did not power off within %s seconds (power_off %s, status %s)"
+                             % (droplet_id, self.wait_timeout, status, facts["status"]))
         return facts, "graceful shutdown did not finish; powered off"
 
     # ---- absent -----------------------------------------------------------------------
     def absent(self, item, result, notes):
         backend_id = item.get("backend_id")
+        tag = resource_tag(item["resource_uuid"])
         if backend_id:
             if self.check_mode:
                 facts = self.client.get_droplet(backend_id)
@@ -587,20 +731,24 @@ class DropletWorker:
                     result.update(action="absent", msg="droplet %s is already gone" % backend_id)
                 else:
                     result.update(action="deleted", changed=True, msg="would delete droplet %s" % backend_id)
-                return None
-            if self.client.destroy_droplet(backend_id):
+            elif self.client.destroy_droplet(backend_id):
                 result.update(action="deleted", changed=True, msg="deleted droplet %s" % backend_id)
             else:
                 result.update(action="absent", msg="droplet %s is already gone" % backend_id)
+            # copies an overlapping pass made carry the same tag: they go with the resource
+            others = [d for d in self._own(tag, notes, "left alone") if str(d["id"]) != str(backend_id)]
+            if others:
+                ids = ", ".join(str(d["id"]) for d in others)
+                result.update(action="deleted", changed=True)
+                if self.check_mode:
+                    notes.append("would also delete droplet(s) %s carrying tag %s" % (ids, tag))
+                    return None
+                for droplet in others:
+                    self.client.destroy_droplet(droplet["id"])
+                notes.append("also deleted droplet(s) %s carrying tag %s" % (ids, tag))
             return None
 
-        tag = resource_tag(item["resource_uuid"])
-        tagged = self.tagged(tag)
-        own = [d for d in tagged if resource_tags(d["tags"]) == set([tag])]
-        shared = [d for d in tagged if d not in own]
-        if shared:
-            notes.append("droplet(s) %s carry another resource's tag as well and were left alone"
-                         % ", ".join(str(d["id"]) for d in shared))
+        own = self._own(tag, notes, "left alone")
         if not own:
             result.update(action="absent", msg="no droplet carries tag %s" % tag)
             return None
@@ -613,6 +761,17 @@ class DropletWorker:
             self.client.destroy_droplet(droplet["id"])
         result["msg"] = "deleted droplet(s) %s carrying tag %s" % (ids, tag)
         return None
+
+    def _own(self, tag, notes, verb):
+        """Droplets carrying exactly ``tag`` (this resource's and no other's); the ones that carry
+        another resource's tag as well are named in ``notes`` and never touched."""
+        tagged = self.tagged(tag)
+        own = [d for d in tagged if resource_tags(d["tags"]) == set([tag])]
+        shared = [d for d in tagged if d not in own]
+        if shared:
+            notes.append("droplet(s) %s carry another resource's tag as well and were %s"
+                         % (", ".join(str(d["id"]) for d in shared), verb))
+        return own
 
     # ---- off / active -----------------------------------------------------------------
     def _locate(self, item):
@@ -718,6 +877,7 @@ def main():
             ssh_keys=dict(type="list", elements="str", default=[], no_log=False),
             user_data=dict(type="str"),
             tags=dict(type="list", elements="str", default=[]),
+            running=dict(type="bool"),
             error=dict(type="str"),
             skip=dict(type="str"),
             comment=dict(type="str"),
@@ -726,16 +886,18 @@ def main():
         wait_timeout=dict(type="int", default=300),
         max_workers=dict(type="int", default=8),
         deadline=dict(type="float", default=900),
+        duplicate_window=dict(type="float", default=900),
         fail_on_item_error=dict(type="bool", default=False),
     )
     module = AnsibleModule(argument_spec=argument_spec, supports_check_mode=True)
-    for option in ("wait_timeout", "max_workers", "deadline"):
+    for option in ("wait_timeout", "max_workers", "deadline", "duplicate_window"):
         if module.params[option] <= 0:
             module.fail_json(msg="%s must be a positive number, got %s" % (option, module.params[option]))
     items = prepare_items(module)
     client = client_from_module(module, max_connections=module.params["max_workers"])
     worker = DropletWorker(client, check_mode=module.check_mode, wait=module.params["wait"],
-                           wait_timeout=module.params["wait_timeout"])
+                           wait_timeout=module.params["wait_timeout"],
+                           duplicate_window=module.params["duplicate_window"])
 
     def on_error(item, exc):  # a defect in the worker still yields the item's result
         result = base_result(item)
@@ -758,8 +920,10 @@ def main():
         changed=any(result["changed"] for result in results), results=results, failed_count=failed,
         api_calls=client.api_calls, api_retries=client.stats.retries, msg=summary)
     if client.auth_error is not None:
-        outcome["msg"] = str(client.auth_error)
-        module.fail_json(**outcome)
+        # One line for the whole task (every item failed the same way): no per-item results
+        # in the failure, which the default callback would print whole.
+        module.fail_json(msg=str(client.auth_error), changed=outcome["changed"], failed_count=failed,
+                         api_calls=client.api_calls, api_retries=client.stats.retries)
     if failed and module.params["fail_on_item_error"]:
         first = next(result for result in results if result["failed"])
         outcome["msg"] = "%s; first failure (resource %s): %s" % (summary, first["resource_uuid"], first["msg"])

@@ -15,15 +15,34 @@ description:
   - The first and last task of an order pass (claim, act, settle).
   - With O(state=claimed), lists the offering's orders in C(pending-provider) and C(executing)
     (all pages), approves the pending ones (C(approve_by_provider); a C(409) answer is re-read
-    and the order is carried on when it is executing; an approved Update is re-read too, as Waldur
-    may err it on approval), and returns every actionable order joined with its provider resource.
-    Update orders get C(target_limits) (the order's limits, else the plan's quotas). When some
-    order is a Create or Restore, the service provider's SSH keys (all pages) are returned too.
+    and the order is carried on when it is executing), reads every approved order again (Waldur's
+    processor runs on approval and may err it at once, for example a Create without C(name) or an
+    Update on Waldur 7.0.7) and returns every actionable order joined with its provider resource.
+    An order that is no longer C(executing), and a Create, Restore or Update whose resource Waldur
+    already marked C(Erred) or C(Terminated), is returned in RV(skipped_orders) instead, and nothing is
+    built for it. Update orders get C(target_limits) (the order's limits, else the plan's quotas).
+    When some order is a Create or Restore, the service provider's SSH keys (all pages) are
+    returned too.
   - With O(state=settled), takes the per-order outcomes of the backend task (a backend module's
-    C(results) can be passed as they are) and, per order, re-reads the order's state, records the
-    backend id and backend metadata on the resource when they differ and sets it C(done) (only from
-    C(executing); an order that moved meanwhile makes Waldur refuse, and is read again), or sets it
-    C(erred) with the outcome's message (only when it is not already terminal).
+    C(results) can be passed as they are; see O(outcomes) for the contract) and, per order,
+    re-reads the order's state and ends it in exactly one of C(done), C(erred), C(retry),
+    C(refused), C(failed) or C(skipped) (RV(results[].outcome)).
+  - C(done) records the backend id and backend metadata on the resource when they differ and sets
+    the order C(done) (only from C(executing); an order that moved meanwhile makes Waldur refuse,
+    and is read again).
+  - C(erred) sets the order C(erred) with the outcome's message (only when it is not already
+    terminal), after recording the outcome's backend id on the resource (best effort), so that the
+    C(Erred) resource still names the machine and a Terminate deletes it.
+  - C(retry) leaves the order as it is for the next pass, recording the backend id when the
+    outcome carries one. After the machine exists nothing errs its order (a failed read, a
+    deadline, a transient failure, Waldur refusing C(set_backend_id), Waldur unreachable while
+    settling). Only an order retried for longer than O(retry_max_age) since Waldur created it is
+    set C(erred), with a message saying what exists in the cloud.
+  - C(refused) means Waldur answered C(set_state_done) or C(set_state_erred) with an error other
+    than a conflict or a transient one; the order is left as it is, and RV(results[].failed) is set.
+    C(failed) is any other order that could not be settled (RV(results[].failed) set).
+    C(skipped) is an order that was not in a state to settle (already terminal, not executing); a
+    machine made for an order Waldur erred meanwhile gets its backend id recorded on the resource.
   - The current backend ids and metadata are compared with one paged listing of the offering's
     in-flight (C(Creating), C(Updating), C(Terminating)) resources when two or more outcomes record
     something; other resources are read one by one.
@@ -64,16 +83,25 @@ options:
     elements: str
   outcomes:
     description:
-      - Required with O(state=settled). One entry per order; other keys are ignored.
-      - C(order_uuid) (required) is the order.
-      - C(failed) (bool) says whether the backend failed, C(msg) is the message (stored as the order's
-        C(error_message) when failed) and C(exception) an optional traceback, shortened into
-        C(error_traceback).
-      - C(retry) (bool) marks a failure a later pass should retry (the backend did not finish in
-        time or was unavailable); such an order is left as it is, not set erred.
-      - C(backend_id) is the id to record on the resource, C(backend_metadata) (dict) the metadata to
-        record (an empty one is not written), C(resource_uuid) the provider resource (default the
-        order's).
+      - Required with O(state=settled). One entry per order, the contract between the backend
+        modules (C(do_droplet), C(azure_vm_chain)) and settling; other keys are ignored.
+      - C(order_uuid) (required) is the order; C(resource_uuid) the provider resource (default the
+        order's); C(resource_name) (or C(name)) the resource's name, for the pass output.
+      - C(failed) (bool) says the backend did not finish the order; C(msg) is the message (the
+        order's C(error_message) when it is erred) and C(exception) an optional traceback,
+        shortened into C(error_traceback).
+      - C(retry) (bool, with C(failed)) marks a failure a later pass should retry. A backend sets it
+        for a transient failure that outlasted its own retries, for a deadline, and for B(every)
+        failure after the machine exists (a failed read, a wait that timed out). Once the machine
+        exists its order is never erred by the backend, only retried. The next pass finds the
+        machine by its owner tag and settles the order.
+      - C(backend_id) is the id of the machine that exists for the order, also on a failure (then
+        it is recorded on the resource, best effort, so Waldur tracks the machine). A backend must
+        give it whenever a machine exists.
+      - C(backend_metadata) (dict) is the metadata to record (an empty one is not written).
+      - C(cloud) (str) says what exists in the cloud for the order (for example
+        C(droplet 418000001 web-1 (active))); it is quoted in the message of an order erred after
+        O(retry_max_age). Without it the message names C(backend_id).
     type: list
     elements: dict
   max_workers:
@@ -87,6 +115,13 @@ options:
         picked up by the next pass.
     type: int
     default: 900
+  retry_max_age:
+    description:
+      - With O(state=settled), seconds after the order's creation in Waldur (its C(created)) past
+        which an order still given C(retry) is set C(erred) instead of being left for the next pass.
+        The message says why it was retried and what exists in the cloud.
+    type: float
+    default: 86400
   fail_on_item_error:
     description:
       - Fail the task when any order could not be claimed or settled. By default such orders are
@@ -96,8 +131,8 @@ options:
 notes:
   - Settling is idempotent. A second run with the same outcomes finds the orders terminal and
     writes nothing.
-  - A failure to reach Waldur never marks an order erred. The order stays C(executing) and the next
-    pass settles it.
+  - A failure to reach Waldur never marks an order erred. The order stays C(executing) (outcome
+    C(retry)) and the next pass settles it.
 """
 
 EXAMPLES = r"""
@@ -228,11 +263,20 @@ approved:
   elements: str
 skipped_orders:
   description: >-
-    Orders not claimed because they are not actionable (another state or offering, not found, or
-    no longer executing after approval), as C(uuid), C(state), C(msg).
+    Orders not claimed because they are not actionable (another state or offering, not found, no
+    longer executing after approval, or a resource Waldur marked C(Erred) or C(Terminated)), as
+    C(uuid), C(state), C(type), C(resource_uuid), C(resource_name) and C(msg) (the reason, with
+    Waldur's error message when it erred the order).
   returned: when O(state=claimed)
   type: list
   elements: dict
+  sample:
+    - uuid: 5f3c0a0e6d8b4f1e9a2b7c4d3e2f1a0b
+      state: erred
+      type: Create
+      resource_uuid: 7b1e0c9d8a7f4e3d2c1b0a9f8e7d6c5b
+      resource_name: ""
+      msg: "order is erred after approval, not executing (Waldur: 'name')"
 errors:
   description: >-
     Orders that could not be claimed this pass (for example their resource or the SSH keys could
@@ -249,6 +293,16 @@ results:
     order_uuid:
       description: Order UUID (32 hex).
       type: str
+    resource_uuid:
+      description: The provider resource's UUID (32 hex), when known.
+      type: str
+    resource_name:
+      description: The resource's name, when known.
+      type: str
+    outcome:
+      description: How the order ended in this run.
+      type: str
+      choices: [done, erred, retry, refused, failed, skipped]
     state:
       description: The order's state after this run (its current state in check mode).
       type: str
@@ -256,7 +310,7 @@ results:
       description: Whether something was (or in check mode would be) written for this order.
       type: bool
     failed:
-      description: Whether the order could not be settled (it is left for the next pass).
+      description: Whether the order could not be settled (outcome C(refused) or C(failed)); it is left for the next pass.
       type: bool
     actions:
       description: >-
@@ -265,10 +319,13 @@ results:
       type: list
       elements: str
     msg:
-      description: What happened.
+      description: What happened, or why not.
       type: str
   sample:
     - order_uuid: 5f3c0a0e6d8b4f1e9a2b7c4d3e2f1a0b
+      resource_uuid: 7b1e0c9d8a7f4e3d2c1b0a9f8e7d6c5b
+      resource_name: web-1
+      outcome: done
       state: done
       changed: true
       failed: false
@@ -282,12 +339,25 @@ erred:
   description: Orders set C(erred) (or that would be, in check mode).
   returned: when O(state=settled)
   type: int
+retry:
+  description: Orders left for the next pass (outcome C(retry)).
+  returned: when O(state=settled)
+  type: int
+refused:
+  description: Orders whose state Waldur refused to record (outcome C(refused)).
+  returned: when O(state=settled)
+  type: int
+counts:
+  description: How many orders ended in each outcome (C(failed) included, which the top-level keys leave out).
+  returned: when O(state=settled)
+  type: dict
+  sample: {done: 17, erred: 1, retry: 1, refused: 0, failed: 1, skipped: 0}
 skipped:
   description: Orders left alone because they were not in a state to settle (already terminal, not executing).
   returned: when O(state=settled)
   type: int
 unsettled:
-  description: Orders that could not be settled this run (RV(results[].failed)); the next pass retries them.
+  description: Orders refused plus orders failed (RV(results[].failed)); the next pass retries them.
   returned: when O(state=settled)
   type: int
 api_calls:
@@ -297,6 +367,7 @@ api_calls:
   sample: {reads: 12, writes: 3, retries: 0}
 """
 
+import datetime
 import threading
 
 from ansible.module_utils.parsing.convert_bool import boolean
@@ -319,9 +390,14 @@ from ansible_collections.waldur.site_agent.plugins.module_utils.waldur_api impor
 )
 
 CREATE_TYPES = ("Create", "Restore")
+# Orders that build or change a machine: never carried out for a resource Waldur gave up on.
+BUILD_TYPES = ("Create", "Restore", "Update")
+DEAD_RESOURCE_STATES = ("Erred", "Terminated")
 TRACEBACK_LIMIT = 2000
+MESSAGE_LIMIT = 500
 # What settling needs of an order; one read of these per order, right before its writes.
-SETTLE_ORDER_FIELDS = ["uuid", "state", "offering_uuid", "marketplace_resource_uuid"]
+SETTLE_ORDER_FIELDS = ["uuid", "state", "offering_uuid", "marketplace_resource_uuid", "resource_name", "created"]
+OUTCOMES = ("done", "erred", "retry", "refused", "failed", "skipped")
 # Provider resource states while an order on them is executing (Create, Update, Terminate).
 IN_FLIGHT_RESOURCE_STATES = ["Creating", "Updating", "Terminating"]
 
@@ -346,7 +422,8 @@ class Claim:
                     return {"order": self.client.get(order_path(uuid))}
                 except WaldurApiError as exc:
                     if exc.not_found:
-                        return {"skip": {"uuid": uuid, "state": None, "msg": "order not found"}}
+                        return {"skip": {"uuid": uuid, "state": None, "type": None, "resource_uuid": None,
+                                         "resource_name": "", "msg": "order not found"}}
                     raise
             fetched = run_batch(order_uuids, read, max_workers=max_workers, deadline_seconds=deadline,
                                 on_error=lambda uuid, exc: {"failed": True, "msg": error_message(exc)})
@@ -369,11 +446,10 @@ class Claim:
                 continue
             seen.add(order["uuid"])
             if order["offering_uuid"] and order["offering_uuid"] != self.offering_uuid:
-                skipped.append({"uuid": order["uuid"], "state": order["state"],
-                                "msg": "order belongs to offering %s" % order["offering_uuid"]})
+                skipped.append(self._skipped(order, "order belongs to offering %s" % order["offering_uuid"]))
             elif order["state"] not in ACTIONABLE_ORDER_STATES:
-                skipped.append({"uuid": order["uuid"], "state": order["state"],
-                                "msg": "order is %s, not pending-provider or executing" % order["state"]})
+                skipped.append(self._skipped(order, "order is %s, not pending-provider or executing"
+                                             % order["state"]))
             else:
                 orders.append(order)
         return orders, skipped, errors
@@ -423,29 +499,36 @@ class Claim:
                 self.client.post(order_path(order["uuid"], "approve_by_provider"), json={})
                 with self._lock:
                     self.approved.append(order["uuid"])
-                approved = True
             except WaldurApiError as exc:
                 if not exc.conflict:  # 409: approved meanwhile (or cancelled); the re-read tells
                     raise
-                approved = False
-            # A 200 moved the order to executing. After a 409, and after approving an Update (Waldur's
-            # Update processor runs on approval and may err the order at once), the state is read again.
-            if approved and order["type"] != "Update":
-                order = dict(order, state="executing")
-            else:
-                order = dict(order, **{key: value for key, value in
-                                       normalize_order(self.client.get(order_path(order["uuid"]))).items()
-                                       if value is not None})
+            # Waldur's processor runs on approval and may err the order at once (a Create without
+            # a name, an Update on Waldur 7.0.7): the order is read again before anything is built.
+            raw = self.client.get(order_path(order["uuid"])) or {}
+            order = dict(order, **{key: value for key, value in normalize_order(raw).items() if value is not None})
             if order["state"] != "executing":
-                return {"skip": {"uuid": order["uuid"], "state": order["state"],
-                                 "msg": "order is %s after approval, not executing" % order["state"]}}
+                reason = " (Waldur: %s)" % _one_line(raw["error_message"]) if raw.get("error_message") else ""
+                return {"skip": self._skipped(order, "order is %s after approval, not executing%s"
+                                              % (order["state"], reason))}
         if not order["marketplace_resource_uuid"]:
             raise ItemError("the order names no marketplace resource")
-        resource = self.client.get(provider_resource_path(order["marketplace_resource_uuid"]))
-        order["resource"] = normalize_resource(resource)
+        resource = normalize_resource(self.client.get(provider_resource_path(order["marketplace_resource_uuid"])))
+        order["resource"] = resource
+        order["resource_name"] = order["resource_name"] or resource["name"]
+        if order["type"] in BUILD_TYPES and resource["state"] in DEAD_RESOURCE_STATES:
+            # Waldur gave up on the resource (erred it at approval, or it is gone): a machine
+            # built now would be recorded nowhere.
+            return {"skip": self._skipped(order, "resource %s is %s in Waldur; nothing is built for it"
+                                          % (resource["name"] or resource["uuid"], resource["state"]))}
         if order["type"] == "Update":
             order["target_limits"] = dict(order["limits"] or quotas.get(order["plan_uuid"]) or {})
         return {"order": order}
+
+    @staticmethod
+    def _skipped(order, msg):
+        return {"uuid": order["uuid"], "state": order["state"], "type": order.get("type"),
+                "resource_uuid": order.get("marketplace_resource_uuid"),
+                "resource_name": order.get("resource_name") or "", "msg": msg}
 
 
 def run_claim(module, client, offering_uuid, params):
@@ -505,12 +588,40 @@ def _short_traceback(text):
     return text if len(text) <= TRACEBACK_LIMIT else "...\n" + text[-TRACEBACK_LIMIT:]
 
 
+def _one_line(text, limit=MESSAGE_LIMIT):
+    """A message on one line of at most ``limit`` characters (pass output, Waldur's error_message)."""
+    text = " ".join(str(text or "").split())
+    return text if len(text) <= limit else text[:limit - 3] + "..."
+
+
+def _parse_time(text):
+    """A Waldur timestamp (``2026-11-29T12:04:26.244102Z``) as an aware datetime, or None."""
+    if not text:
+        return None
+    try:
+        moment = datetime.datetime.fromisoformat(str(text).replace("Z", "+00:00"))
+    except ValueError:
+        return None
+    return moment if moment.tzinfo else moment.replace(tzinfo=datetime.timezone.utc)
+
+
+def _duration(seconds):
+    seconds = int(seconds)
+    if seconds >= 2 * 3600:
+        return "%d hours" % (seconds // 3600)
+    if seconds >= 120:
+        return "%d minutes" % (seconds // 60)
+    return "%d seconds" % seconds
+
+
 class Settle:
-    def __init__(self, module, client, offering_uuid):
+    def __init__(self, module, client, offering_uuid, retry_max_age=None, now=None):
         self.module = module
         self.client = client
         self.offering_uuid = offering_uuid
         self.check_mode = module.check_mode
+        self.retry_max_age = retry_max_age
+        self.now = now or (lambda: datetime.datetime.now(datetime.timezone.utc))
         self.listed_resources = {}
 
     def list_resources(self, outcomes):
@@ -518,8 +629,7 @@ class Settle:
 
         Only worth it when two or more outcomes record something; a resource missing from the
         listing (or a listing that fails) is read on its own by the order that needs it."""
-        recording = [outcome for outcome in outcomes
-                     if not outcome["failed"] and (outcome["backend_id"] or outcome["backend_metadata"])]
+        recording = [outcome for outcome in outcomes if outcome["backend_id"] or outcome["backend_metadata"]]
         if len(recording) < 2:
             return
         try:
@@ -550,103 +660,177 @@ class Settle:
         if order["offering_uuid"] and order["offering_uuid"] != self.offering_uuid:
             raise ItemError("order %s belongs to offering %s, not %s"
                             % (uuid, order["offering_uuid"], self.offering_uuid))
+        item = _Item(outcome, order)
+        if order["state"] in TERMINAL_ORDER_STATES:
+            return self._terminal(item)
         if outcome["failed"] and outcome["retry"]:
-            return self._skip(uuid, order["state"], "left %s for the next pass: %s" % (order["state"], outcome["msg"]))
+            return self._retry(item, outcome["msg"])
         if outcome["failed"]:
-            return self._erred(uuid, order["state"], outcome["msg"], outcome["exception"], [])
+            # An erred order keeps its resource (Erred): with the machine's id recorded on it, a
+            # Terminate can still delete what exists.
+            self._record(item, outcome["backend_id"], None, best_effort=True)
+            return self._erred(item, outcome["msg"], outcome["exception"])
         # In check mode the claim did not approve, so a pending order stands for the executing one it would be.
         settleable = ("executing", "pending-provider") if self.check_mode else ("executing",)
         if order["state"] not in settleable:
-            return self._skip(uuid, order["state"], "order is %s, not executing; not set done" % order["state"])
+            return item.result("skipped", "order is %s, not executing; not set done" % order["state"])
 
-        actions, notes = [], []
-        resource_uuid = outcome["resource_uuid"] or order["marketplace_resource_uuid"]
-        if resource_uuid and (outcome["backend_id"] or outcome["backend_metadata"]):
-            resource = self.resource(resource_uuid)
-            backend_id = outcome["backend_id"]
-            if backend_id and backend_id != resource["backend_id"]:
-                actions.append("set_backend_id")
-                if not self.check_mode:
-                    try:
-                        self.client.post(provider_resource_path(resource_uuid, "set_backend_id"),
-                                         json={"backend_id": backend_id})
-                    except WaldurApiError as exc:
-                        if exc.transient:
-                            raise
-                        # Waldur refused the id: without it Waldur cannot track the machine.
-                        return self._erred(uuid, "executing", "the backend succeeded (backend id %s) but "
-                                           "Waldur refused to record the backend id: %s" % (backend_id, exc),
-                                           None, actions)
-                notes.append("backend id %s recorded" % backend_id)
-            metadata = outcome["backend_metadata"]
-            # an empty mapping means the backend knows nothing new, not "erase what Waldur has"
-            if metadata and metadata != resource["backend_metadata"]:
-                actions.append("set_backend_metadata")
-                if not self.check_mode:
-                    try:
-                        self.client.post(provider_resource_path(resource_uuid, "set_backend_metadata"),
-                                         json={"backend_metadata": metadata})
-                    except WaldurApiError as exc:  # best effort: the order is done regardless
-                        actions.remove("set_backend_metadata")
-                        notes.append("backend metadata not recorded (%s)" % exc)
-
-        state = order["state"]
-        actions.append("set_state_done")
+        refused = self._record(item, outcome["backend_id"], outcome["backend_metadata"])
+        if refused:
+            # The machine exists but Waldur would not take its id: the next pass finds the machine
+            # by its owner tag and tries again (up to retry_max_age).
+            return self._retry(item, refused)
+        item.actions.append("set_state_done")
         if self.check_mode:
-            verb = "would approve and set done" if state == "pending-provider" else "would set done"
-            return self._result(uuid, state, actions, "%s%s" % (verb, self._suffix(notes)))
+            verb = "would approve and set done" if order["state"] == "pending-provider" else "would set done"
+            return item.result("done", verb)
         try:
             self.client.post(order_path(uuid, "set_state_done"))
         except WaldurApiError as exc:
+            item.actions.remove("set_state_done")
             if not exc.conflict:
-                raise
+                if exc.transient:
+                    raise
+                return item.result("refused", "Waldur refused set_state_done (%s); the order is left %s"
+                                   % (exc, order["state"]), failed=True)
             # The order moved after it was read (cancelled, settled by another run): look again.
-            state = (self.client.get(order_path(uuid), params={"field": ["uuid", "state"]}) or {}).get("state")
-            actions.remove("set_state_done")
+            state = self._state(uuid)
+            item.state = state
             if state == "done":
-                return self._result(uuid, state, actions, "order was set done meanwhile%s" % self._suffix(notes))
+                return item.result("skipped", "order was set done meanwhile")
             if state in (None, "executing"):
                 raise ItemError("set_state_done was refused (%s); the order is %s" % (exc, state))
-            return self._result(uuid, state, actions, "order is %s, not executing; not set done%s"
-                                % (state, self._suffix(notes)))
-        return self._result(uuid, "done", actions, "set done%s" % self._suffix(notes))
+            return item.result("skipped", "order is %s, not executing; not set done" % state)
+        item.state = "done"
+        return item.result("done", "set done")
 
-    def _erred(self, uuid, state, message, exception, actions):
-        if state in TERMINAL_ORDER_STATES:
-            return self._skip(uuid, state, "order is already %s; nothing written" % state)
-        message = message or "the backend reported a failure without a message"
-        actions = actions + ["set_state_erred"]
-        if self.check_mode:
-            return self._result(uuid, state, actions, "would set erred: %s" % message)
+    def _state(self, uuid):
+        return (self.client.get(order_path(uuid), params={"field": ["uuid", "state"]}) or {}).get("state")
+
+    def _record(self, item, backend_id, metadata, best_effort=False):
+        """Record the backend id and metadata on the resource where they differ. Returns why Waldur
+        refused the backend id (None when it took it); a transient failure raises, unless
+        ``best_effort`` (then it is a note)."""
+        resource_uuid = item.resource_uuid
+        if not resource_uuid or not (backend_id or metadata):
+            return None
         try:
-            self.client.post(order_path(uuid, "set_state_erred"),
+            resource = self.resource(resource_uuid)
+        except WaldurApiError as exc:
+            if best_effort:
+                item.notes.append("the resource could not be read to record backend id %s (%s)" % (backend_id, exc))
+                return None
+            raise
+        if backend_id and backend_id != resource["backend_id"]:
+            item.actions.append("set_backend_id")
+            if not self.check_mode:
+                try:
+                    self.client.post(provider_resource_path(resource_uuid, "set_backend_id"),
+                                     json={"backend_id": backend_id})
+                except WaldurApiError as exc:
+                    item.actions.remove("set_backend_id")
+                    if exc.transient and not best_effort:
+                        raise
+                    refusal = "Waldur refused to record backend id %s (%s)" % (backend_id, exc)
+                    if best_effort:
+                        item.notes.append(refusal)
+                        return None
+                    return refusal
+            item.notes.append("backend id %s %s" % (backend_id, "would be recorded" if self.check_mode else "recorded"))
+        # an empty mapping means the backend knows nothing new, not "erase what Waldur has"
+        if metadata and metadata != resource["backend_metadata"]:
+            item.actions.append("set_backend_metadata")
+            if not self.check_mode:
+                try:
+                    self.client.post(provider_resource_path(resource_uuid, "set_backend_metadata"),
+                                     json={"backend_metadata": metadata})
+                except WaldurApiError as exc:  # best effort: the order is done regardless
+                    item.actions.remove("set_backend_metadata")
+                    item.notes.append("backend metadata not recorded (%s)" % exc)
+        return None
+
+    def _terminal(self, item):
+        """The order is done, erred, canceled or rejected already: nothing to settle. A machine the
+        backend made for it meanwhile (Waldur erred the order while the pass built) gets its id
+        recorded on the resource, so that terminating the resource deletes it."""
+        state = item.order["state"]
+        if state != "done" and item.outcome["backend_id"]:
+            self._record(item, item.outcome["backend_id"], None, best_effort=True)
+        return item.result("skipped", "order is already %s; %s" % (
+            state, "nothing else written" if item.actions else "nothing written"))
+
+    def _age(self, item):
+        created = _parse_time(item.order.get("created"))
+        return None if created is None else (self.now() - created).total_seconds()
+
+    def _retry(self, item, reason):
+        """Leave the order for the next pass, recording the machine's id if there is one; past
+        ``retry_max_age`` err it instead, saying what exists in the cloud."""
+        reason = reason or "the backend asked for a retry without saying why"
+        backend_id = item.outcome["backend_id"]
+        if not reason.startswith("Waldur refused to record backend id"):
+            self._record(item, backend_id, None, best_effort=True)
+        age = self._age(item)
+        if self.retry_max_age is not None and age is not None and age > self.retry_max_age:
+            cloud = item.outcome.get("cloud") or (
+                "the machine with backend id %s exists" % backend_id if backend_id else
+                "nothing is known to exist for it")
+            message = ("retried for %s since the order was placed (retry_max_age %s): %s; in the cloud: %s"
+                       % (_duration(age), _duration(self.retry_max_age), reason, cloud))
+            return self._erred(item, message, item.outcome.get("exception"))
+        verb = "would leave" if self.check_mode else "left"
+        return item.result("retry", "%s %s for the next pass: %s" % (verb, item.order["state"], reason))
+
+    def _erred(self, item, message, exception):
+        message = message or "the backend reported a failure without a message"
+        item.actions.append("set_state_erred")
+        if self.check_mode:
+            return item.result("erred", "would set erred: %s" % message)
+        try:
+            self.client.post(order_path(item.uuid, "set_state_erred"),
                              json={"error_message": message, "error_traceback": _short_traceback(exception)})
         except WaldurApiError as exc:
+            item.actions.remove("set_state_erred")
             if not exc.conflict:
-                raise
-            state = (self.client.get(order_path(uuid), params={"field": ["uuid", "state"]}) or {}).get("state")
+                if exc.transient:
+                    raise
+                return item.result("refused", "Waldur refused set_state_erred (%s); the order is left %s: %s"
+                                   % (exc, item.order["state"], message), failed=True)
+            state = self._state(item.uuid)
+            item.state = state
             if state not in TERMINAL_ORDER_STATES:
                 raise ItemError("set_state_erred was refused (%s); the order is %s" % (exc, state))
-            return self._skip(uuid, state, "order became %s meanwhile; nothing written" % state)
-        return self._result(uuid, "erred", actions, "set erred: %s" % message)
+            return item.result("skipped", "order became %s meanwhile; nothing written" % state)
+        item.state = "erred"
+        return item.result("erred", "set erred: %s" % message)
 
-    @staticmethod
-    def _suffix(notes):
-        return "; " + "; ".join(notes) if notes else ""
 
-    @staticmethod
-    def _skip(uuid, state, msg):
-        return {"order_uuid": uuid, "state": state, "changed": False, "failed": False,
-                "actions": [], "msg": msg, "outcome": "skipped"}
+class _Item:
+    """One order being settled: what was written for it and what is worth saying."""
 
-    def _result(self, uuid, state, actions, msg):
-        outcome = "skipped"
-        if "set_state_done" in actions:
-            outcome = "done"
-        elif "set_state_erred" in actions:
-            outcome = "erred"
-        return {"order_uuid": uuid, "state": state, "changed": bool(actions), "failed": False,
-                "actions": actions, "msg": msg, "outcome": outcome}
+    def __init__(self, outcome, order):
+        self.outcome = outcome
+        self.order = order
+        self.uuid = outcome["order_uuid"]
+        self.resource_uuid = outcome["resource_uuid"] or order["marketplace_resource_uuid"]
+        self.state = order["state"]
+        self.actions = []
+        self.notes = []
+
+    def result(self, outcome, msg, failed=False):
+        if self.notes:
+            msg = "%s; %s" % (msg, "; ".join(self.notes))
+        return {"order_uuid": self.uuid, "resource_uuid": self.resource_uuid,
+                "resource_name": self.order.get("resource_name") or self.outcome.get("resource_name") or "",
+                "state": self.state, "changed": bool(self.actions), "failed": failed,
+                "actions": list(self.actions), "outcome": outcome, "msg": msg}
+
+
+def _boolean(module, raw, key, where):
+    try:
+        return boolean(raw.get(key, False), strict=True)
+    except TypeError:
+        module.fail_json(msg="%s.%s must be a boolean, got %r" % (where, key, raw.get(key)))
 
 
 def parse_outcomes(module, outcomes):
@@ -661,14 +845,8 @@ def parse_outcomes(module, outcomes):
             module.fail_json(msg="%s.order_uuid repeats outcomes[%d].order_uuid (%s); give one outcome per order"
                              % (where, positions[uuid], uuid))
         positions[uuid] = index
-        try:
-            failed = boolean(raw.get("failed", False), strict=True)
-        except TypeError:
-            module.fail_json(msg="%s.failed must be a boolean, got %r" % (where, raw.get("failed")))
-        try:
-            retry = boolean(raw.get("retry", False), strict=True)
-        except TypeError:
-            module.fail_json(msg="%s.retry must be a boolean, got %r" % (where, raw.get("retry")))
+        failed = _boolean(module, raw, "failed", where)
+        retry = _boolean(module, raw, "retry", where)
         resource_uuid = raw.get("resource_uuid")
         if resource_uuid not in (None, ""):
             resource_uuid = module.uuid_param(resource_uuid, "%s.resource_uuid" % where)
@@ -684,6 +862,8 @@ def parse_outcomes(module, outcomes):
             "backend_id": str(backend_id) if backend_id not in (None, "") else None,
             "backend_metadata": metadata,
             "resource_uuid": resource_uuid or None,
+            "resource_name": str(raw.get("resource_name") or raw.get("name") or ""),
+            "cloud": str(raw.get("cloud") or ""),
             "exception": raw.get("exception"),
         })
     return parsed
@@ -691,35 +871,46 @@ def parse_outcomes(module, outcomes):
 
 def run_settle(module, client, offering_uuid, params):
     if params["outcomes"] is None:
-        module.fail_json(msg="outcomes is required when state is settled: a list of {order_uuid, failed, msg, "
-                             "backend_id, backend_metadata} (a backend module's results)")
+        module.fail_json(msg="outcomes is required when state is settled: a list of {order_uuid, failed, retry, "
+                             "msg, backend_id, backend_metadata} (a backend module's results)")
+    if params["retry_max_age"] is not None and params["retry_max_age"] <= 0:
+        module.fail_json(msg="retry_max_age must be a positive number of seconds, got %s" % params["retry_max_age"])
     outcomes = parse_outcomes(module, params["outcomes"])
-    settle = Settle(module, client, offering_uuid)
+    settle = Settle(module, client, offering_uuid, retry_max_age=params["retry_max_age"])
     settle.list_resources(outcomes)
 
     def on_error(outcome, exc):
         message = error_message(exc)
-        if isinstance(exc, WaldurApiError) and exc.transient:
-            message += "; the order is left as it is for the next pass"
-        return {"order_uuid": outcome["order_uuid"], "state": None, "changed": False, "failed": True,
-                "actions": [], "msg": message}
+        transient = isinstance(exc, WaldurApiError) and exc.transient
+        if transient:
+            # Waldur unreachable or failing: the order stays as it is, and the next pass settles it.
+            message = "could not settle (%s); the order is left as it is for the next pass" % message
+        return {"order_uuid": outcome["order_uuid"], "resource_uuid": outcome["resource_uuid"],
+                "resource_name": outcome["resource_name"], "state": None, "changed": False,
+                "failed": not transient, "actions": [], "outcome": "retry" if transient else "failed",
+                "msg": message}
 
     results = run_batch(outcomes, settle.settle_one, max_workers=params["max_workers"],
                         deadline_seconds=params["deadline"], on_error=on_error)
-    counts = {"done": 0, "erred": 0, "skipped": 0, "failed": 0}
+    counts = dict((name, 0) for name in OUTCOMES)
     for outcome, result in zip(outcomes, results):
         result.setdefault("order_uuid", outcome["order_uuid"])
+        result.setdefault("resource_uuid", outcome["resource_uuid"])
+        result.setdefault("resource_name", outcome["resource_name"])
         result.setdefault("state", None)
         result.setdefault("actions", [])
-        if result.get("failed"):
-            counts["failed"] += 1
-        else:
-            counts[result.pop("outcome")] += 1
+        result.setdefault("changed", False)
+        if "outcome" not in result:  # not finished within the deadline: the next pass settles it
+            result.update(outcome="retry", failed=False)
+        counts[result["outcome"]] += 1
     changed = any(result.get("changed") for result in results)
-    summary = dict(changed=changed, results=results, done=counts["done"], erred=counts["erred"],
-                   skipped=counts["skipped"], unsettled=counts["failed"])
-    if counts["failed"] and params["fail_on_item_error"]:
-        module.fail_json(msg="%d of %d order(s) could not be settled" % (counts["failed"], len(results)), **summary)
+    # "failed" is Ansible's own result key: the count of failed orders lives in counts only.
+    summary = dict(changed=changed, results=results, counts=counts, done=counts["done"], erred=counts["erred"],
+                   retry=counts["retry"], refused=counts["refused"], skipped=counts["skipped"],
+                   unsettled=counts["failed"] + counts["refused"])
+    if summary["unsettled"] and params["fail_on_item_error"]:
+        module.fail_json(msg="%d of %d order(s) could not be settled" % (summary["unsettled"], len(results)),
+                         **summary)
     module.exit_json(**summary)
 
 
@@ -731,6 +922,7 @@ def main():
         outcomes=dict(type="list", elements="dict"),
         max_workers=dict(type="int", default=8),
         deadline=dict(type="int", default=900),
+        retry_max_age=dict(type="float", default=86400),
         fail_on_item_error=dict(type="bool", default=False),
     )
     module = WaldurModule(argument_spec=argument_spec)

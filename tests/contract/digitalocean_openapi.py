@@ -1,8 +1,8 @@
 """Check recorded DigitalOcean simulator exchanges against DigitalOcean's OpenAPI spec.
 
 The spec is DigitalOcean's official public v2 spec, reduced to the paths the
-collection uses (``../shared/reference/digitalocean-openapi.yaml`` relative to the
-repository root; see its README). ``validate_exchange`` takes one entry of
+collection uses (``tests/contract/specs/digitalocean-openapi.yaml``; see its README
+there for the source commit, licence and reduction). ``validate_exchange`` takes one entry of
 ``DigitalOceanSimulator.exchanges`` and returns the problems found (empty = valid).
 
 Exchanges are presented as DigitalOcean would have seen them: on
@@ -37,9 +37,8 @@ from openapi_core.validation.request.exceptions import InvalidParameter
 from werkzeug.test import EnvironBuilder
 from werkzeug.wrappers import Request, Response
 
-# tests/contract/ -> repository root -> its sibling "shared" (same layout in CI).
-SPEC_PATH = (Path(__file__).resolve().parents[2].parent
-             / "shared" / "reference" / "digitalocean-openapi.yaml")
+# Vendored beside this file with its licence and provenance (specs/digitalocean-openapi.README.md).
+SPEC_PATH = Path(__file__).resolve().parent / "specs" / "digitalocean-openapi.yaml"
 SERVER = "https://api.digitalocean.com"
 
 KEY_IDENTIFIER = re.compile(r"^(\d+|([0-9a-f]{2}:){15}[0-9a-f]{2})$")

@@ -2,7 +2,7 @@
 
 ``validate_exchange(exchange)`` takes one entry of ``WaldurSimulator.exchanges`` and returns
 a list of human-readable violations (empty when the exchange conforms). The schema is
-``../shared/reference/waldur-openapi.yaml`` relative to the repository root (override with
+``tests/contract/specs/waldur-openapi.yaml`` (vendored with its licence and provenance; override with
 ``WALDUR_OPENAPI_SPEC``), loaded once with openapi-core as its README prescribes:
 
 * ``Config(spec_validator_cls=None)``: 31 upstream schemas declare ``required: []``, which
@@ -63,7 +63,7 @@ from openapi_core.validation.response.exceptions import MissingData
 
 REPO = Path(__file__).resolve().parents[2]
 SPEC_PATH = Path(os.environ.get("WALDUR_OPENAPI_SPEC")
-                 or REPO.parent / "shared" / "reference" / "waldur-openapi.yaml")
+                 or REPO / "tests" / "contract" / "specs" / "waldur-openapi.yaml")
 
 _UUID = re.compile(r"[0-9a-fA-F]{32}|[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-"
                    r"[0-9a-fA-F]{4}-[0-9a-fA-F]{12}")
@@ -97,7 +97,7 @@ def load_spec() -> dict:
     if not SPEC_PATH.is_file():
         raise FileNotFoundError(
             f"Waldur OpenAPI schema not found at {SPEC_PATH}; the contract checks need "
-            "../shared/reference/waldur-openapi.yaml beside the repository (or WALDUR_OPENAPI_SPEC).")
+            "tests/contract/specs/waldur-openapi.yaml (or WALDUR_OPENAPI_SPEC).")
     loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
     with open(SPEC_PATH, encoding="utf-8") as handle:
         spec = patch_nullable_allof(yaml.load(handle, Loader=loader))

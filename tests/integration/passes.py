@@ -7,12 +7,15 @@ import json
 import os
 import signal
 import subprocess
+import sys
+import threading
+import time
 from pathlib import Path
 
 import requests
 import yaml
 
-from tests.helpers import REPO, run_playbook, simulator_site_config
+from tests.helpers import REPO, ansible_env, run_playbook, simulator_site_config
 from tests.simulators.waldur import presets as W
 
 ORDER_PASS = REPO / "playbooks" / "order_process.yml"
@@ -53,6 +56,44 @@ def run_pass(playbook: Path, config: Path, check=False, verbosity=0, json_log=Fa
     run = run_playbook(playbook, env=env, check=check, verbosity=verbosity)
     assert run.rc == 0, run.output[-6000:]
     return run
+
+
+def start_pass(playbook: Path, config: Path, env: dict | None = None, capture: bool = True,
+               **extra_vars) -> subprocess.Popen:
+    """A pass started in the background; its output captured (``communicate``) or dropped."""
+    command = [str(Path(sys.executable).parent / "ansible-playbook"), str(playbook)]
+    if extra_vars:
+        command += ["-e", json.dumps(extra_vars)]
+    output = subprocess.PIPE if capture else subprocess.DEVNULL
+    return subprocess.Popen(command, env=ansible_env(dict(env or {}, WALDUR_SITE_AGENT_CONFIG=str(config))),
+                            cwd=REPO, stdout=output, stderr=subprocess.STDOUT if capture else output, text=True)
+
+
+def hold_calls(app, operation: str, nth: int = 1, answer_status: int | None = None):
+    """Hold the ``nth`` call of ``operation`` in a simulator until released; then answer it as
+    the service would, or with ``answer_status`` (as if the request never got through).
+    Returns ``(arrived, release, restore)``: events set when the call arrives and to let it go,
+    and the function that takes the hold away (call it in a ``finally``)."""
+    arrived, release = threading.Event(), threading.Event()
+    seen = {"count": 0}
+    original = app._injected
+
+    def gate(name):
+        if name == operation:
+            seen["count"] += 1
+            if seen["count"] == nth:
+                arrived.set()
+                release.wait(300)
+                if answer_status is not None:
+                    return app.error_response(answer_status, "Service unavailable.")
+        return original(name)
+
+    app._injected = gate
+
+    def restore():
+        release.set()
+        app.__dict__.pop("_injected", None)
+    return arrived, release, restore
 
 
 def log_lines(run) -> list[dict]:
@@ -135,3 +176,38 @@ def kill_tree(process: subprocess.Popen) -> None:
         except ProcessLookupError:
             pass
     process.wait(timeout=30)
+
+
+def kill_pass_during(simulator, config: Path, operation: str) -> None:
+    """Start the order pass, hold its first ``operation`` request in the simulator (a cloud),
+    kill the pass (and everything it started) while it waits, then let the cloud carry out what
+    it accepted, as a host lost mid-request would leave it."""
+    arrived, release = threading.Event(), threading.Event()
+    original = simulator.app._injected
+
+    def gate(name):
+        if name == operation and not release.is_set():
+            arrived.set()
+            release.wait(120)
+        return original(name)
+
+    simulator.app._injected = gate
+    try:
+        process = subprocess.Popen(
+            [str(Path(sys.executable).parent / "ansible-playbook"), str(ORDER_PASS)],
+            env=ansible_env({"WALDUR_SITE_AGENT_CONFIG": str(config)}), cwd=REPO,
+            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        try:
+            assert arrived.wait(180), "the pass never reached %s" % operation
+        finally:
+            kill_tree(process)
+        release.set()
+        # The cloud finishes what it accepted; wait until that request is on record (a loaded
+        # machine may take a while) so a rerun's calls are counted from after it.
+        deadline = time.monotonic() + 120
+        while not simulator.app.calls_of(operation) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert simulator.app.calls_of(operation), "the cloud never finished the held %s" % operation
+    finally:
+        release.set()
+        del simulator.app.__dict__["_injected"]

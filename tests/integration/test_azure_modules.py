@@ -21,6 +21,10 @@ UUID_B = "99998888-7777-4666-8555-444433332222"
 UUID_C = "abcdef01-2345-4678-9abc-def012345678"
 CHAIN_PUTS = ["resource_groups.put", "virtual_networks.put", "subnets.put", "public_ips.put", "nsgs.put",
               "nics.put", "vms.put"]
+# ARM does not copy a machine's tags to the OS disk it makes: the agent tags the disk once it exists
+CHAIN_WRITES = CHAIN_PUTS + ["disks.update"]
+GROUP_A = "group-%s-web-server" % UUID_A.replace("-", "")
+OWNER_A = {"waldur-resource-uuid": UUID_A.replace("-", "")}
 
 
 def azure_env(sim):
@@ -94,11 +98,11 @@ def test_create_builds_exactly_the_chain_and_never_shows_a_secret(azure_sim, tmp
         admin_username="ops")], verbosity=3)
     [result] = results
     assert not result["failed"], result["msg"]
-    group = "group-1234-web-server"
+    group = GROUP_A
     vm_id = arm(sim, group, "/providers/Microsoft.Compute/virtualMachines/web-server")
     assert result["backend_id"] == vm_id and result["action"] == "created" and result["changed"]
     assert result["resource_uuid"] == UUID_A.replace("-", "")
-    assert arm_writes(sim) == CHAIN_PUTS
+    assert arm_writes(sim) == CHAIN_WRITES
     assert any(call["operation"] == "operations.get" for call in sim.app.calls)  # the LROs were polled
 
     assert sim.app.get(arm(sim, group))["location"] == "westeurope"
@@ -154,7 +158,7 @@ def test_a_second_run_makes_no_write_call_and_no_nsg_without_ranges(azure_sim, t
     assert not first[0]["failed"], first[0]["msg"]
     assert "nsgs.put" not in arm_writes(sim)
     assert not [rid for rid in sim.app.resources() if "networksecuritygroups" in rid.lower()]
-    nic = net(sim, "group-1234-web-server", "networkInterfaces", "nicweb-server")
+    nic = net(sim, GROUP_A, "networkInterfaces", "nicweb-server")
     assert "networkSecurityGroup" not in nic["properties"]
     password = sim.app.vm_admin_password(first[0]["backend_id"])
     since = len(sim.app.calls)
@@ -219,17 +223,18 @@ def test_a_shared_rollback_removes_only_the_failed_machines_objects(azure_sim, t
 
 def test_a_killed_chain_is_finished_with_one_vm_put(azure_sim, tmp_path):
     sim = azure_sim
-    group = "group-1234-web-server"
-    # what a run killed after the public IP left behind
-    sim.app.apply_group(group, {"location": "westeurope"})
-    sim.app.apply_vnet(group, "netweb-server", {"location": "westeurope", "properties": {
+    group = GROUP_A
+    # what a run killed after the public IP left behind: its objects carry the owner tag
+    sim.app.apply_group(group, {"location": "westeurope", "tags": OWNER_A})
+    sim.app.apply_vnet(group, "netweb-server", {"location": "westeurope", "tags": OWNER_A, "properties": {
         "addressSpace": {"addressPrefixes": ["10.0.0.0/16"]}}})
     sim.app.apply_subnet(group, "netweb-server", "subnetweb-server", {"properties": {"addressPrefix": "10.0.0.0/24"}})
     sim.app.apply_public_ip(group, "pubipweb-server", {"location": "westeurope", "sku": {"name": "Standard"},
+                                                       "tags": OWNER_A,
                                                        "properties": {"publicIPAllocationMethod": "Static"}})
     results, output, run = chain(sim, tmp_path, [machine()])
     assert not results[0]["failed"], results[0]["msg"]
-    assert arm_writes(sim) == ["nics.put", "vms.put"]
+    assert arm_writes(sim) == ["nics.put", "vms.put", "disks.update"]
     again, output, run = chain(sim, tmp_path, [machine()])
     assert arm_writes(sim).count("vms.put") == 1
     assert again[0]["backend_id"] == results[0]["backend_id"]
@@ -256,9 +261,10 @@ def test_bad_orders_are_refused_before_anything_is_created(azure_sim, tmp_path):
     for result, (overrides, message) in zip(results, refused):
         assert result["failed"] and message in result["msg"], result["msg"]
     assert results[-1]["failed"] and "PlatformImageNotFound" in results[-1]["msg"]
-    assert "rolled back: deleted resource group group-1234-unknown-image" in results[-1]["msg"]
+    unknown_group = "group-%s-unknown-image" % UUID_A.replace("-", "")
+    assert "rolled back: deleted resource group %s" % unknown_group in results[-1]["msg"]
     writes = [call for call in sim.app.write_calls() if call["operation"] != "token"]
-    assert writes and all("group-1234-unknown-image" in call["path"] for call in writes)
+    assert writes and all(unknown_group in call["path"] for call in writes)
     assert sim.app.resources() == []
 
 
@@ -281,7 +287,7 @@ def test_check_mode_writes_nothing(azure_sim, tmp_path):
     results, output, run = chain(sim, tmp_path, [machine(), machine(UUID_B, state="absent", backend_id=live)],
                                  check=True)
     assert [r["changed"] for r in results] == [True, True]
-    assert results[0]["msg"].startswith("would create resource group group-1234-web-server")
+    assert results[0]["msg"].startswith("would create resource group %s" % GROUP_A)
     assert results[1]["msg"].startswith("would delete resource group")
     assert arm_writes(sim) == []
     assert sim.app.get(live) is not None
@@ -321,7 +327,7 @@ def test_absent_dedicated_deletes_the_group_even_with_an_upper_cased_id(azure_si
     sim.app.compute_id_casing = "upper_rg"  # as real Azure often returns VM ids
     created, output, run = chain(sim, tmp_path, [machine()])
     backend_id = created[0]["backend_id"]
-    assert "/resourceGroups/GROUP-1234-WEB-SERVER/" in backend_id
+    assert "/resourceGroups/%s/" % GROUP_A.upper() in backend_id
     results, output, run = chain(sim, tmp_path, [machine(state="absent", backend_id=backend_id,
                                                          resource_group="shared")])
     assert results[0]["action"] == "deleted", results[0]["msg"]

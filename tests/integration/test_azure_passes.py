@@ -4,20 +4,16 @@ a consumer would, over HTTP) and the Azure simulator (the real Azure SDKs over T
 
 from __future__ import annotations
 
-import subprocess
-import sys
-import threading
-import time
 import uuid
 from decimal import Decimal
-from pathlib import Path
 
 import pytest
 import yaml
 
-from tests.helpers import REPO, ansible_env
+from tests.integration.azure_state import (
+    all_vms, arm, arm_ids, arm_writes, dedicated_group, network, owned, vm_id)
 from tests.integration.passes import (
-    MEMBERSHIP_PASS, ORDER_PASS, REPORT_PASS, assert_done, assert_erred, call_waldur, edit_config, kill_tree,
+    MEMBERSHIP_PASS, ORDER_PASS, REPORT_PASS, assert_done, assert_erred, call_waldur, edit_config, kill_pass_during,
     log_lines, order_machine, run_pass, set_flag, terminate, update_limits, waldur_writes, write_config)
 from tests.simulators.azure import presets as AZ
 from tests.simulators.waldur import presets as W
@@ -38,33 +34,6 @@ CHAIN_PUTS = ["resource_groups.put", "virtual_networks.put", "subnets.put", "pub
 def order_vm(waldur, name: str, limits: dict | None = None, **attributes) -> tuple[str, str]:
     """A consumer orders a machine; (order uuid, marketplace resource uuid)."""
     return order_machine(waldur, W.AZURE_OFFERING_UUID, W.AZURE_PLAN_UUID, name, limits or W.AZURE_PLAN_QUOTAS, **attributes)
-
-
-# ---- Azure as the simulator holds it ----------------------------------------------------------
-
-def arm(group: str, path: str = "") -> str:
-    return "/subscriptions/%s/resourceGroups/%s%s" % (AZ.SUBSCRIPTION_ID, group, path)
-
-
-def vm_id(group: str, name: str) -> str:
-    return arm(group, "/providers/Microsoft.Compute/virtualMachines/" + name)
-
-
-def network(azure, group: str, kind: str, name: str) -> dict | None:
-    return azure.app.get(arm(group, "/providers/Microsoft.Network/%s/%s" % (kind, name)))
-
-
-def dedicated_group(resource_uuid: str, vm_name: str) -> str:
-    return "group-%s-%s" % (resource_uuid[:4], vm_name)
-
-
-def arm_writes(azure, since=0) -> list[str]:
-    """Successful write calls to ARM (the token request is not one)."""
-    return [call["operation"] for call in azure.app.write_calls(since) if call["operation"] != "token"]
-
-
-def arm_ids(azure) -> set[str]:
-    return {resource_id.lower() for resource_id in azure.app.resources()}
 
 
 # ---- create, idempotence, update, terminate, check mode -------------------------------------
@@ -244,7 +213,9 @@ def test_a_fault_at_any_step_errs_the_order_and_leaves_nothing(tmp_path, waldur_
     order = assert_erred(waldur, W.AZURE_ORDER_UUID, "Injected fault on %s" % operation)
     assert "rolled back" in order["error_message"]
     assert azure.app.resources() == []
-    assert waldur.app.resource(W.AZURE_RESOURCE_UUID) is None  # nothing was built for it
+    # nothing was built for it: Waldur keeps the erred Create's resource, Erred, with no backend id
+    assert (waldur.app.resource(W.AZURE_RESOURCE_UUID)["state"], waldur.app.resource(W.AZURE_RESOURCE_UUID)["backend_id"]) \
+        == ("Erred", "")
 
 
 @pytest.mark.parametrize("killed_during", ["nics.put", "vms.put"])
@@ -252,36 +223,7 @@ def test_a_pass_killed_mid_chain_is_finished_by_the_next_with_one_chain(
         tmp_path, waldur_sim, azure_sim, killed_during):
     waldur, azure = waldur_sim, azure_sim
     config = write_config(tmp_path, waldur, azure=azure)
-    # Hold the request in ARM until the pass is dead; ARM then carries out what it accepted.
-    arrived, release = threading.Event(), threading.Event()
-    original = azure.app._injected
-
-    def gate(operation):
-        if operation == killed_during and not release.is_set():
-            arrived.set()
-            release.wait(120)
-        return original(operation)
-
-    azure.app._injected = gate
-    try:
-        process = subprocess.Popen(
-            [str(Path(sys.executable).parent / "ansible-playbook"), str(ORDER_PASS)],
-            env=ansible_env({"WALDUR_SITE_AGENT_CONFIG": str(config)}), cwd=REPO,
-            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        try:
-            assert arrived.wait(180), "the pass never reached %s" % killed_during
-        finally:
-            kill_tree(process)
-        release.set()
-        # ARM finishes what it accepted; wait until that request is on record (a loaded
-        # machine may take a while) so the rerun's calls are counted from after it.
-        deadline = time.monotonic() + 120
-        while not azure.app.calls_of(killed_during) and time.monotonic() < deadline:
-            time.sleep(0.05)
-        assert azure.app.calls_of(killed_during), "ARM never finished the held %s" % killed_during
-    finally:
-        release.set()
-        del azure.app.__dict__["_injected"]
+    kill_pass_during(azure, config, killed_during)
     assert waldur.app.order(W.AZURE_ORDER_UUID)["state"] == "executing"  # claimed, never settled
     group = dedicated_group(W.AZURE_RESOURCE_UUID, "azure-vm-1")
     machine = vm_id(group, "azure-vm-1")
@@ -293,11 +235,13 @@ def test_a_pass_killed_mid_chain_is_finished_by_the_next_with_one_chain(
 
     assert_done(waldur, W.AZURE_ORDER_UUID)
     assert waldur.app.resource(W.AZURE_RESOURCE_UUID)["backend_id"] == machine
-    assert arm_writes(azure, since) == ([] if killed_during == "vms.put" else ["vms.put"])
-    assert arm_writes(azure) == CHAIN_PUTS  # one chain over both passes, each object PUT once
+    # the rerun adopts what exists, makes what is missing, and tags the disk the machine made
+    assert arm_writes(azure, since) == (["disks.update"] if killed_during == "vms.put" else ["vms.put", "disks.update"])
+    assert arm_writes(azure) == CHAIN_PUTS + ["disks.update"]  # one chain over both passes, each object PUT once
     if password is not None:
         assert azure.app.vm_admin_password(machine) == password
-    assert len([rid for rid in arm_ids(azure) if "/virtualmachines/" in rid]) == 1
+    assert all_vms(azure) == [machine]
+    assert len(owned(azure, W.AZURE_RESOURCE_UUID)) == 7  # group, network, IP, NSG, NIC, machine, disk
 
 
 # ---- orders refused before anything is made --------------------------------------------------
@@ -320,7 +264,8 @@ def test_orders_that_cannot_be_built_are_erred_before_any_write(tmp_path, waldur
 
     for (order_uuid, resource_uuid), reason in refused:
         assert_erred(waldur, order_uuid, reason)
-        assert waldur.app.resource(resource_uuid) is None
+        assert (waldur.app.resource(resource_uuid)["state"], waldur.app.resource(resource_uuid)["backend_id"]) == \
+            ("Erred", "")
     assert not [call for call in azure.app.calls if call["method"] == "PUT"]
     assert arm_writes(azure) == [] and azure.app.resources() == []
 

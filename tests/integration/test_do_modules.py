@@ -129,7 +129,8 @@ def test_two_tagged_droplets_fail_that_item_only(do_sim, run):
     out = run(droplets=[create(UUID_A, "web-a"), create(UUID_B, "web-b")])
     failed, created = out["results"]
     assert failed["failed"] is True
-    assert failed["msg"] == ("2 droplets carry tag %s (ids %s, %s); delete the extra ones before retrying"
+    assert failed["msg"] == ("2 droplets carry tag %s (ids %s, %s); delete the extra ones before retrying (none "
+                             "was deleted: their names differ, so they are not copies made by an overlapping pass)"
                              % (tag(UUID_A), first["id"], second["id"]))
     assert (created["failed"], created["action"]) == (False, "created")
     assert out["failed_count"] == 1

@@ -7,9 +7,6 @@ from __future__ import annotations
 
 import json
 import re
-import subprocess
-import sys
-import threading
 import time
 import uuid
 from collections import Counter
@@ -18,10 +15,10 @@ from pathlib import Path
 import pytest
 import requests
 
-from tests.helpers import REPO, ansible_env, run_playbook
+from tests.helpers import run_playbook
 from tests.integration.passes import (
-    MEMBERSHIP_PASS, ORDER_PASS, REPORT_PASS, assert_done, assert_erred, kill_tree, log_lines, order_machine,
-    run_pass, set_flag, terminate, update_limits, waldur_writes, write_config)
+    MEMBERSHIP_PASS, ORDER_PASS, REPORT_PASS, assert_done, assert_erred, hold_calls, kill_tree, log_lines,
+    order_machine, run_pass, set_flag, start_pass, terminate, update_limits, waldur_writes, write_config)
 from tests.simulators.digitalocean import presets as DO
 from tests.simulators.waldur import presets as W
 
@@ -33,7 +30,8 @@ PROVIDER_KEY = W.SSH_KEYS[0]
 # Limits of the size_mapping entry s-2vcpu-4gb, and limits no entry matches.
 BIG = {"cpu": 2, "ram": 4096, "disk": 81920}
 ODD = {"cpu": 3, "ram": 3072, "disk": 25600}
-ODD_MESSAGE = "limits cpu=3, disk=25600, ram=3072 match no size_mapping entry; the droplet is left unchanged"
+ODD_MESSAGE = ("limits cpu=3, disk=25600, ram=3072 match no size_mapping entry (size_mapping: s-1vcpu-1gb: cpu=1, "
+               "disk=25600, ram=1024; s-2vcpu-4gb: cpu=2, disk=81920, ram=4096); the droplet is left unchanged")
 
 
 # ---- configuration and passes ---------------------------------------------------------------
@@ -173,6 +171,10 @@ def test_check_mode_lists_what_each_order_would_do_and_writes_nothing(tmp_path, 
     assert said[(ACT, doomed_order)] == "would delete droplet %s" % doomed["id"]
     for order_uuid in (W.DO_ORDER_UUID, grow_order, odd_order, doomed_order):
         assert waldur.app.order(order_uuid)["state"] == "pending-provider"  # not even approved
+    # the summary counts what the pass would do, never work done
+    [summary] = [line for line in log_lines(check) if line["event"] == "pass summary"]
+    assert (summary["orders"], summary["would_done"], summary["would_erred"]) == (4, 3, 1)
+    assert "done" not in summary and "erred" not in summary
     assert do.app.droplet(grow["id"])["size_slug"] == "s-1vcpu-1gb"
     assert do.app.droplet(doomed["id"]) is not None and len(do.app.droplets()) == 3
 
@@ -184,7 +186,7 @@ def test_updates_resize_through_size_mapping_and_terminations_destroy(tmp_path, 
     waldur.app.reset("empty")
     config = write_config(tmp_path, waldur, do)
     grow_uuid, grow = seed_machine(waldur, do, "grow")
-    resting_uuid, resting = seed_machine(waldur, do, "resting", status="off")
+    resting_uuid, resting = seed_machine(waldur, do, "resting", status="off", paused=True)
     odd_uuid, odd = seed_machine(waldur, do, "odd")
     doomed_uuid, doomed = seed_machine(waldur, do, "doomed")
     vanished_uuid, vanished = seed_machine(waldur, do, "vanished")
@@ -199,8 +201,9 @@ def test_updates_resize_through_size_mapping_and_terminations_destroy(tmp_path, 
 
     run = run_pass(ORDER_PASS, config, json_log=True)
 
-    for order_uuid in orders.values():
-        assert_done(waldur, order_uuid)
+    for name, order_uuid in orders.items():
+        if name != "odd":
+            assert_done(waldur, order_uuid)
     said = item_events(run)
     # a running droplet: shut down, resized (CPU and RAM only), powered back on, in that order
     assert [action["type"] for action in do.app.actions(grow["id"])] == ["shutdown", "resize", "power_on"]
@@ -214,13 +217,16 @@ def test_updates_resize_through_size_mapping_and_terminations_destroy(tmp_path, 
         "resized droplet %s from s-1vcpu-1gb to s-2vcpu-4gb (shut down, resized, powered on)" % grow["id"])
     assert waldur.app.resource(grow_uuid)["limits"] == BIG
     assert waldur.app.resource(grow_uuid)["backend_metadata"]["droplet"]["size_slug"] == "s-2vcpu-4gb"
-    # a droplet that was off is resized and stays off
+    # a droplet Waldur has paused is resized and stays off
     assert [action["type"] for action in do.app.actions(resting["id"])] == ["resize"]
     assert (do.app.droplet(resting["id"])["size_slug"], do.app.droplet(resting["id"])["status"]) == \
         ("s-2vcpu-4gb", "off")
-    # limits no size matches: the droplet is left as it is and the pass says so
+    # limits no size matches: the droplet is left as it is, and the order errs naming the
+    # limits and the mapping (Waldur never shows limits the droplet does not have)
     assert do.app.actions(odd["id"]) == [] and do.app.droplet(odd["id"])["size_slug"] == "s-1vcpu-1gb"
     assert said[(ACT, orders["odd"])] == ODD_MESSAGE
+    assert_erred(waldur, orders["odd"], ODD_MESSAGE)
+    assert waldur.app.resource(odd_uuid)["limits"] == W.DO_PLAN_QUOTAS
     # terminations: one droplet destroyed, one already gone
     assert do.app.droplet(doomed["id"]) is None
     assert sorted(call["path"].rstrip("/") for call in do.app.calls_of("droplets.delete", since)) == \
@@ -239,21 +245,9 @@ def test_a_pass_killed_after_the_create_is_finished_by_the_next_with_one_droplet
     config = write_config(tmp_path, waldur, do)
     # Hold the create in DigitalOcean until the pass is dead; DigitalOcean then makes the
     # droplet it accepted, and nobody tells Waldur its id.
-    arrived, release = threading.Event(), threading.Event()
-    original = do.app._injected
-
-    def gate(operation):
-        if operation == "droplets.create" and not release.is_set():
-            arrived.set()
-            release.wait(120)
-        return original(operation)
-
-    do.app._injected = gate
+    arrived, release, restore = hold_calls(do.app, "droplets.create")
     try:
-        process = subprocess.Popen(
-            [str(Path(sys.executable).parent / "ansible-playbook"), str(ORDER_PASS)],
-            env=ansible_env({"WALDUR_SITE_AGENT_CONFIG": str(config)}), cwd=REPO,
-            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        process = start_pass(ORDER_PASS, config, capture=False)
         try:
             assert arrived.wait(180), "the pass never created the droplet"
         finally:
@@ -263,8 +257,7 @@ def test_a_pass_killed_after_the_create_is_finished_by_the_next_with_one_droplet
         while not do.app.calls_of("droplets.create") and time.monotonic() < deadline:
             time.sleep(0.05)
     finally:
-        release.set()
-        del do.app.__dict__["_injected"]
+        restore()
     [created] = do.app.droplets()
     assert created["tags"] == ["waldur", tag(W.DO_RESOURCE_UUID)]
     assert waldur.app.order(W.DO_ORDER_UUID)["state"] == "executing"  # claimed, never settled
@@ -361,7 +354,9 @@ def test_orders_without_region_image_or_size_err_and_create_nothing(tmp_path, wa
 
     for what, (order_uuid, resource_uuid) in refused.items():
         assert_erred(waldur, order_uuid, "DigitalOcean droplet %s is not specified" % what)
-        assert waldur.app.resource(resource_uuid) is None
+        # Waldur keeps the resource of an erred Create, Erred and with no backend id
+        resource = waldur.app.resource(resource_uuid)
+        assert (resource["state"], resource["backend_id"]) == ("Erred", "")
     assert do.app.calls_of("droplets.create") == [] and do.app.droplets() == []
     assert do_writes(do) == []
 

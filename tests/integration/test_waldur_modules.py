@@ -122,8 +122,9 @@ def test_check_mode_writes_nothing(waldur_sim, tmp_path, consumer_orders):
     settle = load(tmp_path / "settle.json")
     # the orders are still pending, so a real settle would not set them done either; it says so
     assert {result["state"] for result in settle["results"]} == {"pending-provider"}
+    # the failed outcome names a machine: its id would be recorded before the order is erred
     assert [r["actions"] for r in settle["results"] if r["order_uuid"] == consumer_orders["bad-1"]] == \
-        [["set_state_erred"]]
+        [["set_backend_id", "set_state_erred"]]
 
 
 def test_a_503_burst_and_a_429_are_retried_and_the_pass_succeeds(waldur_sim, tmp_path, consumer_orders):

@@ -7,8 +7,10 @@ Every simulator is a werkzeug WSGI application built on :class:`Simulator`:
   the call log records and what fault injection targets;
 * a call log that tests read ("the second run made no write calls");
 * fault injection: fail the Nth call of an operation with a status, add latency,
-  throttle with 429 + ``Retry-After`` (a burst, or a requests-per-window limit);
-* a control API under ``/_sim/`` (reset, calls, faults, latency, state) that is
+  throttle with 429 + ``Retry-After`` (a burst, or a requests-per-window limit), and a
+  barrier that holds the answers to the first N calls of an operation until all N have been
+  answered, so that N clients started together really race (all see the same state);
+* a control API under ``/_sim/`` (reset, calls, faults, latency, barrier, state) that is
   never logged, so tests can drive a simulator running in another process.
 
 :class:`SimulatorServer` runs one app on 127.0.0.1 in a background thread
@@ -87,6 +89,40 @@ class RateLimit:
         return None
 
 
+@dataclass
+class Barrier:
+    """Holds the answers to the first ``clients`` calls of ``operation`` until all of them have
+    been answered, then lets them go together; later calls pass at once. So N clients started
+    together see the same state (say, no droplet yet) and none acts before the others have
+    looked: a race that really happens. When ``timeout`` seconds pass before all have arrived,
+    the ones waiting are let go (``timed_out`` says so), so a client that never comes cannot
+    hang the others."""
+
+    operation: str
+    clients: int = 2
+    timeout: float = 30.0
+    arrived: int = 0
+    timed_out: bool = False
+    condition: threading.Condition = field(default_factory=threading.Condition, repr=False)
+
+    def wait(self) -> None:
+        with self.condition:
+            self.arrived += 1
+            if self.arrived > self.clients:
+                return
+            if self.arrived == self.clients:
+                self.condition.notify_all()
+                return
+            released = self.condition.wait_for(lambda: self.arrived >= self.clients, timeout=self.timeout)
+            if not released:
+                self.timed_out = True
+
+    def describe(self) -> dict:
+        with self.condition:
+            return {"operation": self.operation, "clients": self.clients, "timeout": self.timeout,
+                    "arrived": self.arrived, "timed_out": self.timed_out}
+
+
 class Simulator:
     """Base WSGI app. Subclasses set ``name`` and implement ``routes()``,
     ``reset_state(preset)``, ``error_response(status, message)`` (the service's
@@ -99,6 +135,7 @@ class Simulator:
         self.lock = threading.RLock()
         self.calls: list[dict] = []
         self.faults: list[Fault] = []
+        self.barriers: dict[str, Barrier] = {}
         self.latency = latency
         self.latency_by_operation: dict[str, float] = {}
         self.rate_limit: RateLimit | None = None
@@ -135,6 +172,7 @@ class Simulator:
         with self.lock:
             self.calls.clear()
             self.faults.clear()
+            self.barriers.clear()
             self.latency_by_operation.clear()
             self.rate_limit = None
             self.reset_state(preset)
@@ -145,6 +183,16 @@ class Simulator:
         with self.lock:
             self.faults.append(fault)
         return fault
+
+    def add_barrier(self, operation: str, clients: int = 2, timeout: float = 30.0) -> Barrier:
+        """Hold the next ``clients`` calls of ``operation`` until all of them have arrived
+        (or ``timeout`` seconds have passed), replacing any barrier on that operation."""
+        if clients < 1 or timeout <= 0:
+            raise ValueError("a barrier needs clients >= 1 and a positive timeout")
+        barrier = Barrier(operation, int(clients), float(timeout))
+        with self.lock:
+            self.barriers[operation] = barrier
+        return barrier
 
     def clear_faults(self) -> None:
         with self.lock:
@@ -197,6 +245,11 @@ class Simulator:
                     response = handler(request, **args)
                 except Exception as exc:  # a simulator bug must surface as a 500, not hang
                     response = self.error_response(500, f"simulator error: {exc!r}", "server_error")
+            barrier = self.barriers.get(operation)
+            if barrier is not None:
+                # The answer is held (outside the simulator's lock) until every client's call
+                # has been answered: all of them saw the same state, none has acted on it yet.
+                barrier.wait()
         with self.lock:
             self.calls.append({
                 "seq": len(self.calls),
@@ -250,6 +303,15 @@ class Simulator:
                 self.add_fault(**payload)
                 return json_response({"added": payload}, 201)
             return json_response([f.__dict__ for f in self.faults])
+        if path == "/_sim/barrier":
+            if request.method == "POST":
+                try:
+                    barrier = self.add_barrier(**payload)
+                except (TypeError, ValueError) as exc:
+                    return json_response({"detail": str(exc)}, 400)
+                return json_response(barrier.describe(), 201)
+            with self.lock:
+                return json_response([barrier.describe() for barrier in self.barriers.values()])
         if path == "/_sim/latency" and request.method == "POST":
             with self.lock:
                 self.latency = float(payload.get("seconds", 0))

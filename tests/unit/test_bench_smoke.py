@@ -62,8 +62,9 @@ def test_order_pass_smoke_records_time_calls_memory_and_ansible_work(tmp_path):
     assert result.calls["azure"]["total"] == 0
     assert result.peak_tree_pss_mib > 20
     assert result.max_process_rss_mib > 20
-    # claim, act, settle: three module runs, and the tasks around them
-    assert [m["module"] for m in result.modules] == ["waldur_orders", "do_droplet", "waldur_orders"]
+    # check the offering, probe the cloud, claim, act, settle: five module runs, and the tasks around them
+    assert [m["module"] for m in result.modules] == [
+        "waldur_offering_info", "do_account_info", "waldur_orders", "do_droplet", "waldur_orders"]
     assert result.tasks >= 5
     assert result.ansible_overhead_s == pytest.approx(result.wall_s - result.module_s, abs=0.01)
 

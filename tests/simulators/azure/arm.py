@@ -4,6 +4,7 @@ type, case-insensitive paths, ids, timestamps and paging."""
 from __future__ import annotations
 
 import datetime
+import re
 import uuid
 from urllib.parse import urlencode
 
@@ -16,7 +17,7 @@ _KEYWORDS = {word.lower(): word for word in [
     "subscriptions", "resourceGroups", "providers", "locations", "operations", "operationResults",
     "Microsoft.Network", "Microsoft.Compute", "Microsoft.Resources",
     "virtualNetworks", "subnets", "publicIPAddresses", "networkSecurityGroups", "securityRules",
-    "networkInterfaces", "virtualMachines", "disks", "vmSizes", "skus", "instanceView",
+    "networkInterfaces", "virtualMachines", "disks", "vmSizes", "skus", "instanceView", "resources",
     "deallocate", "start", "powerOff", "restart",
     "v2.0", ".well-known", "openid-configuration", "oauth2", "token",
 ]}
@@ -117,3 +118,30 @@ def page(request: Request, items: list, page_size: int) -> dict:
         args.append(("$skiptoken", str(offset + page_size)))
         body["nextLink"] = request.host_url.rstrip("/") + request.path + "?" + urlencode(args, safe="$")
     return body
+
+
+_TAG_NAME = re.compile(r"^\s*tagname\s+eq\s+'(?P<name>[^']*)'\s*$", re.IGNORECASE)
+_TAG_NAME_VALUE = re.compile(r"^\s*tagname\s+eq\s+'(?P<name>[^']*)'\s+and\s+tagvalue\s+eq\s+'(?P<value>[^']*)'\s*$",
+                             re.IGNORECASE)
+_RESOURCE_TYPE = re.compile(r"^\s*resourcetype\s+eq\s+'(?P<type>[^']*)'\s*$", re.IGNORECASE)
+
+
+def parse_filter(text: str | None, allow_type: bool):
+    """A predicate on records for the ``$filter`` ARM accepts on resource group and resource
+    lists: ``tagName eq 'k' [and tagValue eq 'v']`` (tag names compare case-insensitively,
+    values exactly), and on resource lists ``resourceType eq 't'``. Anything else: 400."""
+    if not text:
+        return lambda record: True
+    match = _TAG_NAME_VALUE.match(text) or _TAG_NAME.match(text)
+    if match:
+        name, value = match.group("name").lower(), match.groupdict().get("value")
+
+        def tagged(record: dict) -> bool:
+            return any(key.lower() == name and (value is None or tag == value)
+                       for key, tag in (record.get("tags") or {}).items())
+        return tagged
+    match = _RESOURCE_TYPE.match(text) if allow_type else None
+    if match:
+        wanted = match.group("type").lower()
+        return lambda record: str(record.get("type", "")).lower() == wanted
+    raise ArmError(400, "InvalidFilterInQueryString", f"Invalid $filter '{text}' specified in the query string.")

@@ -72,6 +72,7 @@ class ComputeProvider:
             ("GET", vm + "/vmSizes", "vms.vm_sizes", self._list_vm_available_sizes),
             ("GET", RG + "/disks", "disks.list", self._list_disks),
             ("GET", RG + "/disks/<name>", "disks.get", self._get_disk),
+            ("PATCH", RG + "/disks/<name>", "disks.update", self._patch_disk),
             ("DELETE", RG + "/disks/<name>", "disks.delete", self._delete_disk),
         ]
         for action, spec in ACTIONS.items():
@@ -675,6 +676,25 @@ class ComputeProvider:
         group = self._require_group(rg)
         items = [self._render_disk(r) for r in self._children(group["key"], "disk")]
         return json_response(page(request, items, self.page_size))
+
+    def _patch_disk(self, request: Request, sub: str, rg: str, name: str) -> Response:
+        """PATCH a disk: the simulator applies ``tags`` (replacing them, as ARM does) and refuses
+        the other updatable properties it does not model."""
+        record = self._find_disk(self._require_group(rg, write=True), name)
+        body = self._json(request)
+        unsupported = sorted(set(body) - {"tags"})
+        if unsupported:
+            raise _invalid(f"The simulator updates only the tags of a disk, not {', '.join(unsupported)}.",
+                           unsupported[0])
+        tags = self._tags(body)
+        key = record["key"]
+
+        def apply():
+            if key in self.records and tags is not None:
+                self.records[key]["tags"] = dict(tags)
+
+        op = self._begin("disks.update", COMPUTE, record["location"], apply)
+        return self._put_response(request, op, self._render_disk(self.records[key]), created=False)
 
     def _delete_disk(self, request: Request, sub: str, rg: str, name: str) -> Response:
         group = self._require_group(rg)

@@ -11,6 +11,9 @@ Options (constructor keywords; strings are accepted, as from ``--option k=v``):
 * ``retry_after``: the integer ``Retry-After`` of LRO responses (default 1;
   0 makes the SDK fall back to its ``polling_interval``);
 * ``lro_seconds``: how long a realistic operation stays ``InProgress`` (2);
+* ``slow_operations``: ``{operation: seconds}``, operations (``vms.put``, ``virtual_networks.put``,
+  ...) that stay ``InProgress`` that long whatever the ``lro`` mode: a pass's deadline can then
+  fall in the middle of one; :meth:`AzureSimulator.finish_operations` ends them at once;
 * ``page_size``: items per page of list responses (50);
 * ``token_lifetime``: seconds an access token is valid (3599);
 * ``compute_id_casing``: ``canonical`` (default) or ``upper_rg``, which makes the
@@ -26,7 +29,14 @@ Operation names (call log and fault injection): ``openid``, ``token``,
 ``operations.get`` (Azure-AsyncOperation polls), ``operation_results.get`` (Location polls),
 ``{virtual_networks,subnets,public_ips,nsgs,security_rules,nics}.{list,get,put,delete}``,
 ``vms.{list,list_all,list_by_location,get,put,delete,instance_view,vm_sizes,deallocate,start,power_off,restart}``,
-``vm_sizes.list``, ``skus.list``, ``disks.{list,get,delete}``.
+``vm_sizes.list``, ``skus.list``, ``disks.{list,get,update,delete}``, ``resources.{list,list_by_group}``.
+
+Tags: every object but a subnet (ARM has no tags on subnets) stores the ``tags`` of its PUT
+(a PUT replaces them, a disk PATCH too) and returns them. ARM does not copy a VM's tags to the
+OS disk it makes; neither does the simulator. Resource groups and resources can be listed by
+tag: ``$filter=tagName eq 'k' and tagValue eq 'v'`` (or ``tagName eq 'k'``; tag names compare
+case-insensitively, values exactly); a tag-filtered resource list leaves the tags out of its
+items, as ARM does.
 """
 
 from __future__ import annotations
@@ -40,13 +50,22 @@ from werkzeug.wrappers import Request, Response
 from tests.simulators.azure import presets
 from tests.simulators.azure.aad import AadError, TokenAuthority, aad_error_body, openid_configuration
 from tests.simulators.azure.arm import (STATUS_CODES, ArmError, CaseInsensitiveMap, new_guid,
-                                        normalize_location, now_iso, page)
+                                        normalize_location, now_iso, page, parse_filter)
 from tests.simulators.azure.compute import ComputeProvider
 from tests.simulators.azure.lro import LRO_MODES, LroEngine, LroFailure, Operation
 from tests.simulators.azure.network import NetworkProvider
 from tests.simulators.common import Simulator, json_response
 
 AAD_OPERATIONS = frozenset({"openid", "token"})
+# record kind -> ARM type of the objects a resource list returns
+GENERIC_TYPES = {
+    "virtual_network": "Microsoft.Network/virtualNetworks",
+    "public_ip": "Microsoft.Network/publicIPAddresses",
+    "nsg": "Microsoft.Network/networkSecurityGroups",
+    "nic": "Microsoft.Network/networkInterfaces",
+    "vm": "Microsoft.Compute/virtualMachines",
+    "disk": "Microsoft.Compute/disks",
+}
 COMPUTE_ID_CASINGS = ("canonical", "upper_rg")
 
 S = "/subscriptions/<sub>"
@@ -78,6 +97,11 @@ class AzureSimulator(NetworkProvider, ComputeProvider, Simulator):
             self.retry_after = int(options["retry_after"])  # the SDK crashes on fractions
         if "lro_seconds" in options:
             self.lro_seconds = float(options["lro_seconds"])
+        if "slow_operations" in options:
+            slow = options["slow_operations"] or {}
+            if not isinstance(slow, dict):
+                raise ValueError("slow_operations must map operation names to seconds")
+            self.slow_operations = {str(name): float(seconds) for name, seconds in slow.items()}
         if "page_size" in options:
             self.page_size = max(1, int(options["page_size"]))
         if "token_lifetime" in options:
@@ -93,6 +117,7 @@ class AzureSimulator(NetworkProvider, ComputeProvider, Simulator):
         if preset not in presets.PRESETS:
             raise ValueError(f"unknown Azure preset {preset!r}; known: {presets.PRESETS}")
         self.lro_mode, self.retry_after, self.lro_seconds = "instant", 1, 2.0
+        self.slow_operations: dict[str, float] = {}
         self.page_size, self.compute_id_casing = 50, "canonical"
         self.tokens.lifetime = 3599
         self._apply_options(self.options)
@@ -112,6 +137,8 @@ class AzureSimulator(NetworkProvider, ComputeProvider, Simulator):
             ("GET", S, "subscriptions.get", self._get_subscription),
             ("GET", S + "/locations", "subscriptions.list_locations", self._list_locations),
             ("GET", S + "/resourceGroups", "resource_groups.list", self._list_groups),
+            ("GET", S + "/resources", "resources.list", self._list_resources),
+            ("GET", RG + "/resources", "resources.list_by_group", self._list_resources),
             # HEAD before GET: werkzeug adds HEAD to GET rules, the first match wins.
             ("HEAD", RG, "resource_groups.head", self._head_group),
             ("GET", RG, "resource_groups.get", self._get_group),
@@ -341,8 +368,20 @@ class AzureSimulator(NetworkProvider, ComputeProvider, Simulator):
     def _begin(self, operation: str, provider: str | None, location: str,
                on_success: Callable[[], None], on_failure: Callable[[], None] | None = None,
                seeded: bool = False) -> Operation:
+        slow = self.slow_operations.get(operation)
+        if slow is not None:
+            return self.lro.begin(operation, provider, location, "realistic", slow, on_success, on_failure, seeded)
         return self.lro.begin(operation, provider, location, self.lro_mode, self.lro_seconds,
                               on_success, on_failure, seeded)
+
+    def finish_operations(self) -> int:
+        """End every operation still in progress now (as if their time had come); how many."""
+        with self.lock:
+            pending = self.lro.pending()
+            for operation in pending:
+                operation.deadline = 0.0
+            self.lro.advance()
+            return len(pending)
 
     def _operation_url(self, request: Request, op: Operation, monitor: bool = False) -> str:
         base = request.host_url.rstrip("/") + f"/subscriptions/{presets.SUBSCRIPTION_ID}"
@@ -437,8 +476,34 @@ class AzureSimulator(NetworkProvider, ComputeProvider, Simulator):
         return body
 
     def _list_groups(self, request: Request, sub: str) -> Response:
-        groups = [self._render_group(r) for r in self.records.values() if r["kind"] == "resource_group"]
+        wanted = parse_filter(request.args.get("$filter"), allow_type=False)
+        groups = [self._render_group(r) for r in self.records.values()
+                  if r["kind"] == "resource_group" and wanted(r)]
         return json_response(page(request, groups, self.page_size))
+
+    def _list_resources(self, request: Request, sub: str, rg: str | None = None) -> Response:
+        """Generic resources (``GenericResourceExpanded``): the top-level objects, subscription-wide
+        or of one group; never subnets or rules, which are parts of their parents."""
+        parent = self._require_group(rg)["key"] if rg is not None else None
+        text = request.args.get("$filter")
+        wanted = parse_filter(text, allow_type=True)
+        by_tag = bool(text) and "tagname" in text.lower()
+        items = []
+        for record in self.records.values():
+            if record["kind"] not in GENERIC_TYPES or (parent is not None and record.get("parent") != parent):
+                continue
+            if wanted(dict(record, type=GENERIC_TYPES[record["kind"]])):
+                items.append(self._render_generic(record, with_tags=not by_tag))
+        return json_response(page(request, items, self.page_size))
+
+    def _render_generic(self, record: dict, with_tags: bool = True) -> dict:
+        body = {"id": self._public_id(record), "name": record["name"], "type": GENERIC_TYPES[record["kind"]],
+                "location": record["location"]}
+        if with_tags and record.get("tags"):
+            body["tags"] = dict(record["tags"])
+        if record["kind"] == "disk" and record.get("managed_by") in self.records:
+            body["managedBy"] = self._public_id(self.records[record["managed_by"]])
+        return body
 
     def _head_group(self, request: Request, sub: str, rg: str) -> Response:
         return json_response(None, 204 if self._group_key(rg) in self.records else 404)
@@ -491,6 +556,8 @@ class AzureSimulator(NetworkProvider, ComputeProvider, Simulator):
                 return json_response(self.current_options())
             if path == "/_sim/options":
                 return json_response(self.current_options())
+            if path == "/_sim/finish_operations" and request.method == "POST":
+                return json_response({"finished": self.finish_operations()})
             if path == "/_sim/fail_lro" and request.method == "POST":
                 self.fail_lro(**payload)
                 return json_response({"added": payload}, 201)
@@ -513,7 +580,8 @@ class AzureSimulator(NetworkProvider, ComputeProvider, Simulator):
 
     def current_options(self) -> dict:
         return {"lro": self.lro_mode, "retry_after": self.retry_after,
-                "lro_seconds": self.lro_seconds, "page_size": self.page_size,
+                "lro_seconds": self.lro_seconds, "slow_operations": dict(self.slow_operations),
+                "page_size": self.page_size,
                 "token_lifetime": self.tokens.lifetime, "compute_id_casing": self.compute_id_casing}
 
     # ---- read helpers for tests ---------------------------------------------------------

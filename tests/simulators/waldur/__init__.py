@@ -2,7 +2,7 @@
 
 It speaks Waldur's REST API as a site agent (provider token) and as a consumer placing
 orders (consumer token) sees it; shapes, states and quirks follow a real Waldur
-(../shared/reference/real-waldur-samples.md) and the official 8.0.5 OpenAPI schema, which
+(``real-waldur-samples.md`` beside this file) and the official 8.0.5 OpenAPI schema, which
 ``tests/contract`` checks every recorded exchange against.
 
 Auth: ``Authorization: Token <key>`` with three users (``presets.py``): the provider
@@ -79,8 +79,10 @@ pending-consumer/pending-provider → rejected (a Create's resource → Terminat
 ``set_state_executing`` from pending-consumer/pending-provider/erred; ``set_state_done``
 only from executing (Create/Restore → resource OK, Update → OK and limits = the order's,
 Terminate → Terminated); ``set_state_erred`` from any state, storing ``error_message`` and
-``error_traceback`` (a Create's resource → Erred, or removed when it has no backend id; an
-Update's → Erred; a Terminate's stays OK). Orders the consumer places start in
+``error_traceback`` (a Create's resource → Erred and kept, with or without a backend id, as
+Waldur 7.0.7 does; an Update's → Erred; a Terminate's stays OK). A Create whose attributes
+carry no ``name`` is taken, and erred by Waldur itself right after ``approve_by_provider``
+(its resource ``Erred``), as 7.0.7's Slurm processor does. Orders the consumer places start in
 pending-provider: the consumer token is an owner of the consumer organisation, for whom
 Waldur skips consumer approval. One order in progress per resource (409 otherwise).
 

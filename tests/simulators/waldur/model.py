@@ -297,6 +297,14 @@ class Marketplace:
         self._require(order, ("pending-provider",))
         order.update(state="executing", provider_reviewed_by=user["uuid"], provider_reviewed_at=now())
         resource = self._resource_of(order)
+        if order["type"] == "Create" and not str(order["attributes"].get("name") or "").strip():
+            # Waldur 7.0.7's Slurm create processor reads attributes["name"]: without one it
+            # fails right after the approval, which errs the order and its resource.
+            self.touch(order)
+            self.set_state_erred(order, "'name'", "Traceback (most recent call last):\n"
+                                 "  File \"waldur_mastermind/marketplace_slurm/processors.py\", in "
+                                 "get_resource_name\nKeyError: 'name'")
+            return
         if resource is not None:
             if order["type"] == "Create":
                 resource["scope_uuid"] = resource["scope_uuid"] or new_uuid()
@@ -346,16 +354,14 @@ class Marketplace:
         self.touch(order)
 
     def set_state_erred(self, order: dict, error_message: str, error_traceback: str) -> None:
-        """Any state -> erred (as Waldur allows). A Create's resource becomes Erred, or is
-        removed when nothing was ever built for it (no backend id); an Update's resource
-        becomes Erred; a Terminate's resource stays (back to) OK."""
+        """Any state -> erred (as Waldur allows). A Create's resource becomes Erred (kept,
+        with or without a backend id, as Waldur 7.0.7 does); an Update's resource becomes
+        Erred; a Terminate's resource stays (back to) OK."""
         order.update(state="erred", error_message=error_message, error_traceback=error_traceback,
                      completed_at=now())
         resource = self._resource_of(order)
         if resource is not None:
-            if order["type"] == "Create" and not resource["backend_id"]:
-                del self.resources[resource["uuid"]]
-            elif order["type"] in ("Create", "Update"):
+            if order["type"] in ("Create", "Update"):
                 resource.update(state="Erred", error_message=error_message, error_traceback=error_traceback)
                 self.touch(resource)
             elif order["type"] == "Terminate":
@@ -369,7 +375,8 @@ class Marketplace:
         """A Create order as the consumer submits it. The consumer token is an owner of the
         consumer organisation (and staff is staff), so the order skips pending-consumer
         and starts in pending-provider, as Waldur does for such users."""
-        name = attributes["name"]
+        # Waldur takes an order without a name; the processor fails on it at approval.
+        name = str(attributes.get("name") or "")
         resource = self.seed_resource(offering_uuid, name, state="Creating", attributes=attributes,
                                       limits=limits, plan_uuid=plan_uuid, project_uuid=project_uuid)
         order = self._new_order("Create", resource, dict(attributes), dict(limits), user["uuid"],

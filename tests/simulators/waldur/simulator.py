@@ -468,9 +468,9 @@ class WaldurSimulator(Simulator):
         attributes = body.get("attributes", {})
         if not isinstance(attributes, dict):
             errors["attributes"] = ["Expected a dictionary of items."]
-        elif not isinstance(attributes.get("name"), str) or not attributes["name"].strip():
-            # the Slurm create processor reads attributes["name"]
-            errors["attributes"] = {"name": ["This field is required."]}
+        elif "name" in attributes and not isinstance(attributes["name"], str):
+            errors["attributes"] = {"name": ["Not a valid string."]}
+        # An order without a name is taken; Waldur's Slurm processor errs it at approval.
         limits, limit_error = self._clean_limits(body.get("limits", {}), offering_uuid)
         if limit_error:
             errors["limits"] = [limit_error]

@@ -689,6 +689,91 @@ def test_subscription_wide_vm_listing_is_paged(azure):
     assert [v.id for v in in_group] == [ids[1]] and in_group[0].instance_view.statuses
 
 
+# ---- tags ---------------------------------------------------------------------------------------
+
+OWNER = {"waldur-resource-uuid": "1234abcd5678ef901234abcd5678ef90"}
+
+
+def test_tags_are_stored_returned_and_listed_by_tag(azure):
+    azure.resource.resource_groups.create_or_update("tagged", {"location": LOCATION, "tags": OWNER})
+    azure.resource.resource_groups.create_or_update("plain", {"location": LOCATION})
+    vnet = azure.network.virtual_networks.begin_create_or_update("tagged", "netweb", nm.VirtualNetwork(
+        location=LOCATION, tags=OWNER, address_space=nm.AddressSpace(address_prefixes=["10.0.0.0/16"]))).result()
+    assert vnet.tags == OWNER
+    azure.network.subnets.begin_create_or_update("tagged", "netweb", "subnetweb",
+                                                 nm.Subnet(address_prefix="10.0.0.0/24")).result()
+    azure.network.public_ip_addresses.begin_create_or_update("plain", "pubip", nm.PublicIPAddress(
+        location=LOCATION, sku=nm.PublicIPAddressSku(name="Standard"), public_ip_allocation_method="Static",
+        tags={"waldur-resource-uuid": "someone-else"})).result()
+    assert azure.resource.resource_groups.get("tagged").tags == OWNER
+
+    tag_filter = "tagName eq 'waldur-resource-uuid' and tagValue eq '%s'" % OWNER["waldur-resource-uuid"]
+    groups = list(azure.resource.resource_groups.list(filter=tag_filter))
+    assert [(g.name, g.tags) for g in groups] == [("tagged", OWNER)]
+    # tag names compare case-insensitively
+    assert [g.name for g in azure.resource.resource_groups.list(filter=tag_filter.replace(
+        "waldur-resource-uuid", "WALDUR-Resource-UUID"))] == ["tagged"]
+    assert len(list(azure.resource.resource_groups.list())) == 2
+
+    # a resource list by tag: top-level objects only (the subnet is part of its network), tags left out
+    listed = list(azure.resource.resources.list(filter=tag_filter))
+    assert [(r.name, r.type, r.tags) for r in listed] == [("netweb", "Microsoft.Network/virtualNetworks", None)]
+    assert [r.name for r in azure.resource.resources.list(filter="tagName eq 'waldur-resource-uuid'")] == [
+        "netweb", "pubip"]
+    assert [r.name for r in azure.resource.resources.list_by_resource_group("plain")] == ["pubip"]
+    assert list(azure.resource.resources.list_by_resource_group("plain", filter=tag_filter)) == []
+    everything = {r.name: r for r in azure.resource.resources.list()}
+    assert everything["pubip"].tags == {"waldur-resource-uuid": "someone-else"}
+    with pytest.raises(ResourceNotFoundError):
+        list(azure.resource.resources.list_by_resource_group("nowhere", filter=tag_filter))
+    with pytest.raises(HttpResponseError) as excinfo:
+        list(azure.resource.resource_groups.list(filter="name eq 'tagged'"))
+    assert excinfo.value.status_code == 400
+
+    # a PUT replaces the tags
+    azure.resource.resource_groups.create_or_update("tagged", {"location": LOCATION})
+    assert azure.resource.resource_groups.get("tagged").tags is None
+
+
+def test_vm_tags_are_not_copied_to_its_disk_but_a_disk_patch_sets_them(azure):
+    build_chain(azure, vm_kwargs={})
+    vms = azure.compute.virtual_machines
+    model = vms.get("group-1234-web", "web")
+    model.tags = OWNER
+    model.os_profile.admin_password = None
+    vms.begin_create_or_update("group-1234-web", "web", model).result()
+    vm = vms.get("group-1234-web", "web")
+    assert vm.tags == OWNER
+    disk_name = vm.storage_profile.os_disk.name
+    assert azure.compute.disks.get("group-1234-web", disk_name).tags is None  # ARM does not copy them
+    [disk] = [r for r in azure.resource.resources.list_by_resource_group("group-1234-web")
+              if r.type == "Microsoft.Compute/disks"]
+    assert disk.managed_by == vm.id
+    updated = azure.compute.disks.begin_update("group-1234-web", disk_name, {"tags": OWNER}).result()
+    assert updated.tags == OWNER and azure.compute.disks.get("group-1234-web", disk_name).tags == OWNER
+    with pytest.raises(HttpResponseError) as excinfo:
+        azure.compute.disks.begin_update("group-1234-web", disk_name, {"properties": {"diskSizeGB": 64}}).result()
+    assert excinfo.value.status_code == 400
+
+
+def test_slow_operations_stay_in_progress_until_finished(azure):
+    azure.app.slow_operations = {"virtual_networks.put": 600}
+    azure.resource.resource_groups.create_or_update("rg", {"location": LOCATION})
+    poller = azure.network.virtual_networks.begin_create_or_update("rg", "net", nm.VirtualNetwork(
+        location=LOCATION, address_space=nm.AddressSpace(address_prefixes=["10.0.0.0/16"])))
+    poller.wait(0.3)
+    assert not poller.done()
+    assert azure.network.virtual_networks.get("rg", "net").provisioning_state == "Updating"
+    # other operations are not slowed down
+    azure.network.network_security_groups.begin_create_or_update(
+        "rg", "nsg", nm.NetworkSecurityGroup(location=LOCATION)).result()
+    assert azure.app.finish_operations() == 1
+    assert poller.result(5).provisioning_state == "Succeeded"
+    assert azure.app.current_options()["slow_operations"] == {"virtual_networks.put": 600.0}
+    azure.app.reset()
+    assert azure.app.slow_operations == {}
+
+
 # ---- seeds, control API, CLI --------------------------------------------------------------------
 
 def test_mastermind_preset_and_seed_helpers(azure):

@@ -6,6 +6,7 @@ import json
 import os
 import subprocess
 import sys
+import threading
 import time
 from urllib.parse import parse_qs
 
@@ -408,6 +409,45 @@ def test_injected_fault_fails_one_call_without_side_effects(do, manager):
     assert do.app.droplets() == []
     create_droplet()
     assert len(do.app.droplets()) == 1
+
+
+def _wait_for(condition, seconds=10.0):
+    deadline = time.monotonic() + seconds
+    while not condition():
+        assert time.monotonic() < deadline, "condition not met in time"
+        time.sleep(0.01)
+
+
+def test_barrier_holds_the_first_calls_until_all_clients_sent_theirs(do):
+    barrier = do.app.add_barrier("droplets.list", clients=2, timeout=30)
+    answers = {}
+
+    def look_up(name):
+        answers[name] = api(do, "GET", "/v2/droplets", params={"tag_name": name}).status_code
+
+    first = threading.Thread(target=look_up, args=("first",))
+    first.start()
+    _wait_for(lambda: barrier.describe()["arrived"] == 1)
+    assert first.is_alive() and answers == {}  # held: the second client has not asked yet
+    look_up("second")
+    first.join(10)
+    assert answers == {"first": 200, "second": 200}
+    assert barrier.describe() == {"operation": "droplets.list", "clients": 2, "timeout": 30.0,
+                                  "arrived": 2, "timed_out": False}
+    assert api(do, "GET", "/v2/droplets").status_code == 200  # later calls pass at once
+
+
+def test_barrier_lets_a_lone_client_through_at_its_timeout(do):
+    response = requests.post(do.url + "/_sim/barrier", json={"operation": "account.get", "clients": 3,
+                                                             "timeout": 0.2}, timeout=10)
+    assert response.status_code == 201
+    assert api(do, "GET", "/v2/account").status_code == 200
+    [barrier] = requests.get(do.url + "/_sim/barrier", timeout=10).json()
+    assert (barrier["arrived"], barrier["timed_out"]) == (1, True)
+    assert requests.post(do.url + "/_sim/barrier", json={"operation": "account.get", "clients": 0},
+                         timeout=10).status_code == 400
+    do.app.reset("default")
+    assert do.app.barriers == {}
 
 
 def test_call_log_marks_successful_writes_only(do, manager):

@@ -231,15 +231,30 @@ def test_create_order_lifecycle_and_callbacks(app, api):
     assert resource["order_in_progress"] is None
 
 
-def test_erred_create_without_backend_id_removes_the_resource(app, api):
+def test_erred_create_without_backend_id_keeps_its_resource_erred(app, api):
+    # Waldur 7.0.7 keeps the resource of an erred Create, in state Erred, with no backend id.
     response = api.post(f"{ORDERS}{P.DO_ORDER_UUID}/set_state_erred/",
                         json={"error_message": "no capacity", "error_traceback": "Traceback: ..."})
     assert response.status_code == 200
     order = app.order(P.DO_ORDER_UUID)
     assert (order["state"], order["error_message"], order["error_traceback"]) == (
         "erred", "no capacity", "Traceback: ...")
-    assert app.resource(P.DO_RESOURCE_UUID) is None
-    assert api.get(f"{PRESOURCES}{P.DO_RESOURCE_UUID}/").json == {"detail": "No Resource matches the given query."}
+    resource = api.get(f"{PRESOURCES}{P.DO_RESOURCE_UUID}/").json
+    assert (resource["state"], resource["backend_id"], resource["error_message"]) == ("Erred", "", "no capacity")
+
+
+def test_a_create_without_name_is_taken_and_erred_by_waldur_at_approval(app, api):
+    body = _order_body(attributes={"region": "ams3"})
+    created = api.post(ORDERS, json=body, token=P.CONSUMER_TOKEN)
+    assert created.status_code == 201 and created.json["state"] == "pending-provider"
+    order_uuid, resource_uuid = created.json["uuid"], created.json["marketplace_resource_uuid"]
+
+    assert api.post(f"{ORDERS}{order_uuid}/approve_by_provider/", json={}).status_code == 200
+
+    order = api.get(f"{ORDERS}{order_uuid}/").json
+    assert order["state"] == "erred" and "name" in order["error_message"]
+    assert resource_state(app, resource_uuid) == "Erred"
+    assert api.post(f"{ORDERS}{order_uuid}/set_state_done/").status_code == 409
 
 
 def test_erred_create_with_backend_id_marks_the_resource_erred(app, api):
@@ -342,7 +357,7 @@ def test_order_create_accepts_bare_uuids(app, api):
 
 
 @pytest.mark.parametrize("change, error", [
-    ({"attributes": {"region": "ams3"}}, {"attributes": {"name": ["This field is required."]}}),
+    ({"attributes": {"name": 7}}, {"attributes": {"name": ["Not a valid string."]}}),
     ({"offering": f"http://localhost/api/marketplace-provider-offerings/{P.DO_OFFERING_UUID}/"},
      {"offering": ["Invalid hyperlink - Incorrect URL match."]}),
     ({"offering": "http://localhost/api/marketplace-public-offerings/" + "9" * 32 + "/"},

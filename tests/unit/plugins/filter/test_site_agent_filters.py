@@ -2,6 +2,8 @@
 
 import pytest
 
+from ansible.errors import AnsibleFilterError
+
 from ansible_collections.waldur.site_agent.plugins.filter.site_agent import (
     droplet_items,
     droplet_membership_items,
@@ -84,21 +86,34 @@ class TestDropletItems:
         assert by_id["ssh_keys"] == ["42"]
         assert by_uuid["ssh_keys"] == [PUBLIC_KEY]
 
-    def test_existing_backend_id_is_passed_on_so_the_module_checks_it(self):
-        [item] = droplet_items([order(backend_id="123")], DO_SETTINGS)
-        assert item["backend_id"] == "123"
+    @pytest.mark.parametrize("order_type", ["Create", "Restore"])
+    def test_an_existing_droplet_is_only_checked_never_resized(self, order_type):
+        """The order's size (or the default) may differ from what Updates made of the droplet."""
+        [item] = droplet_items([order(order_type, backend_id="123", attributes={"size": "s-2vcpu-4gb"})],
+                               DO_SETTINGS)
+        assert (item["state"], item["backend_id"]) == ("present", "123")
+        assert "size" not in item and "error" not in item
 
     def test_update_with_matching_size_mapping_resizes(self):
         [item] = droplet_items([order("Update", backend_id="123", resource_limits={"cpu": 1, "ram": 1024},
                                       target_limits={"cpu": 2, "ram": 4096})], DO_SETTINGS)
         assert (item["state"], item["backend_id"], item["size"]) == ("present", "123", "s-2vcpu-4gb")
+        assert item["running"] is True
         assert "skip" not in item
 
-    def test_update_without_a_match_is_skipped_and_says_so(self):
+    def test_update_of_a_paused_resource_leaves_the_droplet_off(self):
+        update = order("Update", backend_id="123", resource_limits={"cpu": 1, "ram": 1024},
+                       target_limits={"cpu": 2, "ram": 4096})
+        update["resource"]["paused"] = True
+        [item] = droplet_items([update], DO_SETTINGS)
+        assert item["running"] is False
+
+    def test_update_without_a_match_errs_naming_the_limits_and_the_mapping(self):
         [item] = droplet_items([order("Update", backend_id="123", resource_limits={"cpu": 1, "ram": 1024},
                                       target_limits={"cpu": 3, "ram": 999})], DO_SETTINGS)
-        assert "match no size_mapping entry" in item["skip"]
-        assert "size" not in item
+        assert item["error"] == ("limits cpu=3, ram=999 match no size_mapping entry (size_mapping: s-1vcpu-1gb: "
+                                 "cpu=1, ram=1024; s-2vcpu-4gb: cpu=2, ram=4096); the droplet is left unchanged")
+        assert "size" not in item and "skip" not in item
 
     def test_update_with_unchanged_limits_needs_no_backend_call(self):
         [item] = droplet_items([order("Update", backend_id="123", resource_limits={"cpu": 1, "ram": 1024},
@@ -132,6 +147,20 @@ class TestVmItems:
         assert item["allowed_ssh_ranges"] == ["203.0.113.0/24"]
         assert (item["network_cidr"], item["subnet_cidr"]) == ("10.0.0.0/16", "10.0.0.0/24")
         assert item["resource_group"] is None
+
+    def test_the_offering_uuid_reaches_every_item_for_the_owner_tags(self):
+        offering = "0FE1DE10-0000-4000-8000-000000000001"
+        items = vm_items([order(attributes={"ssh_public_key": PUBLIC_KEY}), order("Terminate", backend_id="/x")],
+                         AZURE_SETTINGS, [], offering)
+        assert [item["offering_uuid"] for item in items] == ["0fe1de10000040008000000000000001"] * 2
+        # without the argument, the order's own offering
+        [item] = vm_items([dict(order(attributes={"ssh_public_key": PUBLIC_KEY}), offering_uuid="ab" * 16)],
+                          AZURE_SETTINGS)
+        assert item["offering_uuid"] == "ab" * 16
+        [item] = vm_items([order(attributes={"ssh_public_key": PUBLIC_KEY})], AZURE_SETTINGS)
+        assert "offering_uuid" not in item
+        with pytest.raises(AnsibleFilterError, match="offering_uuid: 'nope' is not a UUID"):
+            vm_items([order()], AZURE_SETTINGS, [], "nope")
 
     def test_keyless_order_is_refused(self):
         [item] = vm_items([order()], AZURE_SETTINGS)

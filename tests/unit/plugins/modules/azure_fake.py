@@ -7,6 +7,7 @@ wire protocol itself is covered by the integration tests against the simulator.
 
 import copy
 import itertools
+import re
 
 from azure.mgmt.compute import models as compute_models
 from azure.mgmt.network import models as network_models
@@ -27,7 +28,31 @@ PROVIDERS = {
     "nsg": ("Microsoft.Network", "networkSecurityGroups", network_models.NetworkSecurityGroup),
     "nic": ("Microsoft.Network", "networkInterfaces", network_models.NetworkInterface),
     "vm": ("Microsoft.Compute", "virtualMachines", compute_models.VirtualMachine),
+    "disk": ("Microsoft.Compute", "disks", compute_models.Disk),
 }
+_TAG_FILTER = re.compile(r"^tagName eq '(?P<name>[^']*)' and tagValue eq '(?P<value>[^']*)'$")
+
+
+def tag_match(filter_text):
+    """A predicate on tags for ARM's ``tagName eq .. and tagValue eq ..`` filter (None: all)."""
+    if filter_text is None:
+        return lambda tags: True
+    match = _TAG_FILTER.match(filter_text)
+    assert match, "the fake understands only tag filters, not %r" % filter_text
+    name, value = match.group("name").lower(), match.group("value")
+    return lambda tags: any(key.lower() == name and tag == value for key, tag in (tags or {}).items())
+
+
+class UnfinishedPoller:
+    """What ``begin_*`` returns for an operation ARM accepted and is still working on."""
+
+    polling_method = None
+
+    def result(self, timeout=None):
+        return None
+
+    def done(self):
+        return False
 
 
 def not_found(what):
@@ -83,14 +108,38 @@ class Operations:
             stored["properties"]["ipConfigurations"][0]["properties"]["privateIPAddress"] = "10.0.0.4"
         if self.kind == "vm":
             self.fake.power[name.lower()] = "running"
+            disk_name = "%s_OsDisk_1_%d" % (name, next(self.fake.counter))
+            disk_id = Operations(self.fake, "disk")._id(group, disk_name)
+            stored["properties"]["storageProfile"]["osDisk"]["managedDisk"] = {"id": disk_id}
+            self.fake.store[("disk", group.lower(), "", disk_name.lower())] = {
+                "id": disk_id, "name": disk_name, "location": body["location"], "managedBy": stored["id"],
+                "properties": {"diskSizeGB": 30, "creationData": {"createOption": "FromImage"}}}
         self.fake.store[self._key(group, name, parent)] = stored
+        if self.kind in self.fake.slow:
+            stored.setdefault("properties", {})["provisioningState"] = "Creating"
+            return UnfinishedPoller()
         return self._model(stored)
 
     def _delete(self, group, name, parent=None):
         self.fake.record("delete", self.kind, name)
         self.fake.maybe_fail("delete", self.kind)
-        if self.fake.store.pop(self._key(group, name, parent), None) is None:
+        body = self.fake.store.pop(self._key(group, name, parent), None)
+        if body is None:
             raise not_found(name)
+        if self.kind == "vm":  # the OS disk goes with its machine (delete option Delete)
+            for key in [key for key, disk in self.fake.store.items()
+                        if key[0] == "disk" and disk.get("managedBy", "").lower() == body["id"].lower()]:
+                del self.fake.store[key]
+
+    def begin_update(self, group, name, patch):
+        """PATCH (disks): the given top-level keys replace the stored ones (tags replace tags)."""
+        self.fake.record("patch", self.kind, name)
+        self.fake.maybe_fail("patch", self.kind)
+        body = self.fake.store.get(self._key(group, name))
+        if body is None:
+            raise not_found(name)
+        body.update(copy.deepcopy(patch))
+        return self._model(body)
 
     # the SDK's method names
     def get(self, group, *args, **kwargs):
@@ -156,7 +205,7 @@ class Groups:
         self.fake.record("put", "group", group)
         self.fake.maybe_fail("put", "group")
         self.fake.groups[group.lower()] = dict(body, name=group, id="/subscriptions/%s/resourceGroups/%s" % (
-            SUBSCRIPTION, group))
+            SUBSCRIPTION, group), properties={"provisioningState": "Succeeded"})
         return resource_models.ResourceGroup(dict(self.fake.groups[group.lower()]))
 
     def begin_delete(self, group):
@@ -166,6 +215,50 @@ class Groups:
             raise not_found("resource group %s" % group)
         for key in [key for key in self.fake.store if key[1] == group.lower()]:
             del self.fake.store[key]
+
+    def list(self, filter=None):  # pylint: disable=redefined-builtin
+        self.fake.record("list", "group", filter)
+        self.fake.maybe_fail("list", "group")
+        wanted = tag_match(filter)
+        for key in sorted(self.fake.groups):
+            body = self.fake.groups[key]
+            if wanted(body.get("tags")):
+                yield resource_models.ResourceGroup(dict(body))
+
+
+class Resources:
+    """``resources.list`` / ``list_by_resource_group``: the top-level objects as generic resources."""
+
+    def __init__(self, fake):
+        self.fake = fake
+
+    def _listed(self, group, filter_text):
+        wanted = tag_match(filter_text)
+        for key, body in sorted(self.fake.store.items()):
+            if key[0] == "subnet" or (group is not None and key[1] != group.lower()):
+                continue
+            if not wanted(body.get("tags")):
+                continue
+            namespace, type_name, dummy = PROVIDERS[key[0]]
+            generic = {"id": body["id"], "name": body["name"], "type": "%s/%s" % (namespace, type_name),
+                       "location": body.get("location")}
+            if body.get("managedBy"):
+                generic["managedBy"] = body["managedBy"]
+            if filter_text is None and body.get("tags"):  # ARM leaves tags out of tag-filtered lists
+                generic["tags"] = dict(body["tags"])
+            yield resource_models.GenericResourceExpanded(generic)
+
+    def list(self, filter=None):  # pylint: disable=redefined-builtin
+        self.fake.record("list", "resources", filter)
+        self.fake.maybe_fail("list", "resources")
+        return self._listed(None, filter)
+
+    def list_by_resource_group(self, group, filter=None):  # pylint: disable=redefined-builtin
+        self.fake.record("list", "resources", group)
+        self.fake.maybe_fail("list", "resources")
+        if group.lower() not in self.fake.groups:
+            raise AzureError("Resource group '%s' could not be found." % group, 404, "ResourceGroupNotFound")
+        return self._listed(group, filter)
 
 
 class Sizes:
@@ -192,13 +285,15 @@ class FakeAzure(AzureClients):
         super().__init__(SUBSCRIPTION, "tenant", "client", "fake-secret")
         self.store, self.groups, self.power = {}, {}, {}
         self.calls, self.faults = [], {}
+        self.slow = set()  # kinds whose PUT is accepted and still running when the deadline comes
         self.counter = itertools.count(10)
         self._clients = {
-            "resource": Namespace(resource_groups=Groups(self)),
+            "resource": Namespace(resource_groups=Groups(self), resources=Resources(self)),
             "network": Namespace(**dict((attr, Operations(self, kind)) for attr, kind in (
                 ("virtual_networks", "vnet"), ("subnets", "subnet"), ("public_ip_addresses", "public_ip"),
                 ("network_security_groups", "nsg"), ("network_interfaces", "nic")))),
-            "compute": Namespace(virtual_machines=Operations(self, "vm"), virtual_machine_sizes=Sizes(self)),
+            "compute": Namespace(virtual_machines=Operations(self, "vm"), virtual_machine_sizes=Sizes(self),
+                                 disks=Operations(self, "disk")),
         }
         self._credential = object()
 
@@ -215,7 +310,7 @@ class FakeAzure(AzureClients):
                              {"code": "PowerState/%s" % self.power.get(name.lower(), "running")}]}
 
     def writes(self):
-        return [call for call in self.calls if call[0] in ("put", "delete", "deallocate", "start")]
+        return [call for call in self.calls if call[0] in ("put", "patch", "delete", "deallocate", "start")]
 
     def names(self, kind):
         return sorted(key[3] for key in self.store if key[0] == kind)

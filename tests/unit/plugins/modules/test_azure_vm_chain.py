@@ -1,11 +1,12 @@
 """azure_vm_chain: the chain, adoption, rollback, deletion routes and power, on an in-memory Azure."""
 
 import base64
+import copy
 import json
 
 import pytest
 
-from ansible.module_utils.testing import patch_module_args
+from tests.unit.compat import patch_module_args
 
 from ansible_collections.waldur.site_agent.plugins.modules import azure_vm_chain
 from ansible_collections.waldur.site_agent.plugins.modules.azure_vm_chain import (
@@ -20,6 +21,9 @@ from tests.unit.plugins.modules.azure_fake import SUBSCRIPTION, FakeAzure
 
 UUID = "1234abcd5678ef901234abcd5678ef90"
 OTHER_UUID = "99998888777766665555444433332222"
+OFFERING = "0fe1de10000040008000000000000001"
+GROUP = "group-%s-web" % UUID
+OWNER = {"waldur-resource-uuid": UUID}
 KEY = ("ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIMvXn2Qm1bTeM0N3z6yC3mD0pS3y3b2c6dVw9ZpR3Q1x user@host")
 CHAIN = ["group", "vnet", "subnet", "public_ip", "nsg", "nic", "vm"]
 
@@ -45,9 +49,23 @@ def run(fake, item, check_mode=False):
     return VmChain(module, fake, None).run(item), module
 
 
-def dedicated_id(group="group-1234-web", vm="web"):
+def dedicated_id(group=GROUP, vm="web"):
     return "/subscriptions/%s/resourceGroups/%s/providers/Microsoft.Compute/virtualMachines/%s" % (
         SUBSCRIPTION, group, vm)
+
+
+def plant_partial_chain(fake, group=GROUP, vm="web", tags=None):
+    """The objects a run killed after the NSG leaves (or someone else made at these names)."""
+    fake.groups[group.lower()] = {"name": group, "location": "westeurope", "tags": tags,
+                                  "properties": {"provisioningState": "Succeeded"}}
+    network = fake._clients["network"]
+    network.virtual_networks.begin_create_or_update(group, "net" + vm, {
+        "location": "westeurope", "tags": tags, "properties": {}})
+    network.subnets.begin_create_or_update(group, "net" + vm, "subnet" + vm, {"properties": {}})
+    network.public_ip_addresses.begin_create_or_update(group, "pubip" + vm, {"location": "westeurope", "tags": tags,
+                                                                             "properties": {}})
+    network.network_security_groups.begin_create_or_update(group, "nsg" + vm, {
+        "location": "westeurope", "tags": tags, "properties": {}})
 
 
 # ---- create -----------------------------------------------------------------------------------
@@ -56,9 +74,11 @@ def test_create_builds_the_chain_in_order_and_returns_the_vm_id():
     fake = FakeAzure()
     result, module = run(fake, machine(custom_data="#cloud-config\npackages: [htop]\n"))
     assert not result["failed"], result["msg"]
-    assert [(verb, kind) for verb, kind, name in fake.writes()] == [("put", kind) for kind in CHAIN]
-    assert [name for verb, kind, name in fake.writes()] == [
-        "group-1234-web", "netweb", "subnetweb", "pubipweb", "nsgweb", "nicweb", "web"]
+    # the chain, then the owner tags on the OS disk the machine made (ARM does not copy them)
+    assert [(verb, kind) for verb, kind, name in fake.writes()] == [("put", kind) for kind in CHAIN] + [
+        ("patch", "disk")]
+    assert [name for verb, kind, name in fake.writes()][:7] == [
+        GROUP, "netweb", "subnetweb", "pubipweb", "nsgweb", "nicweb", "web"]
     assert result["backend_id"] == dedicated_id()
     assert result["action"] == "created" and result["changed"]
     vm = result["backend_metadata"]["virtual_machine"]
@@ -131,16 +151,8 @@ def test_a_second_run_adopts_and_writes_nothing():
 
 def test_a_killed_chain_is_finished_not_duplicated():
     fake = FakeAzure()
-    # what a run killed after the NSG left behind
-    fake.groups["group-1234-web"] = {"name": "group-1234-web", "location": "westeurope"}
-    network = fake._clients["network"]
-    network.virtual_networks.begin_create_or_update("group-1234-web", "netweb", {"location": "westeurope",
-                                                                                 "properties": {}})
-    network.subnets.begin_create_or_update("group-1234-web", "netweb", "subnetweb", {"properties": {}})
-    network.public_ip_addresses.begin_create_or_update("group-1234-web", "pubipweb", {"location": "westeurope",
-                                                                                      "properties": {}})
-    network.network_security_groups.begin_create_or_update("group-1234-web", "nsgweb", {
-        "location": "westeurope", "properties": {}})
+    # what a run killed after the NSG left behind (every object with the owner tag, the subnet in its network)
+    plant_partial_chain(fake, tags=OWNER)
     before = len(fake.calls)
     result, module = run(fake, machine())
     assert not result["failed"], result["msg"]
@@ -156,8 +168,8 @@ def test_a_machine_whose_provisioning_failed_is_not_adopted():
     fake.body("vm", "web")["properties"]["provisioningState"] = "Failed"
     before = len(fake.writes())
     result, module = run(fake, machine())
-    assert result["failed"] and "provisioning failed" in result["msg"]
-    assert len(fake.writes()) == before
+    assert result["failed"] and "provisioning failed" in result["msg"] and result["action"] == "none"
+    assert [verb for verb, kind, name in fake.writes()[before:]] == ["delete"]  # its chain, nothing written
 
 
 def test_an_existing_shared_group_is_not_rewritten():
@@ -181,8 +193,10 @@ def test_a_failure_at_any_step_rolls_the_dedicated_group_back(failing):
     assert result["backend_id"] is None
     assert fake.groups == {} and fake.store == {}
     if failing != "group":
-        assert ("delete", "group", "group-1234-web") in fake.calls
-        assert "rolled back: deleted resource group group-1234-web" in result["msg"]
+        assert ("delete", "group", GROUP) in fake.calls
+        assert "rolled back: deleted resource group %s" % GROUP in result["msg"]
+    else:
+        assert "rolled back: nothing was left (resource group %s does not exist)" % GROUP in result["msg"]
 
 
 def test_a_shared_rollback_deletes_only_this_machines_objects_in_order():
@@ -288,10 +302,10 @@ def test_a_non_arm_backend_id_fails_clearly():
 def test_absent_dedicated_deletes_the_group_whatever_the_id_case():
     fake = FakeAzure()
     created, module = run(fake, machine())
-    upper = created["backend_id"].replace("group-1234-web", "GROUP-1234-WEB")
+    upper = created["backend_id"].replace(GROUP, GROUP.upper())
     result, module = run(fake, machine(state="absent", backend_id=upper))
     assert result["action"] == "deleted" and result["changed"]
-    assert [call for call in fake.writes() if call[0] == "delete"] == [("delete", "group", "GROUP-1234-WEB")]
+    assert [call for call in fake.writes() if call[0] == "delete"] == [("delete", "group", GROUP.upper())]
     assert fake.groups == {}
     again, module = run(fake, machine(state="absent", backend_id=upper))
     assert again["action"] == "absent" and not again["changed"] and not again["failed"]
@@ -331,7 +345,7 @@ def test_the_deletion_route_follows_the_id_not_the_item():
     created, module = run(fake, machine())
     # a shared group configured later must not turn this into a per-object deletion, or vice versa
     result, module = run(fake, machine(state="absent", backend_id=created["backend_id"], resource_group="shared"))
-    assert ("delete", "group", "group-1234-web") in fake.calls
+    assert ("delete", "group", GROUP) in fake.calls
     fake2 = FakeAzure()
     fake2.groups["group-1234-web-shared"] = {"name": "group-1234-web-shared", "location": "westeurope"}
     created, module = run(fake2, machine(resource_group="group-1234-web-shared"))
@@ -340,10 +354,53 @@ def test_the_deletion_route_follows_the_id_not_the_item():
     assert "group-1234-web-shared" in fake2.groups
 
 
-def test_absent_without_backend_id_is_a_no_op():
+def test_absent_without_backend_id_and_nothing_tagged_is_a_no_op():
     fake = FakeAzure()
+    plant_partial_chain(fake)  # the same names, another owner's (no tag): not touched
+    before = len(fake.calls)
     result, module = run(fake, machine(state="absent"))
-    assert result["action"] == "absent" and not result["failed"] and fake.calls == []
+    assert result["action"] == "absent" and not result["failed"] and not result["changed"]
+    assert "no Azure object carries owner tag waldur-resource-uuid=%s" % UUID in result["msg"]
+    assert {verb for verb, kind, name in fake.calls[before:]} == {"list"}
+
+
+def test_absent_without_backend_id_deletes_what_carries_the_owner_tag():
+    # A create that never told Waldur its machine (interrupted, or its machine failed).
+    fake = FakeAzure()
+    plant_partial_chain(fake, tags=OWNER)
+    fake.groups["shared"] = {"name": "shared", "location": "westeurope"}
+    run(fake, machine(resource_group="shared"))
+    run(fake, machine(resource_group="shared", resource_uuid=OTHER_UUID))
+    result, module = run(fake, machine(state="absent"))
+    assert result["action"] == "deleted" and result["changed"], result["msg"]
+    deletes = [(kind, name) for verb, kind, name in fake.writes() if verb == "delete"]
+    assert deletes[0] == ("group", GROUP)
+    assert [kind for kind, name in deletes[1:]] == ["vm", "nic", "nsg", "public_ip", "vnet"]
+    assert GROUP.lower() not in fake.groups and "shared" in fake.groups
+    assert fake.names("vm") == ["web-99998888"]  # the neighbour in the shared group
+    assert "found by owner tag" in result["msg"]
+
+
+def test_absent_refuses_a_dedicated_group_of_another_owner():
+    fake = FakeAzure()
+    plant_partial_chain(fake, tags={"waldur-resource-uuid": OTHER_UUID})
+    before = len(fake.writes())
+    result, module = run(fake, machine(state="absent", backend_id=dedicated_id()))
+    assert result["failed"] and not result["retry"]
+    assert "resource group %s has owner tag waldur-resource-uuid=%s" % (GROUP, OTHER_UUID) in result["msg"]
+    assert len(fake.writes()) == before
+
+
+def test_absent_by_id_leaves_shared_objects_of_another_owner():
+    fake = FakeAzure()
+    fake.groups["shared"] = {"name": "shared", "location": "westeurope"}
+    mine, module = run(fake, machine(resource_group="shared"))
+    fake.body("public_ip", "pubipweb-1234abcd")["tags"] = {"waldur-resource-uuid": OTHER_UUID}
+    result, module = run(fake, machine(state="absent", backend_id=mine["backend_id"]))
+    assert not result["failed"], result["msg"]
+    assert fake.names("public_ip") == ["pubipweb-1234abcd"] and fake.names("vm") == []
+    assert "left: public IP address pubipweb-1234abcd (owner tag waldur-resource-uuid=%s)" % OTHER_UUID \
+        in result["msg"]
 
 
 # ---- power ------------------------------------------------------------------------------------
@@ -377,7 +434,7 @@ def test_check_mode_reports_and_writes_nothing():
     result, module = run(fake, machine(), check_mode=True)
     assert result["changed"] and result["action"] == "created" and not result["failed"]
     assert fake.writes() == []
-    assert result["msg"].startswith("would create resource group group-1234-web, virtual network netweb")
+    assert result["msg"].startswith("would create resource group %s, virtual network netweb" % GROUP)
     created, module = run(fake, machine())
     for item in (machine(state="absent", backend_id=created["backend_id"]),
                  machine(state="deallocated", backend_id=created["backend_id"])):
@@ -435,3 +492,287 @@ def test_two_items_for_one_resource():
     items = [{"resource_uuid": UUID}, {"resource_uuid": UUID}]
     duplicate_errors(items)
     assert "error" not in items[0] and "machines[0] acts on resource" in items[1]["error"]
+
+
+# ---- owner tags: what is adopted, refused or waited for ---------------------------------------
+
+def test_every_object_carries_the_owner_tags():
+    fake = FakeAzure()
+    result, module = run(fake, machine(offering_uuid=OFFERING))
+    assert not result["failed"], result["msg"]
+    tags = {"waldur-resource-uuid": UUID, "waldur-offering-uuid": OFFERING}
+    assert fake.groups[GROUP.lower()]["tags"] == tags
+    for kind, name in (("vnet", "netweb"), ("public_ip", "pubipweb"), ("nsg", "nsgweb"), ("nic", "nicweb"),
+                       ("vm", "web")):
+        assert fake.body(kind, name)["tags"] == tags, kind
+    [disk] = fake.names("disk")
+    assert fake.body("disk", disk)["tags"] == tags
+
+
+def test_a_shared_group_made_by_the_agent_carries_only_the_offering_tag():
+    fake = FakeAzure()
+    result, module = run(fake, machine(resource_group="shared", offering_uuid=OFFERING))
+    assert not result["failed"], result["msg"]
+    assert fake.groups["shared"]["tags"] == {"waldur-offering-uuid": OFFERING}
+    assert fake.body("vm", "web-1234abcd")["tags"]["waldur-resource-uuid"] == UUID
+
+
+@pytest.mark.parametrize("tags, owner", [
+    (None, "no owner tag"),
+    ({"waldur-resource-uuid": OTHER_UUID}, "owner tag waldur-resource-uuid=%s" % OTHER_UUID),
+    ({"WALDUR-RESOURCE-UUID": "not-a-uuid"}, "owner tag waldur-resource-uuid=not-a-uuid"),
+])
+def test_objects_at_the_wanted_names_of_another_owner_are_refused_untouched(tags, owner):
+    fake = FakeAzure()
+    plant_partial_chain(fake, tags=tags)
+    before, writes = copy.deepcopy(fake.store), len(fake.writes())
+    result, module = run(fake, machine())
+    assert result["failed"] and not result["retry"] and result["backend_id"] is None
+    assert "resource group %s exists with %s" % (GROUP, owner) in result["msg"]
+    assert "virtual network netweb in resource group %s exists with %s" % (GROUP, owner) in result["msg"]
+    assert "not adopted, changed or deleted" in result["msg"]
+    assert len(fake.writes()) == writes and fake.store == before and GROUP.lower() in fake.groups
+
+
+def test_a_planted_machine_is_not_adopted():
+    fake = FakeAzure()
+    run(fake, machine(resource_uuid=OTHER_UUID))  # another resource's chain...
+    other_group = "group-%s-web" % OTHER_UUID
+    fake.groups[GROUP.lower()] = dict(fake.groups.pop(other_group.lower()), name=GROUP)  # ...moved to our name
+    for key in [key for key in fake.store if key[1] == other_group.lower()]:
+        fake.store[(key[0], GROUP.lower(), key[2], key[3])] = fake.store.pop(key)
+    before = len(fake.writes())
+    result, module = run(fake, machine())
+    assert result["failed"] and result["backend_id"] is None and result["action"] == "none"
+    assert ("virtual machine web in resource group %s exists with owner tag waldur-resource-uuid=%s"
+            % (GROUP, OTHER_UUID)) in result["msg"]
+    assert len(fake.writes()) == before
+
+
+def test_a_planted_nic_in_a_shared_group_is_refused_before_anything_is_made():
+    fake = FakeAzure()
+    fake.groups["shared"] = {"name": "shared", "location": "westeurope"}
+    nics = fake._clients["network"].network_interfaces
+    nics.begin_create_or_update("shared", "nicweb-1234abcd", {"location": "westeurope", "properties": {
+        "ipConfigurations": [{"name": "x", "properties": {}}]}})
+    before = len(fake.calls)
+    result, module = run(fake, machine(resource_group="shared"))
+    assert result["failed"] and "network interface nicweb-1234abcd in resource group shared exists with no owner " \
+                                "tag" in result["msg"]
+    assert [call for call in fake.calls[before:] if call[0] not in ("get", "list")] == []
+    assert fake.names("nic") == ["nicweb-1234abcd"] and fake.names("vnet") == []
+
+
+def test_a_machine_still_provisioning_is_a_retry_with_its_backend_id():
+    fake = FakeAzure()
+    created, module = run(fake, machine())
+    fake.body("vm", "web")["properties"]["provisioningState"] = "Creating"
+    before = len(fake.writes())
+    result, module = run(fake, machine())
+    assert result["failed"] and result["retry"], result["msg"]
+    assert result["backend_id"] == created["backend_id"]
+    assert "virtual machine web in resource group %s is still creating" % GROUP in result["msg"]
+    assert len(fake.writes()) == before
+    # with the backend id recorded, the same
+    again, module = run(fake, machine(backend_id=created["backend_id"]))
+    assert again["retry"] and again["backend_id"] == created["backend_id"]
+
+
+@pytest.mark.parametrize("kind, name, state, retry, said", [
+    ("vnet", "netweb", "Updating", True, "virtual network netweb in resource group %s is still updating"),
+    ("public_ip", "pubipweb", "Failed", False,
+     "public IP address pubipweb in resource group %s exists but its provisioning failed"),
+])
+def test_a_companion_still_provisioning_is_a_retry_and_a_failed_one_an_error_with_nothing_written(
+        kind, name, state, retry, said):
+    fake = FakeAzure()
+    plant_partial_chain(fake, tags=OWNER)
+    fake.body(kind, name)["properties"]["provisioningState"] = state
+    before = len(fake.writes())
+    result, module = run(fake, machine())
+    assert result["failed"] and result["retry"] == retry
+    assert said % GROUP in result["msg"]
+    assert len(fake.writes()) == before
+
+
+def test_a_renamed_resource_finishes_the_chain_its_owner_tag_finds():
+    fake = FakeAzure()
+    plant_partial_chain(fake, tags=OWNER)
+    before = len(fake.calls)
+    result, module = run(fake, machine(name="Renamed Since"))
+    assert not result["failed"], result["msg"]
+    assert result["backend_id"] == dedicated_id()
+    puts = [(kind, name) for verb, kind, name in fake.calls[before:] if verb == "put"]
+    assert puts == [("nic", "nicweb"), ("vm", "web")]
+    assert list(fake.groups) == [GROUP.lower()] and fake.names("vm") == ["web"]
+
+
+def test_a_renamed_resource_in_a_shared_group_finds_its_objects_by_owner_tag():
+    fake = FakeAzure()
+    fake.groups["shared"] = {"name": "shared", "location": "westeurope"}
+    fake.faults[("put", "vm")] = AzureError("still no capacity", 409, "AllocationFailed")
+    fake.faults[("delete", "nic")] = AzureError("throttled", 429, "TooManyRequests")
+    first, module = run(fake, machine(resource_group="shared"))  # rollback stopped at the NIC
+    assert first["failed"] and fake.names("nic") == ["nicweb-1234abcd"]
+    del fake.faults[("put", "vm")], fake.faults[("delete", "nic")]
+    result, module = run(fake, machine(resource_group="shared", name="db"))
+    assert not result["failed"], result["msg"]
+    assert result["backend_id"].endswith("/virtualMachines/web-1234abcd")
+    assert fake.names("vm") == ["web-1234abcd"] and fake.names("nic") == ["nicweb-1234abcd"]
+
+
+def test_two_tagged_chains_of_one_resource_are_an_error():
+    fake = FakeAzure()
+    plant_partial_chain(fake, tags=OWNER)
+    plant_partial_chain(fake, group="group-%s-db" % UUID, vm="db", tags=OWNER)
+    before = len(fake.writes())
+    result, module = run(fake, machine())
+    assert result["failed"] and "2 resource groups carry owner tag waldur-resource-uuid=%s" % UUID in result["msg"]
+    assert len(fake.writes()) == before
+
+
+def test_a_legacy_machine_keeps_its_backend_id_route():
+    # made by Mastermind: no tags, a four-hex group
+    fake = FakeAzure()
+    created, module = run(fake, machine())
+    legacy = dedicated_id(group="group-1234-web")
+    fake.groups["group-1234-web"] = dict(fake.groups.pop(GROUP.lower()), name="group-1234-web", tags=None)
+    for key in [key for key in fake.store if key[1] == GROUP.lower()]:
+        body = fake.store.pop(key)
+        body.pop("tags", None)
+        fake.store[(key[0], "group-1234-web", key[2], key[3])] = body
+    result, module = run(fake, machine(backend_id=legacy))
+    assert not result["failed"] and result["msg"] == "virtual machine web exists; nothing to do"
+    paused, module = run(fake, machine(backend_id=legacy, state="deallocated"))
+    assert paused["action"] == "powered_off"
+    gone, module = run(fake, machine(backend_id=legacy, state="absent"))
+    assert gone["action"] == "deleted" and fake.groups == {}
+
+
+def test_a_backend_id_whose_machine_has_another_owner_is_refused():
+    fake = FakeAzure()
+    created, module = run(fake, machine(resource_uuid=OTHER_UUID))
+    for item in (machine(backend_id=created["backend_id"]),
+                 machine(backend_id=created["backend_id"], state="deallocated")):
+        result, module = run(fake, item)
+        assert result["failed"] and "owner tag waldur-resource-uuid=%s" % OTHER_UUID in result["msg"]
+    assert [call for call in fake.writes() if call[0] == "deallocate"] == []
+
+
+# ---- once the machine exists, nothing errs ---------------------------------------------------
+
+def test_a_deadline_during_the_vm_operation_is_a_retry_without_rollback():
+    fake = FakeAzure()
+    fake.slow.add("vm")
+    module = FakeModule()
+    chain = VmChain(module, fake, None)
+    result = chain.run(machine())
+    assert result["failed"] and result["retry"], result["msg"]
+    assert "still running" in result["msg"] and "nothing is rolled back" in result["msg"]
+    assert result["backend_id"] == dedicated_id()
+    assert chain.accepted_vms == {UUID: dedicated_id()}
+    assert [call for call in fake.writes() if call[0] == "delete"] == []
+    assert fake.names("vm") == ["web"]
+    # ARM finishes it; the next pass adopts the machine and tags its disk
+    fake.slow.clear()
+    fake.body("vm", "web")["properties"]["provisioningState"] = "Succeeded"
+    again, module = run(fake, machine())
+    assert not again["failed"] and again["action"] == "adopted" and again["backend_id"] == dedicated_id()
+    [disk] = fake.names("disk")
+    assert fake.body("disk", disk)["tags"] == OWNER
+
+
+def test_a_deadline_during_a_network_operation_is_a_retry_without_rollback():
+    fake = FakeAzure()
+    fake.slow.add("vnet")
+    result, module = run(fake, machine())
+    assert result["retry"] and result["backend_id"] is None
+    assert [call for call in fake.writes() if call[0] == "delete"] == []
+    assert fake.names("vnet") == ["netweb"] and GROUP.lower() in fake.groups
+
+
+def test_a_failed_read_after_the_machine_is_built_is_a_retry_with_its_backend_id():
+    fake = FakeAzure()
+    fake.faults[("get", "nic")] = AzureError("Internal error", 500, "InternalServerError")
+    original = fake.compute.virtual_machines.instance_view
+
+    def failing_view(group, name):
+        raise AzureError("Internal error", 500, "InternalServerError")
+
+    fake.compute.virtual_machines.instance_view = failing_view
+    result, module = run(fake, machine())
+    assert result["failed"] and result["retry"], result["msg"]
+    assert result["backend_id"] == dedicated_id() and result["action"] == "created"
+    assert "created virtual machine web in resource group %s, but" % GROUP in result["msg"]
+    assert [call for call in fake.writes() if call[0] == "delete"] == [] and fake.names("vm") == ["web"]
+    fake.compute.virtual_machines.instance_view = original
+    del fake.faults[("get", "nic")]
+    again, module = run(fake, machine())
+    assert not again["failed"] and again["action"] == "adopted" and again["backend_id"] == dedicated_id()
+
+
+def test_a_failed_read_of_a_known_machine_is_a_retry():
+    fake = FakeAzure()
+    created, module = run(fake, machine())
+    fake.faults[("get", "vm")] = AzureError("Internal error", 500, "InternalServerError")
+    result, module = run(fake, machine(backend_id=created["backend_id"]))
+    assert result["failed"] and result["retry"] and result["backend_id"] == created["backend_id"]
+
+
+def test_an_adopted_machine_whose_provisioning_failed_errs_with_the_clouds_reason():
+    fake = FakeAzure()
+    run(fake, machine())
+    fake.body("vm", "web")["properties"]["provisioningState"] = "Failed"
+    original = fake.instance_view_body
+    fake.instance_view_body = lambda name: {"statuses": [
+        {"code": "ProvisioningState/failed/AllocationFailed", "message": "No capacity for Standard_B1s"}]}
+    result, module = run(fake, machine())
+    fake.instance_view_body = original
+    assert result["failed"] and not result["retry"] and result["backend_id"] is None
+    assert "provisioning failed: AllocationFailed: No capacity for Standard_B1s" in result["msg"]
+    # Waldur drops a resource whose Create errs without a backend id: nothing would ever delete
+    # the chain, so what carries the owner tag goes now, and the message says so
+    assert "; deleted resource group %s" % GROUP in result["msg"]
+    assert [call for call in fake.writes() if call[0] == "delete"] == [("delete", "group", GROUP)]
+    assert fake.groups == {} and fake.store == {}
+
+
+def test_a_known_machine_whose_provisioning_failed_errs_and_is_left_for_terminate():
+    fake = FakeAzure()
+    created, module = run(fake, machine())
+    fake.body("vm", "web")["properties"]["provisioningState"] = "Failed"
+    before = len(fake.writes())
+    result, module = run(fake, machine(backend_id=created["backend_id"]))
+    assert result["failed"] and not result["retry"] and "provisioning failed" in result["msg"]
+    assert "left as it is" in result["msg"] and len(fake.writes()) == before
+
+
+# ---- rollback deletes only what this run made --------------------------------------------------
+
+def test_rollback_in_an_adopted_group_deletes_only_what_this_run_made():
+    fake = FakeAzure()
+    plant_partial_chain(fake, tags=OWNER)
+    fake.faults[("put", "vm")] = AzureError("Allocation failed", 409, "AllocationFailed")
+    before = len(fake.calls)
+    result, module = run(fake, machine())
+    assert result["failed"] and "rolled back: deleted network interface nicweb" in result["msg"]
+    deletes = [(kind, name) for verb, kind, name in fake.calls[before:] if verb == "delete"]
+    assert deletes == [("nic", "nicweb")]
+    assert GROUP.lower() in fake.groups and fake.names("vnet") == ["netweb"]
+
+
+def test_rollback_leaves_a_group_that_holds_something_this_run_did_not_make():
+    fake = FakeAzure()
+
+    def intruder(group, name, body):
+        # someone puts a network into the group while the chain runs
+        networks.begin_create_or_update(group, "intruder", {"location": "westeurope", "properties": {}})
+        raise AzureError("Allocation failed", 409, "AllocationFailed")
+
+    networks = fake._clients["network"].virtual_networks
+    fake.compute.virtual_machines.begin_create_or_update = intruder
+    result, module = run(fake, machine())
+    assert result["failed"]
+    assert "resource group %s is left: it holds" % GROUP in result["msg"] and "intruder" in result["msg"]
+    assert GROUP.lower() in fake.groups and fake.names("vnet") == ["intruder"]
+    assert fake.names("nic") == [] and fake.names("public_ip") == []

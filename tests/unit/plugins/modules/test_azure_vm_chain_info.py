@@ -63,7 +63,7 @@ def test_many_machines_are_read_from_listings_not_one_by_one():
     assert [call for call in calls if call[0] == "list" and call[1] == "sizes"] == [("list", "sizes", "westeurope")]
     # addresses: one listing of NICs and one of public IPs per resource group, never a GET per machine
     assert sorted(call for call in calls if call[0] == "list" and call[1] == "nic") == sorted(
-        ("list", "nic", "group-0000-vm%d" % index) for index in range(5))
+        ("list", "nic", "group-%032x-vm%d" % (index + 1, index)) for index in range(5))
     assert not any(verb == "get" for verb, kind, name in calls)
     assert all(entry["backend_metadata"]["virtual_machine"]["private_ip"] == "10.0.0.4" for entry in entries)
 

@@ -7,7 +7,7 @@ import json
 from types import SimpleNamespace
 
 import pytest
-from ansible.module_utils.testing import patch_module_args
+from tests.unit.compat import patch_module_args
 
 from ansible_collections.waldur.site_agent.plugins.module_utils.batch import run_batch
 from ansible_collections.waldur.site_agent.plugins.module_utils.digitalocean import (
@@ -198,12 +198,44 @@ def test_exactly_one_tagged_droplet_is_adopted():
     assert client.writes() == []
 
 
-def test_two_tagged_droplets_fail_naming_the_count():
-    client = FakeClient(facts(7), facts(8))
+def copy_of(droplet_id, created_at, **fields):
+    """A droplet as one order's create makes it (same name and size), created at ``created_at``."""
+    droplet = facts(droplet_id, **fields)
+    droplet.update(name="web-1", created_at=created_at)
+    return droplet
+
+
+@pytest.mark.parametrize("second, why", [
+    (dict(facts(8), name="web-8", created_at="2026-01-02T03:04:06Z"), "their names differ"),
+    (copy_of(8, "2026-01-02T03:04:06Z", size="s-2vcpu-4gb"), "their sizes differ"),
+    (copy_of(8, "2026-01-02T03:20:06Z"), "they were created more than 900 seconds apart"),
+])
+def test_tagged_droplets_that_are_not_copies_fail_naming_the_count(second, why):
+    client = FakeClient(copy_of(7, "2026-01-02T03:04:05Z"), second)
     result = run(client, create_item())
-    assert result["failed"] is True
-    assert result["msg"] == ("2 droplets carry tag %s (ids 7, 8); delete the extra ones before retrying" % TAG)
+    assert result["failed"] is True and not result.get("retry")
+    assert result["msg"] == ("2 droplets carry tag %s (ids 7, 8); delete the extra ones before retrying (none was "
+                             "deleted: %s, so they are not copies made by an overlapping pass)" % (TAG, why))
     assert client.writes() == []
+
+
+def test_copies_made_by_overlapping_passes_are_deleted_keeping_the_oldest():
+    client = FakeClient(copy_of(9, "2026-01-02T03:04:09Z"), copy_of(7, "2026-01-02T03:04:07Z"),
+                        copy_of(8, "2026-01-02T03:14:05Z"))
+    result = run(client, create_item())
+    assert (result["action"], result["changed"], result["failed"], result["backend_id"]) == (
+        "adopted", True, False, "7")
+    assert sorted(client.writes()) == [("destroy_droplet", 8), ("destroy_droplet", 9)]
+    assert sorted(client.droplets) == [7]
+    assert ("deleted duplicate droplet(s) 9, 8 carrying tag %s, made by an overlapping pass (same name and size, "
+            "created within 900 seconds); kept the oldest, 7" % TAG) in result["msg"]
+
+
+def test_check_mode_only_says_which_copies_it_would_delete():
+    client = FakeClient(copy_of(7, "2026-01-02T03:04:07Z"), copy_of(8, "2026-01-02T03:04:08Z"))
+    result = run(client, create_item(), check_mode=True)
+    assert client.writes() == [] and result["backend_id"] == "7"
+    assert "would delete duplicate droplet(s) 8 made by an overlapping pass, keeping the oldest, 7" in result["msg"]
 
 
 def test_a_droplet_carrying_another_resources_tag_is_never_adopted():
@@ -266,6 +298,28 @@ def test_same_size_is_no_resize():
     assert result["action"] == "none" and client.writes() == []
 
 
+def test_resize_powers_on_a_stopped_droplet_waldur_wants_running():
+    client = FakeClient(facts(7, status="off"))
+    result = run(client, item(backend_id="7", size="s-2vcpu-2gb", running=True))
+    assert [call[2] for call in client.writes()] == ["resize", "power_on"]
+    assert result["msg"] == "resized droplet 7 from s-1vcpu-1gb to s-2vcpu-2gb (resized, powered on)"
+
+
+def test_resize_leaves_a_droplet_waldur_wants_stopped_off():
+    client = FakeClient(facts(7))
+    result = run(client, item(backend_id="7", size="s-2vcpu-2gb", running=False))
+    assert [call[2] for call in client.writes()] == ["shutdown", "resize"]
+    assert result["droplet"]["status"] == "off"
+
+
+def test_a_resize_interrupted_before_power_on_is_finished_by_powering_on():
+    client = FakeClient(facts(7, status="off", size="s-2vcpu-2gb"))
+    result = run(client, item(backend_id="7", size="s-2vcpu-2gb", running=True))
+    assert [call[2] for call in client.writes()] == ["power_on"]
+    assert (result["action"], result["changed"], result["droplet"]["status"]) == ("powered_on", True, "active")
+    assert result["msg"] == ("droplet 7 has size s-2vcpu-2gb; powered it on (an interrupted resize had left it off)")
+
+
 def test_shutdown_that_does_not_finish_falls_back_to_power_off():
     client = FakeClient(facts(7), outcomes={"shutdown": "in-progress"})
     result = run(client, item(backend_id="7", size="s-2vcpu-2gb"))
@@ -280,6 +334,13 @@ def test_failed_resize_powers_the_droplet_back_on():
     assert result["failed"] is True and result["changed"] is True
     assert result["msg"] == "resize of droplet 7 to s-2vcpu-2gb failed; powered it back on"
     assert [call[2] for call in client.writes()] == ["shutdown", "resize", "power_on"]
+
+
+def test_a_resize_that_does_not_finish_in_time_is_retried_not_erred():
+    client = FakeClient(facts(7), outcomes={"resize": "in-progress"})
+    result = run(client, item(backend_id="7", size="s-2vcpu-2gb"))
+    assert (result["failed"], result["retry"], result["backend_id"]) == (True, True, "7")
+    assert result["msg"].startswith("resize of droplet 7 to s-2vcpu-2gb did not finish within 60 seconds")
 
 
 def test_check_mode_resize_writes_nothing():
@@ -311,6 +372,14 @@ def test_absent_without_backend_id_deletes_only_droplets_carrying_exactly_this_t
     result = run(client, item(state="absent"))
     assert client.writes() == [("destroy_droplet", 7)]
     assert result["action"] == "deleted" and "left alone" in result["msg"]
+
+
+def test_absent_by_backend_id_deletes_the_copies_carrying_the_tag_too():
+    client = FakeClient(facts(7), facts(8), facts(9, tags=[TAG, OTHER_TAG]))
+    result = run(client, item(state="absent", backend_id="7"))
+    assert client.writes() == [("destroy_droplet", 7), ("destroy_droplet", 8)]
+    assert result["msg"] == ("deleted droplet 7; droplet(s) 9 carry another resource's tag as well and were left "
+                             "alone; also deleted droplet(s) 8 carrying tag %s" % TAG)
 
 
 def test_check_mode_absent_writes_nothing():
@@ -365,6 +434,38 @@ def test_a_rejected_token_fails_every_item_without_calls():
     result = run(client, item(state="off", backend_id="7"))
     assert result["failed"] and result["msg"].startswith("DigitalOcean rejected the token")
     assert client.calls == []
+
+
+@pytest.mark.parametrize("error, retry", [
+    (DigitalOceanError("DigitalOcean server error after 6 attempts (503 busy)", status=503), True),
+    (DigitalOceanError("cannot reach DigitalOcean", status=None), True),
+    (DigitalOceanError("DigitalOcean rate limit still exceeded", status=429), True),
+    (DigitalOceanError("DigitalOcean refused the request (422 invalid size)", status=422), False),
+])
+def test_transient_failures_are_retried_and_refusals_are_not(error, retry):
+    client = FakeClient()
+
+    def failing(*args, **kwargs):
+        raise error
+
+    client.create_droplet = failing
+    result = run(client, create_item())
+    assert result["failed"] is True and bool(result.get("retry")) is retry and result["msg"] == str(error)
+
+
+def test_a_failure_after_the_create_is_retried_with_the_droplet_id():
+    client = FakeClient()
+
+    class BrokenWaiter:
+        def wait(self, facts, statuses, deadline):
+            raise DigitalOceanError("DigitalOcean refused the request (403 forbidden): GET /v2/droplets/901",
+                                    status=403)
+
+    worker = do_droplet.DropletWorker(client, wait_timeout=60, waiter=BrokenWaiter())
+    result = worker(create_item())
+    assert (result["failed"], result["retry"], result["backend_id"]) == (True, True, "901")
+    assert result["cloud"] == "droplet 901 web-1 (new)"
+    assert result["msg"].startswith("created droplet 901 web-1, then reading it failed: DigitalOcean refused")
 
 
 def test_prefetch_reads_many_droplets_in_one_go():
@@ -436,7 +537,8 @@ def test_module_fails_when_the_token_is_rejected(run_module):
     out = run_module({"droplets": [{"resource_uuid": UUID, "backend_id": "7", "state": "off"}]}, client)
     assert out["failed"] is True
     assert out["msg"] == str(error)
-    assert out["results"][0]["failed"] is True
+    # one line for the whole task: the items' results (all failing alike) are not repeated
+    assert "results" not in out and out["failed_count"] == 1
 
 
 # ---- many creates against the simulator ---------------------------------------------------

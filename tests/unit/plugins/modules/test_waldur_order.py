@@ -8,7 +8,7 @@ import time
 
 import pytest
 import requests
-from ansible.module_utils.testing import patch_module_args
+from tests.unit.compat import patch_module_args
 
 from ansible_collections.waldur.site_agent.plugins.modules import waldur_order
 from tests.simulators.waldur import presets as P

@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
+import datetime
 import json
 
 import pytest
-from ansible.module_utils.testing import patch_module_args
+from tests.unit.compat import patch_module_args
 
 from ansible_collections.waldur.site_agent.plugins.module_utils.waldur_api import WaldurApiError
 from ansible_collections.waldur.site_agent.plugins.modules import waldur_orders
@@ -286,24 +287,76 @@ def test_waldur_unavailable_never_errs_an_order(waldur_sim, capsys, executing_cr
     result = run(waldur_sim, capsys, state="settled", max_retry_seconds=0.3,
                  outcomes=[{"order_uuid": executing_create["uuid"], "failed": False}])
 
-    assert result["results"][0]["failed"] is True
-    assert "left as it is for the next pass" in result["results"][0]["msg"]
-    assert "HTTP 503" in result["results"][0]["msg"]
+    entry = result["results"][0]
+    assert (entry["outcome"], entry["failed"]) == ("retry", False)
+    assert "left as it is for the next pass" in entry["msg"] and "HTTP 503" in entry["msg"]
+    assert result["retry"] == 1 and result["counts"]["retry"] == 1 and result["unsettled"] == 0
     assert state_of(waldur_sim, executing_create["uuid"]) == "executing"
     assert waldur_sim.app.calls_of("orders.set_state_erred") == []
 
 
-def test_a_refused_backend_id_errs_the_order(waldur_sim, capsys, executing_create):
+def test_a_refused_backend_id_leaves_the_order_for_the_next_pass(waldur_sim, capsys, executing_create):
+    """The machine exists, so the order is not erred: the next pass adopts it by its tag and
+    tries again."""
     waldur_sim.app.add_fault("resources.set_backend_id", status=400, body={"backend_id": ["Too long."]})
+    outcome = {"order_uuid": executing_create["uuid"], "failed": False, "backend_id": "1" * 300,
+               "resource_name": "web-9"}
 
-    result = run(waldur_sim, capsys, state="settled",
-                 outcomes=[{"order_uuid": executing_create["uuid"], "failed": False, "backend_id": "1" * 300}])
+    result = run(waldur_sim, capsys, state="settled", outcomes=[outcome])
+
+    entry = result["results"][0]
+    assert (entry["outcome"], entry["state"], entry["resource_name"]) == ("retry", "executing", "web-9")
+    assert entry["msg"].startswith("left executing for the next pass: Waldur refused to record backend id 111")
+    assert "backend_id: Too long." in entry["msg"]
+    assert state_of(waldur_sim, executing_create["uuid"]) == "executing"
+    assert waldur_sim.app.calls_of("orders.set_state_done") == []
+    assert result["retry"] == 1 and result["erred"] == 0
+
+
+def test_an_order_retried_past_retry_max_age_is_erred_naming_what_exists(waldur_sim, capsys, executing_create):
+    waldur_sim.app.market.orders[executing_create["uuid"]]["created"] -= datetime.timedelta(hours=30)
+    outcome = {"order_uuid": executing_create["uuid"], "failed": True, "retry": True,
+               "msg": "DigitalOcean server error after 6 attempts (503 busy): GET /v2/droplets/77",
+               "backend_id": "77", "cloud": "droplet 77 web-9 (active)"}
+
+    result = run(waldur_sim, capsys, state="settled", outcomes=[outcome], retry_max_age=86400)
 
     order = waldur_sim.app.order(executing_create["uuid"])
-    assert order["state"] == "erred"
-    assert "Waldur refused to record the backend id" in order["error_message"]
-    assert "backend_id: Too long." in order["error_message"]
-    assert result["erred"] == 1
+    assert order["state"] == "erred" and result["erred"] == 1
+    assert order["error_message"] == (
+        "retried for 30 hours since the order was placed (retry_max_age 24 hours): DigitalOcean server error "
+        "after 6 attempts (503 busy): GET /v2/droplets/77; in the cloud: droplet 77 web-9 (active)")
+    # the Erred resource names the machine, so terminating it deletes the droplet
+    resource = waldur_sim.app.resource(executing_create["marketplace_resource_uuid"])
+    assert (resource["state"], resource["backend_id"]) == ("Erred", "77")
+    assert result["results"][0]["actions"] == ["set_backend_id", "set_state_erred"]
+
+
+def test_a_retry_within_retry_max_age_records_the_machine_and_leaves_the_order(waldur_sim, capsys,
+                                                                               executing_create):
+    outcome = {"order_uuid": executing_create["uuid"], "failed": True, "retry": True,
+               "msg": "not finished within the deadline of 900 seconds", "backend_id": "77"}
+
+    result = run(waldur_sim, capsys, state="settled", outcomes=[outcome])
+
+    assert result["results"][0]["msg"] == ("left executing for the next pass: not finished within the deadline "
+                                           "of 900 seconds; backend id 77 recorded")
+    assert state_of(waldur_sim, executing_create["uuid"]) == "executing"
+    assert waldur_sim.app.resource(executing_create["marketplace_resource_uuid"])["backend_id"] == "77"
+    assert waldur_sim.app.calls_of("orders.set_state_erred") == []
+
+
+def test_a_machine_built_for_an_order_waldur_erred_meanwhile_is_recorded_on_its_resource(
+        waldur_sim, capsys, executing_create):
+    waldur_sim.app.market.set_state_erred(waldur_sim.app.market.orders[executing_create["uuid"]], "'name'", "")
+
+    result = run(waldur_sim, capsys, state="settled",
+                 outcomes=[{"order_uuid": executing_create["uuid"], "failed": False, "backend_id": "78"}])
+
+    entry = result["results"][0]
+    assert (entry["outcome"], entry["actions"]) == ("skipped", ["set_backend_id"])
+    assert entry["msg"] == "order is already erred; nothing else written; backend id 78 recorded"
+    assert waldur_sim.app.resource(executing_create["marketplace_resource_uuid"])["backend_id"] == "78"
 
 
 def test_metadata_is_best_effort(waldur_sim, capsys, executing_create):
@@ -330,8 +383,9 @@ def test_an_order_cancelled_meanwhile_is_not_set_done(waldur_sim, capsys, execut
 BATCH = 20
 
 
-def test_a_batch_of_creates_costs_about_six_waldur_calls_per_order(waldur_sim, capsys):
-    """Claim + settle of N Create orders: approve and read the resource per order when claiming;
+def test_a_batch_of_creates_costs_about_seven_waldur_calls_per_order(waldur_sim, capsys):
+    """Claim + settle of N Create orders: approve, read the order again and read the resource per
+    order when claiming;
     one state read, set_backend_id, set_backend_metadata and set_state_done per order when
     settling; listings and the SSH keys are paid once per batch."""
     app = waldur_sim.app
@@ -354,13 +408,13 @@ def test_a_batch_of_creates_costs_about_six_waldur_calls_per_order(waldur_sim, c
         per_operation[call["operation"]] = per_operation.get(call["operation"], 0) + 1
     assert per_operation == {
         # per order
-        "orders.approve_by_provider": BATCH, "resources.get": BATCH, "orders.get": BATCH,
+        "orders.approve_by_provider": BATCH, "resources.get": BATCH, "orders.get": 2 * BATCH,
         "resources.set_backend_id": BATCH, "resources.set_backend_metadata": BATCH, "orders.set_state_done": BATCH,
         # per batch: the order listing, offering -> service provider -> keys, the in-flight resources
         "orders.list": 1, "offering.get": 1, "service_provider.list": 1, "service_provider.keys": 1,
         "resources.list": 1,
     }
-    assert len(app.calls) <= 6 * BATCH + 5
+    assert len(app.calls) <= 7 * BATCH + 5
     assert claim["api_calls"]["reads"] + settle["api_calls"]["reads"] + claim["api_calls"]["writes"] \
         + settle["api_calls"]["writes"] == len(app.calls)
 
@@ -411,14 +465,16 @@ def test_settle_reads_resources_alone_when_the_listing_fails(waldur_sim, capsys)
     assert "reading them one by one" in json.dumps(result["warnings"])  # the 2.19 warning shape nests the text
 
 
-def test_an_approved_update_is_read_again_and_dropped_when_waldur_erred_it(waldur_sim, capsys, monkeypatch):
-    """Waldur's Update processor runs on approval and may err the order at once; a Create is
-    executing once approval answered 200 and is not read again."""
+def test_approved_orders_are_read_again_and_dropped_when_waldur_erred_them(waldur_sim, capsys, monkeypatch):
+    """Waldur's processor runs on approval and may err the order at once: an Update on Waldur
+    7.0.7, a Create without a name. Every approved order is read again before anything is built."""
     app = waldur_sim.app
     app.reset("empty")
     running = app.seed_resource(P.DO_OFFERING_UUID, "db-1", backend_id="401", limits={"cpu": 1})
     update = app.seed_order(P.DO_OFFERING_UUID, type="Update", resource_uuid=running["uuid"], limits={"cpu": 2})
     create = app.seed_order(P.DO_OFFERING_UUID)
+    nameless = app.seed_order(P.DO_OFFERING_UUID, attributes={"region": "ams3"})
+    app.market.orders[nameless["uuid"]]["attributes"].pop("name")
     original = app.market.approve_by_provider
 
     def approve_and_err_updates(order, user):
@@ -433,9 +489,43 @@ def test_an_approved_update_is_read_again_and_dropped_when_waldur_erred_it(waldu
 
     assert [order["uuid"] for order in result["orders"]] == [create["uuid"]]
     assert result["orders"][0]["state"] == "executing"
-    assert result["skipped_orders"] == [{"uuid": update["uuid"], "state": "erred",
-                                         "msg": "order is erred after approval, not executing"}]
-    assert [call["path"] for call in app.calls_of("orders.get")] == ["/api/marketplace-orders/%s/" % update["uuid"]]
+    skipped = {entry["uuid"]: entry for entry in result["skipped_orders"]}
+    assert skipped[update["uuid"]] == {
+        "uuid": update["uuid"], "state": "erred", "type": "Update", "resource_uuid": running["uuid"],
+        "resource_name": "db-1", "msg": "order is erred after approval, not executing "
+                                        "(Waldur: Can't switch from state '5' using method 'schedule_updating')"}
+    assert skipped[nameless["uuid"]]["msg"] == "order is erred after approval, not executing (Waldur: 'name')"
+    assert app.resource(nameless["marketplace_resource_uuid"])["state"] == "Erred"
+    assert sorted(call["path"] for call in app.calls_of("orders.get")) == sorted(
+        "/api/marketplace-orders/%s/" % order["uuid"] for order in (update, create, nameless))
+
+
+@pytest.mark.parametrize("order_type, resource_state", [("Create", "Erred"), ("Restore", "Terminated"),
+                                                        ("Update", "Erred")])
+def test_nothing_is_built_for_a_resource_waldur_gave_up_on(waldur_sim, capsys, order_type, resource_state):
+    app = waldur_sim.app
+    app.reset("empty")
+    resource = app.seed_resource(P.DO_OFFERING_UUID, "gone-1", state=resource_state)
+    order = app.seed_order(P.DO_OFFERING_UUID, type=order_type, state="executing", resource_uuid=resource["uuid"],
+                           limits={"cpu": 2})
+
+    result = run(waldur_sim, capsys, state="claimed")
+
+    assert result["orders"] == []
+    assert result["skipped_orders"][0]["msg"] == "resource gone-1 is %s in Waldur; nothing is built for it" \
+        % resource_state
+    assert result["skipped_orders"][0]["uuid"] == order["uuid"]
+
+
+def test_a_terminate_of_an_erred_resource_is_claimed(waldur_sim, capsys):
+    app = waldur_sim.app
+    app.reset("empty")
+    resource = app.seed_resource(P.DO_OFFERING_UUID, "broken", state="Erred", backend_id="9")
+    order = app.seed_order(P.DO_OFFERING_UUID, type="Terminate", state="executing", resource_uuid=resource["uuid"])
+
+    result = run(waldur_sim, capsys, state="claimed")
+
+    assert [claimed["uuid"] for claimed in result["orders"]] == [order["uuid"]]
 
 
 class DoneRefusedClient:

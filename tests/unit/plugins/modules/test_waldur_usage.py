@@ -6,7 +6,7 @@ import datetime
 import json
 
 import pytest
-from ansible.module_utils.testing import patch_module_args
+from tests.unit.compat import patch_module_args
 
 from ansible_collections.waldur.site_agent.plugins.modules import waldur_usage
 from tests.simulators.waldur import presets as P

@@ -1,0 +1,96 @@
+# -*- coding: utf-8 -*-
+# Copyright: Waldur site agent developers
+# MIT License (see LICENSE)
+"""Accounting of the order pass: every order ends in exactly one outcome, counted and named.
+
+``order_pass_report`` joins what the claim set aside (``skipped_orders``, ``errors``) with
+what settling did (``results[].outcome``) into the counts of the pass summary and one line
+per order that did not end ``done``; ``unfinished_outcomes`` turns the claimed orders into
+``retry`` outcomes when the backend task failed as a whole, so settling leaves them for the
+next pass with one short reason instead of leaving them without a word.
+"""
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+from ansible.errors import AnsibleFilterError
+
+OUTCOMES = ("done", "erred", "retry", "refused", "failed", "skipped")
+REASON_LIMIT = 300
+
+
+def one_line(text, limit=REASON_LIMIT):
+    """``text`` on one line, at most ``limit`` characters."""
+    text = " ".join(str(text or "").split())
+    return text if len(text) <= limit else text[:limit - 3] + "..."
+
+
+def unfinished_outcomes(orders, reason):
+    """Claimed orders -> ``retry`` outcomes for ``waldur_orders`` (state settled), all with
+    ``reason`` (the backend task's failure, on one line)."""
+    message = "the backend task failed as a whole: %s" % one_line(reason)
+    outcomes = []
+    for order in orders or []:
+        if not isinstance(order, dict) or not order.get("uuid"):
+            raise AnsibleFilterError("unfinished_outcomes expects the claimed orders (waldur_orders' orders)")
+        resource = order.get("resource") or {}
+        outcomes.append({"order_uuid": order["uuid"], "resource_uuid": order.get("marketplace_resource_uuid"),
+                         "resource_name": order.get("resource_name") or resource.get("name") or "",
+                         "failed": True, "retry": True, "msg": message,
+                         "backend_id": resource.get("backend_id") or None})
+    return outcomes
+
+
+def _line(outcome, entry, check_mode):
+    name = entry.get("resource_name") or "(no name)"
+    word = ("would_" + outcome) if check_mode and outcome in ("done", "erred") else outcome
+    return "%s: %s (order %s): %s" % (word, name, entry.get("order_uuid") or entry.get("uuid"),
+                                      one_line(entry.get("msg") or outcome))
+
+
+def order_pass_report(claim, settle=None, check_mode=False):
+    """``{counts, lines}`` of an order pass: the counts of the six outcomes over every order
+    the pass listed, and one line (outcome, resource name, order UUID, reason) per order that
+    did not end done. In check mode ``done`` and ``erred`` are what the pass would do, and
+    are counted as ``would_done`` and ``would_erred``."""
+    claim = claim or {}
+    settle = settle or {}
+    names = dict((order.get("uuid"), order.get("resource_name") or (order.get("resource") or {}).get("name"))
+                 for order in claim.get("orders") or [])
+    counts = dict((outcome, 0) for outcome in OUTCOMES)
+    lines = []
+    for entry in claim.get("skipped_orders") or []:
+        counts["skipped"] += 1
+        lines.append(_line("skipped", dict(entry, order_uuid=entry.get("uuid")), check_mode))
+    for entry in claim.get("errors") or []:
+        counts["failed"] += 1
+        lines.append(_line("failed", dict(entry, order_uuid=entry.get("uuid"),
+                                          msg="could not be claimed: %s" % entry.get("msg")), check_mode))
+    for entry in settle.get("results") or []:
+        outcome = entry.get("outcome") or ("failed" if entry.get("failed") else "skipped")
+        if outcome not in counts:
+            outcome = "failed"
+        counts[outcome] += 1
+        if outcome != "done":
+            lines.append(_line(outcome, dict(entry, resource_name=entry.get("resource_name")
+                                             or names.get(entry.get("order_uuid"))), check_mode))
+    order = list(OUTCOMES)
+    if check_mode:
+        counts["would_done"] = counts.pop("done")
+        counts["would_erred"] = counts.pop("erred")
+        order = ["would_done", "would_erred"] + order[2:]
+    return {"counts": counts, "lines": lines, "orders": sum(counts.values()),
+            "summary": " ".join("%s=%d" % (key, counts[key]) for key in order),
+            "unfinished": counts["failed"] + counts["refused"]}
+
+
+class FilterModule(object):
+    """Accounting of the order pass."""
+
+    def filters(self):
+        return {
+            "order_pass_report": order_pass_report,
+            "unfinished_outcomes": unfinished_outcomes,
+            "one_line": one_line,
+        }

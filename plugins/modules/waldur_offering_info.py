@@ -1,0 +1,105 @@
+#!/usr/bin/python
+# -*- coding: utf-8 -*-
+# Copyright: Waldur site agent developers
+# MIT License (see LICENSE)
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+DOCUMENTATION = r"""
+module: waldur_offering_info
+short_description: Check that a Waldur offering exists and is provided by the token's organisation
+version_added: 0.1.0
+description:
+  - One read of the offering as its service provider sees it
+    (C(/api/marketplace-provider-offerings/<uuid>/)). Waldur shows there only the offerings of the
+    organisations the token's user may manage, so the read proves both that the offering exists and
+    that it belongs to this token's provider.
+  - The first step of every pass (C(waldur.site_agent.agent_pass)). A wrong C(waldur_offering_uuid) or
+    a token of another provider fails the offering with one line naming the UUID, instead of a pass
+    that finds no orders and no resources and stays green.
+author:
+  - Waldur site agent developers (@waldur)
+extends_documentation_fragment:
+  - waldur.site_agent.waldur
+attributes:
+  check_mode:
+    description: Can run in check mode and return the changes it would make, without making them.
+    support: full
+    details:
+      - The module only reads.
+  diff_mode:
+    description: Returns details on what has changed (or would change in check mode) with C(--diff).
+    support: none
+options:
+  offering_uuid:
+    description:
+      - UUID of the Waldur offering (dashed or not).
+    type: str
+    required: true
+"""
+
+EXAMPLES = r"""
+- name: Check the offering before the pass
+  waldur.site_agent.waldur_offering_info:
+    api_url: https://waldur.example.com/api/
+    api_token: "{{ waldur_api_token }}"
+    offering_uuid: d0000000000000000000000000000001
+  register: offering
+"""
+
+RETURN = r"""
+offering:
+  description: The offering - C(uuid) (32 hex), C(name), C(type), C(state), C(customer_uuid), C(customer_name).
+  returned: success
+  type: dict
+  sample:
+    uuid: d0000000000000000000000000000001
+    name: DigitalOcean droplets
+    type: Marketplace.Slurm
+    state: Active
+    customer_uuid: b0000000000000000000000000000001
+    customer_name: Provider Org
+api_calls:
+  description: Waldur HTTP calls made by this task (C(reads), C(writes), C(retries)).
+  returned: always
+  type: dict
+  sample: {reads: 1, writes: 0, retries: 0}
+"""
+
+from ansible_collections.waldur.site_agent.plugins.module_utils.waldur_api import (
+    WaldurApiError,
+    WaldurModule,
+    hex_uuid,
+    provider_offering_path,
+)
+
+FIELDS = ["uuid", "name", "type", "state", "customer_uuid", "customer_name"]
+
+
+def main():
+    module = WaldurModule(argument_spec=dict(offering_uuid=dict(type="str", required=True)))
+    offering_uuid = module.uuid_param(module.params["offering_uuid"], "offering_uuid")
+    client = module.client(pool_size=1)
+    try:
+        raw = client.get(provider_offering_path(offering_uuid), params={"field": FIELDS}) or {}
+    except WaldurApiError as exc:
+        if exc.status in (403, 404):
+            module.fail_json(msg="offering %s: Waldur shows no such offering to this token (HTTP %s); check "
+                                 "waldur_offering_uuid, and that waldur_api_token belongs to a manager of the "
+                                 "organisation providing it" % (offering_uuid, exc.status), status=exc.status)
+        if exc.status == 401:
+            module.fail_json(msg="offering %s: Waldur rejected waldur_api_token (HTTP 401: %s)"
+                                 % (offering_uuid, exc.message), status=exc.status)
+        module.fail_from_error(exc, msg="offering %s: could not be read" % offering_uuid)
+    offering = dict((key, raw.get(key)) for key in FIELDS)
+    offering["uuid"] = hex_uuid(offering["uuid"]) or offering_uuid
+    offering["customer_uuid"] = hex_uuid(offering["customer_uuid"])
+    if offering["uuid"] != offering_uuid:
+        module.fail_json(msg="offering %s: Waldur answered with offering %s" % (offering_uuid, offering["uuid"]))
+    module.exit_json(changed=False, offering=offering)
+
+
+if __name__ == "__main__":
+    main()

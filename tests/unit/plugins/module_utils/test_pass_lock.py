@@ -1,0 +1,143 @@
+"""The pass lock: taken, busy, waited for, released only by its holder, taken over when stale."""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import subprocess
+import sys
+
+import pytest
+
+from ansible_collections.waldur.site_agent.plugins.module_utils import pass_lock
+from ansible_collections.waldur.site_agent.plugins.module_utils.pass_lock import (
+    PassLock,
+    default_directory,
+    process_alive,
+    process_start_time,
+)
+
+
+class Clock:
+    """Fake time: sleeping moves the clock."""
+
+    def __init__(self):
+        self.now = 100.0
+        self.slept = []
+
+    def __call__(self):
+        return self.now
+
+    def sleep(self, seconds):
+        self.slept.append(seconds)
+        self.now += seconds
+
+
+def ended_pid():
+    process = subprocess.Popen([sys.executable, "-c", "pass"])
+    process.wait()
+    return process.pid
+
+
+def test_a_free_lock_is_taken_and_names_this_process(tmp_path):
+    lock = PassLock(str(tmp_path / "locks"), "d01.machines", os.getpid(), label="order_process pass of DO")
+
+    outcome = lock.acquire()
+
+    assert outcome["acquired"] is True and outcome["took_over"] is None
+    written = json.loads((tmp_path / "locks" / "d01.machines.lock").read_text())
+    assert written == outcome["holder"]
+    assert (written["pid"], written["start_time"], written["host"], written["label"]) == (
+        os.getpid(), process_start_time(os.getpid()), socket.gethostname(), "order_process pass of DO")
+    assert oct((tmp_path / "locks").stat().st_mode & 0o777) == "0o700"
+    assert oct((tmp_path / "locks" / "d01.machines.lock").stat().st_mode & 0o777) == "0o600"
+
+
+def test_a_lock_held_by_a_live_pass_is_busy_and_waited_for_up_to_the_bound(tmp_path):
+    holder = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    try:
+        PassLock(str(tmp_path), "k", holder.pid, label="first").acquire()
+        clock = Clock()
+        second = PassLock(str(tmp_path), "k", os.getpid(), label="second", clock=clock, sleep=clock.sleep)
+
+        outcome = second.acquire(wait=2.5)
+
+        assert outcome["acquired"] is False and outcome["holder"]["pid"] == holder.pid
+        assert outcome["holder"]["label"] == "first"
+        assert clock.slept == [1.0, 1.0, 0.5] and outcome["waited"] == 2.5
+    finally:
+        holder.kill()
+        holder.wait()
+
+
+def test_a_waiting_pass_takes_the_lock_once_its_holder_releases_it(tmp_path):
+    first = PassLock(str(tmp_path), "k", os.getppid())
+    taken = first.acquire()
+    clock = Clock()
+    second = PassLock(str(tmp_path), "k", os.getpid(), clock=clock, sleep=lambda seconds: (
+        clock.sleep(seconds), first.release(taken["holder"]["token"])))
+
+    outcome = second.acquire(wait=30)
+
+    assert outcome["acquired"] is True and outcome["waited"] == 1.0
+
+
+@pytest.mark.parametrize("how", ["ended", "pid reused", "unreadable"])
+def test_a_stale_lock_is_taken_over_saying_whose_it_was(tmp_path, how):
+    path = tmp_path / "k.lock"
+    if how == "unreadable":
+        path.write_text("{not json")
+    else:
+        pid, start_time = (ended_pid(), None) if how == "ended" else (os.getppid(), -1)
+        path.write_text(json.dumps({"pid": pid, "start_time": start_time, "host": socket.gethostname(),
+                                    "token": "old", "label": "killed pass", "since": "2026-01-01T00:00:00Z"}))
+
+    outcome = PassLock(str(tmp_path), "k", os.getpid()).acquire()
+
+    assert outcome["acquired"] is True
+    if how == "unreadable":
+        assert outcome["stale"] == "the lock file could not be read"
+    else:
+        assert outcome["took_over"]["label"] == "killed pass"
+        assert outcome["stale"] == "process %d has ended" % outcome["took_over"]["pid"]
+    assert json.loads(path.read_text())["pid"] == os.getpid()
+
+
+def test_a_lock_of_another_host_is_respected(tmp_path):
+    (tmp_path / "k.lock").write_text(json.dumps({"pid": ended_pid(), "host": "elsewhere", "token": "t"}))
+    assert PassLock(str(tmp_path), "k", os.getpid()).acquire()["acquired"] is False
+
+
+def test_the_same_controller_takes_its_own_lock_again(tmp_path):
+    first = PassLock(str(tmp_path), "k", os.getpid()).acquire()
+    again = PassLock(str(tmp_path), "k", os.getpid()).acquire()
+    assert again["acquired"] is True and again["holder"]["token"] != first["holder"]["token"]
+
+
+def test_only_the_holder_releases_the_lock(tmp_path):
+    lock = PassLock(str(tmp_path), "k", os.getpid())
+    token = lock.acquire()["holder"]["token"]
+    assert lock.release("someone-else") is False and (tmp_path / "k.lock").exists()
+    assert lock.release(token) is True and not (tmp_path / "k.lock").exists()
+    assert lock.release(token) is False
+
+
+@pytest.mark.parametrize("key", ["", "../etc/passwd", "a/b", ".hidden", "x" * 201])
+def test_a_key_that_is_not_a_plain_file_name_is_refused(tmp_path, key):
+    with pytest.raises(ValueError, match="key must be"):
+        PassLock(str(tmp_path), key, os.getpid())
+
+
+def test_processes_are_told_apart_by_their_start_time():
+    assert process_alive(os.getpid(), process_start_time(os.getpid())) is True
+    assert process_alive(os.getpid(), -1) is False
+    assert process_alive(ended_pid()) is False
+    assert process_alive("not a pid") is False
+
+
+def test_the_default_directory(monkeypatch):
+    assert default_directory({"WALDUR_SITE_AGENT_LOCK_DIR": "/srv/locks"}) == "/srv/locks"
+    monkeypatch.setenv("HOME", "/home/agent")
+    assert default_directory({}) == "/home/agent/.cache/waldur-site-agent/locks"
+    assert pass_lock.POLL_SECONDS == 1.0

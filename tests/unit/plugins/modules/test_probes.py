@@ -1,0 +1,75 @@
+"""The first reads of a pass: waldur_offering_info (the offering is this provider's) and
+do_account_info (the DigitalOcean token works), run in-process against the simulators."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from ansible.module_utils.testing import patch_module_args
+
+from ansible_collections.waldur.site_agent.plugins.modules import do_account_info, waldur_offering_info
+from tests.simulators.digitalocean import presets as DO
+from tests.simulators.waldur import presets as W
+
+
+def run(module, args, capsys):
+    with patch_module_args(args), pytest.raises(SystemExit):
+        module.main()
+    return json.loads(capsys.readouterr().out)
+
+
+def offering(waldur_sim, capsys, offering_uuid, token=W.PROVIDER_TOKEN):
+    return run(waldur_offering_info, {"api_url": waldur_sim.url, "api_token": token, "offering_uuid": offering_uuid,
+                                      "max_retry_seconds": 0.5}, capsys)
+
+
+def test_the_providers_offering_is_read_once(waldur_sim, capsys):
+    dashed = "-".join((W.DO_OFFERING_UUID[:8], W.DO_OFFERING_UUID[8:12], W.DO_OFFERING_UUID[12:16],
+                       W.DO_OFFERING_UUID[16:20], W.DO_OFFERING_UUID[20:]))
+    out = offering(waldur_sim, capsys, dashed)
+    assert out["offering"] == {"uuid": W.DO_OFFERING_UUID, "name": "DigitalOcean droplets", "type": "Marketplace.Slurm",
+                               "state": "Active", "customer_uuid": W.PROVIDER_CUSTOMER_UUID,
+                               "customer_name": "Provider Org"}
+    assert out["changed"] is False and out["api_calls"]["reads"] == 1
+    assert [call["operation"] for call in waldur_sim.app.calls] == ["offering.get"]
+
+
+@pytest.mark.parametrize("case", ["unknown", "another provider's"])
+def test_an_offering_this_token_does_not_provide_fails_naming_the_uuid(waldur_sim, capsys, case):
+    wanted = "9" * 32 if case == "unknown" else W.DO_OFFERING_UUID
+    token = W.PROVIDER_TOKEN if case == "unknown" else W.CONSUMER_TOKEN
+    out = offering(waldur_sim, capsys, wanted, token=token)
+    assert out["failed"] is True
+    assert out["msg"] == ("offering %s: Waldur shows no such offering to this token (HTTP 404); check "
+                          "waldur_offering_uuid, and that waldur_api_token belongs to a manager of the organisation "
+                          "providing it" % wanted)
+
+
+def test_a_rejected_token_is_named(waldur_sim, capsys):
+    out = offering(waldur_sim, capsys, W.DO_OFFERING_UUID, token="not-a-token")
+    assert out["failed"] is True
+    assert out["msg"] == "offering %s: Waldur rejected waldur_api_token (HTTP 401: Invalid token.)" % W.DO_OFFERING_UUID
+    assert "not-a-token" not in json.dumps(out)
+
+
+def account(do_sim, capsys, token=DO.DO_TOKEN):
+    return run(do_account_info, {"token": token, "api_url": do_sim.url + "/v2/", "max_retry_seconds": 0.5}, capsys)
+
+
+def test_a_working_token_reads_the_account_once(do_sim, capsys):
+    out = account(do_sim, capsys)
+    assert out["account"]["status"] == "active" and out["account"]["droplet_limit"] == 100
+    assert "email" not in out["account"]
+    assert out["api_calls"] == 1 and [call["operation"] for call in do_sim.app.calls] == ["account.get"]
+
+
+def test_a_rejected_token_or_a_failing_api_fails_the_probe(do_sim, capsys):
+    out = account(do_sim, capsys, token="dop_v1_" + "f" * 64)
+    assert out["failed"] is True and "f" * 64 not in json.dumps(out)
+    assert out["msg"] == ("DigitalOcean cannot be worked with: DigitalOcean rejected the token (401 Unable to "
+                          "authenticate you): GET /v2/account/")
+    do_sim.app.add_fault("account.get", status=503, times=-1)
+    out = account(do_sim, capsys)
+    assert out["failed"] is True
+    assert out["msg"].startswith("DigitalOcean cannot be worked with: DigitalOcean server error after")

@@ -1,0 +1,58 @@
+"""The repository stands alone: nothing reads outside its tree, nothing binary is committed,
+and the ansible-core range promised in meta/runtime.yml is the one make test-matrix tests."""
+
+from __future__ import annotations
+
+import re
+import subprocess
+
+import yaml
+
+from tests.helpers import REPO
+
+ARCHIVES = (".whl", ".tar.gz", ".tgz", ".zip", ".egg", ".jar", ".so", ".exe")
+
+
+def tracked_files():
+    listing = subprocess.run(["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"], cwd=REPO,
+                             capture_output=True, check=True).stdout.decode().split("\0")
+    return [REPO / name for name in listing if name and (REPO / name).is_file()]
+
+
+def test_no_file_reads_outside_the_repository():
+    # Spelled in two parts so that this file does not find itself.
+    sibling = ".." + "/shared"
+    offenders = [str(path.relative_to(REPO)) for path in tracked_files()
+                 if sibling.encode() in path.read_bytes()]
+    assert offenders == []
+
+
+def test_no_binaries_archives_or_large_files_are_committed():
+    offenders = []
+    for path in tracked_files():
+        name = str(path.relative_to(REPO))
+        if name.endswith(ARCHIVES):
+            offenders.append(name)
+        elif path.stat().st_size > 300 * 1024 and not name.startswith("docs/") and not name.endswith(".png"):
+            offenders.append("%s (%d KB)" % (name, path.stat().st_size // 1024))
+    assert offenders == []
+
+
+def test_the_vendored_openapi_documents_carry_licence_and_provenance():
+    specs = REPO / "tests" / "contract" / "specs"
+    for name in ("waldur-openapi", "digitalocean-openapi"):
+        assert (specs / (name + ".yaml")).is_file()
+        assert "license" in (specs / (name + ".LICENSE")).read_text().lower()
+        provenance = (specs / (name + ".README.md")).read_text()
+        assert re.search(r"\b[0-9a-f]{40}\b", provenance), name  # the source commit
+
+
+def test_the_matrix_tests_the_promised_ansible_core_range():
+    floor = re.match(r">=(\d+\.\d+)", yaml.safe_load((REPO / "meta" / "runtime.yml").read_text())["requires_ansible"])
+    matrix = re.search(r'MATRIX=\$\{MATRIX:-"([^"]+)"\}', (REPO / "scripts" / "test-matrix.sh").read_text()).group(1)
+    versions = [entry.split(":")[0] for entry in matrix.split()]
+    assert versions[0] == floor.group(1)
+    minors = [int(version.split(".")[1]) for version in versions]
+    assert minors == list(range(minors[0], minors[-1] + 1))  # every release in between
+    for version in versions:
+        assert (REPO / "tests" / "sanity" / ("ignore-%s.txt" % version)).is_file()
