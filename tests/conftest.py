@@ -83,3 +83,15 @@ def azure_sim(azure_server, monkeypatch):
     azure_server.app.reset("default")
     monkeypatch.setenv("REQUESTS_CA_BUNDLE", azure_server.ca_bundle)
     yield azure_server
+
+
+@pytest.fixture(scope="session")
+def tls_waldur_server(tmp_path_factory):
+    """A Waldur simulator over HTTPS (its own session-long server, not reset, not contract-checked):
+    ``.ca_bundle`` is the CA that signed it, ``.other_ca`` one that did not, for the verify_ssl tests."""
+    from tests.simulators.tls import make_tls
+
+    server = _start("waldur", tmp_path_factory, tls=True)
+    _other_context, server.other_ca = make_tls(str(tmp_path_factory.mktemp("other-ca")))
+    yield server
+    server.stop()

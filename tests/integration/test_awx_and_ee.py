@@ -19,24 +19,13 @@ import pytest
 import yaml
 
 from tests.helpers import REPO, collection_path, copy_working_tree, run_playbook
+from tests.integration.awx_standin import make_awx_standin
 
 pytestmark = pytest.mark.integration
 
 BIN = Path(sys.executable).parent
-AWX_MODULES = ("credential_type", "credential", "execution_environment", "project", "inventory",
-               "inventory_source", "job_template", "schedule")
 PERIOD_VARIABLES = ("WALDUR_SITE_AGENT_ORDER_PROCESS_PERIOD_MINUTES", "WALDUR_SITE_AGENT_REPORT_PERIOD_MINUTES",
                     "WALDUR_SITE_AGENT_MEMBERSHIP_SYNC_PERIOD_MINUTES")
-RECORDING_MODULE = '''#!/usr/bin/python
-# WANT_JSON
-import json, os, sys
-with open(sys.argv[1]) as handle:
-    args = json.load(handle)
-with open(os.environ["AWX_STANDIN_LOG"], "a") as log:
-    log.write(json.dumps({"module": "%s", "args": {k: v for k, v in args.items()
-                                                   if not k.startswith("_ansible")}}) + "\\n")
-print(json.dumps({"changed": True}))
-'''
 
 
 def load_yaml(path: Path):
@@ -86,14 +75,7 @@ def test_no_injected_variable_is_one_awx_refuses():
 @pytest.fixture
 def awx_standin(tmp_path):
     """A stand-in awx.awx collection whose modules append their arguments to a JSON-lines log."""
-    root = tmp_path / "awx-standin"
-    collection = root / "ansible_collections" / "awx" / "awx"
-    (collection / "plugins" / "modules").mkdir(parents=True)
-    (collection / "meta").mkdir()
-    (collection / "meta" / "runtime.yml").write_text(yaml.safe_dump(
-        {"requires_ansible": ">=2.16", "action_groups": {"controller": list(AWX_MODULES)}}))
-    for name in AWX_MODULES:
-        (collection / "plugins" / "modules" / f"{name}.py").write_text(RECORDING_MODULE % name)
+    root = make_awx_standin(tmp_path / "awx-standin")
     log = tmp_path / "awx-calls.jsonl"
     log.touch()
     return root, log

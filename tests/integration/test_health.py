@@ -288,18 +288,9 @@ def test_diagnostics_skips_waldur_details_when_waldur_rejects_the_token(tmp_path
 
 
 # ---------------------------------------------------------------------------------- verify_ssl
-@pytest.fixture(scope="module")
-def tls_waldur(tmp_path_factory):
-    from tests.simulators.common import SimulatorServer
-    from tests.simulators.tls import make_tls
-    from tests.simulators.waldur import WaldurSimulator
-
-    context, ca_path = make_tls(str(tmp_path_factory.mktemp("waldur-ca")))
-    _other, other_ca = make_tls(str(tmp_path_factory.mktemp("other-ca")))
-    server = SimulatorServer(WaldurSimulator(), ssl_context=context).start()
-    server.ca_bundle, server.other_ca = ca_path, other_ca
-    yield server
-    server.stop()
+@pytest.fixture
+def tls_waldur(tls_waldur_server):
+    return tls_waldur_server
 
 
 @pytest.mark.parametrize("verify_ssl, environment, ready", [

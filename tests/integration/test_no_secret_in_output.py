@@ -17,6 +17,7 @@ import pytest
 import yaml
 
 from tests.helpers import REPO, collection_path, run_playbook, simulator_site_config
+from tests.integration.awx_standin import make_awx_standin
 from tests.simulators.azure import presets as AZ
 from tests.simulators.digitalocean import presets as DO
 from tests.simulators.waldur import presets as W
@@ -42,18 +43,6 @@ MODES = {
 PASSES = ("order_process", "report", "membership_sync")
 PLAYBOOKS = PASSES + ("load_components", "health", "diagnostics", "awx_configure", "schedule")
 
-AWX_MODULES = ("credential_type", "credential", "execution_environment", "project", "inventory",
-               "inventory_source", "job_template", "schedule")
-# A stand-in awx.awx module: answers like the controller would, and fails (as a refused
-# credential would) when AWX_STANDIN_FAIL names it.
-AWX_STANDIN = '''#!/usr/bin/python
-# WANT_JSON
-import json, os, sys
-if os.environ.get("AWX_STANDIN_FAIL") == "%s":
-    print(json.dumps({"failed": True, "msg": "Unable to create %s: the controller said 400"}))
-else:
-    print(json.dumps({"changed": True}))
-'''
 
 
 def site_config(waldur, do, azure, outcome: str) -> dict:
@@ -75,24 +64,13 @@ def seed_machines(waldur, do, azure) -> None:
     waldur.app.seed_resource(W.AZURE_OFFERING_UUID, "metered-vm", backend_id=vm)
 
 
-def awx_standin(tmp_path: Path) -> Path:
-    root = tmp_path / "awx-standin"
-    collection = root / "ansible_collections" / "awx" / "awx"
-    (collection / "plugins" / "modules").mkdir(parents=True)
-    (collection / "meta").mkdir()
-    (collection / "meta" / "runtime.yml").write_text(yaml.safe_dump(
-        {"requires_ansible": ">=2.16", "action_groups": {"controller": list(AWX_MODULES)}}))
-    for name in AWX_MODULES:
-        (collection / "plugins" / "modules" / f"{name}.py").write_text(AWX_STANDIN % (name, name))
-    return root
-
-
 def run(playbook: str, outcome: str, mode: str, tmp_path: Path, config: Path):
     kwargs = {key: dict(value) if isinstance(value, dict) else value for key, value in MODES[mode].items()}
     env = kwargs.pop("env", {})
     env["WALDUR_SITE_AGENT_CONFIG"] = str(config)
     if playbook == "awx_configure":
-        env["ANSIBLE_COLLECTIONS_PATH"] = "%s%s%s" % (awx_standin(tmp_path), os.pathsep, collection_path())
+        standin = make_awx_standin(tmp_path / "awx-standin")
+        env["ANSIBLE_COLLECTIONS_PATH"] = "%s%s%s" % (standin, os.pathsep, collection_path())
         if outcome == "failure":
             env["AWX_STANDIN_FAIL"] = "credential"
         return run_playbook(REPO / "playbooks" / "awx_configure.yml", env=env, extra_vars={

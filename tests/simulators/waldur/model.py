@@ -461,8 +461,9 @@ class Marketplace:
                             recurring=bool(item.get("recurring", False)), date=moment, modified=now())
 
     @staticmethod
-    def parse_price(value) -> Decimal:
-        """A plan price as Waldur's DecimalField(max_digits=22, decimal_places=10, min_value=0) reads it."""
+    def _decimal_field(value, decimal_places: int) -> Decimal:
+        """A value as DRF's DecimalField reads it (any number or numeric string), or ValueError
+        with DRF's words."""
         if isinstance(value, bool) or not isinstance(value, (str, int, float)):
             raise ValueError("A valid number is required.")
         try:
@@ -471,25 +472,22 @@ class Marketplace:
             raise ValueError("A valid number is required.") from None
         if not amount.is_finite():
             raise ValueError("A valid number is required.")
-        if amount < 0:
-            raise ValueError("Ensure this value is greater than or equal to 0.")
-        if amount.as_tuple().exponent < -10:
-            raise ValueError("Ensure that there are no more than 10 decimal places.")
+        if amount.as_tuple().exponent < -decimal_places:  # DRF counts trailing zeros too ("1.500")
+            raise ValueError(f"Ensure that there are no more than {decimal_places} decimal places.")
         return amount
 
-    @staticmethod
-    def parse_amount(value) -> Decimal:
+    @classmethod
+    def parse_price(cls, value) -> Decimal:
+        """A plan price as Waldur's DecimalField(max_digits=22, decimal_places=10, min_value=0) reads it."""
+        amount = cls._decimal_field(value, 10)
+        if amount < 0:
+            raise ValueError("Ensure this value is greater than or equal to 0.")
+        return amount
+
+    @classmethod
+    def parse_amount(cls, value) -> Decimal:
         """A usage amount as Waldur's DecimalField(max_digits=18, decimal_places=2) reads it."""
-        if isinstance(value, bool) or not isinstance(value, (str, int, float)):
-            raise ValueError("A valid number is required.")
-        try:
-            amount = Decimal(str(value).strip())
-        except InvalidOperation:
-            raise ValueError("A valid number is required.") from None
-        if not amount.is_finite():
-            raise ValueError("A valid number is required.")
-        if amount.as_tuple().exponent < -2:  # DRF counts trailing zeros too ("1.500")
-            raise ValueError("Ensure that there are no more than 2 decimal places.")
+        amount = cls._decimal_field(value, 2)
         if len(amount.quantize(_TWO_PLACES).as_tuple().digits) > 18:
             raise ValueError("Ensure that there are no more than 18 digits in total.")
         return amount

@@ -452,18 +452,9 @@ def test_connection_causes_are_said_in_plain_words(exception, words):
 
 # ---- verify_ssl means what it says, whatever the environment ----------------------------------
 
-@pytest.fixture(scope="module")
-def tls_waldur(tmp_path_factory):
-    from tests.simulators.common import SimulatorServer
-    from tests.simulators.tls import make_tls
-    from tests.simulators.waldur import WaldurSimulator
-
-    context, ca_path = make_tls(str(tmp_path_factory.mktemp("waldur-ca")))
-    _other_context, other_ca = make_tls(str(tmp_path_factory.mktemp("other-ca")))
-    server = SimulatorServer(WaldurSimulator(), ssl_context=context).start()
-    server.ca_bundle, server.other_ca = ca_path, other_ca
-    yield server
-    server.stop()
+@pytest.fixture
+def tls_waldur(tls_waldur_server):
+    return tls_waldur_server
 
 
 def whoami(server, verify_ssl):
