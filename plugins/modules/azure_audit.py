@@ -39,7 +39,7 @@ extends_documentation_fragment:
 options:
   resource_group:
     description:
-      - The offering's C(default_resource_group): a shared group listed even when none of this offering's
+      - The offering's C(default_resource_group), a shared group listed even when none of this offering's
         machines is in it (an orphan chain whose machine is gone is found there).
       - Objects of this offering in a shared group that is neither this one nor the group of one of its
         machines are not seen.

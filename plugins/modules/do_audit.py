@@ -29,9 +29,9 @@ author:
 options:
   size_mapping:
     description:
-      - The offering's C(size_mapping) (C({slug: {component: value}})). A droplet whose size's entry
+      - "The offering's C(size_mapping) (C({slug: {component: value}})). A droplet whose size's entry
         differs from its resource's limits, or whose size has no entry while the limits match another
-        one, is drift. Without it sizes are not compared.
+        one, is drift. Without it sizes are not compared."
     type: dict
     default: {}
 extends_documentation_fragment:

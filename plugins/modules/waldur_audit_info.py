@@ -16,8 +16,8 @@ description:
     (C(/api/marketplace-provider-resources/), all pages), and its orders in state C(executing)
     (C(/api/marketplace-orders/), all pages), for M(waldur.site_agent.do_audit) and
     M(waldur.site_agent.azure_audit).
-  - An order is stuck when it has been executing, unchanged, for longer than O(stuck_after_hours):
-    its age is counted from its last change (C(modified)), else from its creation.
+  - An order is stuck when it has been executing, unchanged, for longer than O(stuck_after_hours); its
+    age is counted from its last change (C(modified)), else from its creation.
   - Two listings, whatever the number of resources; nothing is read one by one.
 author:
   - Waldur site agent developers (@waldur)
