@@ -308,8 +308,10 @@ class Auditor:
     # ---- result ------------------------------------------------------------------------------
     def sorted_findings(self):
         order = dict((kind, index) for index, kind in enumerate(FINDING_KINDS))
-        return sorted(self.findings, key=lambda item: (order[item["kind"]], item["resource_name"] or "",
-                                                        item["resource_uuid"] or "", item["object"]))
+
+        def key(item):
+            return order[item["kind"]], item["resource_name"] or "", item["resource_uuid"] or "", item["object"]
+        return sorted(self.findings, key=key)
 
 
 def power_check(resource, machine):

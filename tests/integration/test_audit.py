@@ -14,7 +14,7 @@ import requests
 import yaml
 
 from tests.helpers import REPO, run_playbook, simulator_site_config
-from tests.integration.azure_state import OFFERING_TAG, RESOURCE_TAG, all_vms, arm, arm_ids, dedicated_group, vm_id
+from tests.integration.azure_state import OFFERING_TAG, RESOURCE_TAG, all_vms, arm, arm_ids, dedicated_group
 from tests.integration.passes import log_lines
 from tests.simulators.digitalocean import presets as DO
 from tests.simulators.waldur import presets as W
@@ -238,8 +238,8 @@ def test_cleanup_deletes_only_the_old_orphans_that_carry_the_offerings_mark(tmp_
     assert do.app.write_calls(since_do) == [] and [c for c in azure.app.write_calls(since_azure)
                                                    if c["operation"] != "token"] == []
     assert {d["id"] for d in do.app.droplets()} == droplets_before and arm_ids(azure) == arm_before
-    would = {item["object_ids"][0]: item["cleanup"] for data in (report(tmp_path, "DigitalOcean VM"),
-                                                                  report(tmp_path, "Azure VM"))
+    reports = (report(tmp_path, "DigitalOcean VM"), report(tmp_path, "Azure VM"))
+    would = {item["object_ids"][0]: item["cleanup"] for data in reports
              for item in data["findings"] if item["kind"] == "orphan"}
     assert would == {
         str(orphan_droplet["id"]): "would delete",

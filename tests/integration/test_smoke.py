@@ -46,7 +46,7 @@ def test_order_report_and_membership_passes_log_summaries_and_errors(tmp_path, w
     droplet_order, droplet_resource = order_machine(waldur_sim, W.DO_OFFERING_UUID, W.DO_PLAN_UUID,
                                                     "smoke-droplet", LIMITS)
     bad_order, dummy = order_machine(waldur_sim, W.DO_OFFERING_UUID, W.DO_PLAN_UUID, "smoke-nowhere", LIMITS,
-                                 region="no-such-region")
+                                     region="no-such-region")
     vm_order, vm_resource = order_machine(waldur_sim, W.AZURE_OFFERING_UUID, W.AZURE_PLAN_UUID,
                                           "smoke-vm", LIMITS, ssh_public_key=SSH_KEY)
 
