@@ -162,8 +162,8 @@ OFFERING = {
                 "`REQUESTS_CA_BUNDLE` (else `CURL_CA_BUNDLE`) when set, else the bundled CAs."),
     "order_processing_backend": dict(
         type="backend name", default="empty", used=USED,
-        meaning="Set (to the value of `backend_type`) to run the order_process pass for the offering; empty "
-                "leaves the offering out of it."),
+        meaning="Set (to the value of `backend_type`) to run the order_process pass (and the audit) for the "
+                "offering; empty leaves the offering out of them."),
     "reporting_backend": dict(
         type="backend name", default="empty", used=USED,
         meaning="The same for the report pass."),
@@ -369,7 +369,7 @@ ATTRIBUTES = {
 # Roles whose argument specs make the variable tables. waldur_offering is handed from
 # agent_pass to the pass roles, and agent_pass_name is fixed by each playbook: neither is
 # for operators.
-PASS_ROLES = ("agent_pass", "order_process", "report", "membership_sync")
+PASS_ROLES = ("agent_pass", "order_process", "report", "membership_sync", "audit")
 INTERNAL_VARIABLES = ("waldur_offering", "agent_pass_name")
 
 SECTIONS = ("root", "offering", "azure", "digitalocean", "common", "component",
