@@ -39,49 +39,75 @@ except ImportError:  # pragma: no cover - ansible-rulebook depends on PyYAML
 
 DOCUMENTATION = r"""
 ---
-short_description: Receive a Waldur offering's marketplace events over STOMP
+short_description: Receive the marketplace events of Waldur offerings over STOMP
 description:
-  - An ansible-rulebook event source that registers the offering's site agent identity
+  - An ansible-rulebook event source for the offerings of a site agent configuration file
+    (O(config)) that have C(stomp_enabled) true, read as the upstream agent reads them - the
+    Waldur URL (C(waldur_api_url)), token (C(waldur_api_token), else E(WALDUR_API_TOKEN)),
+    offering (C(waldur_offering_uuid)), C(verify_ssl), and the broker at C(stomp_ws_host)
+    (default the Waldur host), C(stomp_ws_port) (default 443, or 80 without TLS),
+    C(stomp_ws_path) (default C(/rmqws-stomp)) and C(websocket_use_tls) (default true).
+    Order events are asked for when C(order_processing_backend) is set, resource events when
+    C(membership_sync_backend) is set (and C(stomp_membership_sync_enabled) is not false);
+    a line at startup names each offering left out and why.
+  - The file is read again before every registration and connection, so a token rotated in
+    the file is used from the next reconnection on (the queue is then registered again with it).
+  - Without O(config), O(waldur_api_url), O(waldur_api_token) and O(offering_uuid) give one
+    offering directly.
+  - For each offering, the source registers the offering's site agent identity
     (C(agent-<offering uuid>)) and its event queue with Waldur, connects to Waldur's
     RabbitMQ over STOMP (web-STOMP over a WebSocket by default, or plain STOMP over TCP),
     subscribes to the queue and turns each message into an event.
   - Events are dictionaries with one key, C(waldur). C(waldur.type) is C(order),
     C(resource) or C(sweep). Order and resource events carry C(offering_uuid),
     C(order_uuid), C(order_state), C(order_type), C(resource_uuid) (UUIDs as 32 lower-case
-    hex digits) and the original C(message). Sweep events carry C(reason)
-    (C(startup) or C(interval)) and ask for a full order pass of the offering.
+    hex digits) and the original C(message). Sweep events carry C(offering_uuid),
+    C(pass_name) (C(order_process) or C(membership_sync)) and C(reason) (C(startup) or
+    C(interval)) and ask for the full pass of the offering.
   - Order messages whose state needs nothing from the provider (C(pending-consumer),
     C(pending-project), C(pending-start-date), C(done), C(erred), C(canceled),
     C(rejected)) are dropped. Each message is acknowledged after its event is on the
     rulebook's queue; malformed messages are logged and acknowledged.
-  - A sweep event is emitted once the queue is registered at startup, then every
+  - An order sweep event is emitted once the queue is registered at startup, then every
     O(sweep_interval) seconds, so orders whose message was lost are still processed, even
-    while the broker is unreachable.
+    while the broker is unreachable. A membership sweep event (offerings with resource events)
+    every O(membership_sweep_interval) seconds re-applies the paused and downscaled flags.
   - On a lost connection the source reconnects after 1 s, doubling up to 120 s, each delay
     shortened by up to 25 % at random. A subscription the broker refuses or cancels (an ERROR
     frame with C(NOT_FOUND), a cancelled subscription, or the connection closed before the
     subscription receipt) makes the source register the queue again before the next attempt.
   - The Waldur token is the STOMP passcode. It never appears in logs or events.
 options:
+  config:
+    description:
+      - The site agent configuration file. Default E(WALDUR_SITE_AGENT_CONFIG). Ignored when
+        O(waldur_api_url) is given.
+    type: str
+  offering:
+    description:
+      - Serve only this offering of O(config) (its C(name) or C(waldur_offering_uuid)).
+    type: str
   waldur_api_url:
     description:
-      - Waldur API URL, with or without the trailing C(/api/).
+      - Without O(config) - Waldur API URL, with or without the trailing C(/api/).
     type: str
-    required: true
   waldur_api_token:
     description:
-      - Token of the offering's service provider user (OFFERING.MANAGER). Also the STOMP passcode.
+      - Without O(config) - token of the offering's service provider user (OFFERING.MANAGER).
+        Also the STOMP passcode.
     type: str
-    required: true
   offering_uuid:
     description:
-      - UUID of the offering, dashed or not. The identity is named C(agent-<offering_uuid>)
-        with the value as given, as the upstream agent names it.
+      - Without O(config) - UUID of the offering, dashed or not. The identity is named
+        C(agent-<offering_uuid>) with the value as given, as the upstream agent names it.
     type: str
-    required: true
+  offering_name:
+    description:
+      - Without O(config) - the offering's name in log lines. Default O(offering_uuid).
+    type: str
   verify_ssl:
     description:
-      - Verify TLS certificates of Waldur and of the broker.
+      - Without O(config) - verify TLS certificates of Waldur and of the broker.
     type: bool
     default: true
   ca_path:
@@ -91,39 +117,44 @@ options:
     type: str
   object_types:
     description:
-      - Event types to register the queue for.
+      - Without O(config) - event types to register the queue for.
     type: list
     elements: str
     choices: [order, resource]
     default: [order, resource]
   stomp_host:
     description:
-      - Broker host. Default the host of O(waldur_api_url).
+      - Without O(config) - broker host. Default the host of O(waldur_api_url).
     type: str
   stomp_port:
     description:
-      - Broker port. Default 443 (WebSocket with TLS), 80 (WebSocket), 61614 (TCP with TLS)
+      - Without O(config) - broker port. Default 443 (WebSocket with TLS), 80 (WebSocket), 61614 (TCP with TLS)
         or 61613 (TCP).
     type: int
   stomp_ws_path:
     description:
-      - Path of the web-STOMP endpoint.
+      - Without O(config) - path of the web-STOMP endpoint.
     type: str
     default: /rmqws-stomp
   use_websocket:
     description:
-      - Speak STOMP over a WebSocket (RabbitMQ web-STOMP, as Waldur publishes it). False
+      - Without O(config) - speak STOMP over a WebSocket (RabbitMQ web-STOMP, as Waldur publishes it). False
         speaks plain STOMP over TCP.
     type: bool
     default: true
   websocket_use_tls:
     description:
-      - Use TLS to the broker (C(wss://) for the WebSocket, TLS on the TCP socket otherwise).
+      - Without O(config) - use TLS to the broker (C(wss://) for the WebSocket, TLS on the TCP socket otherwise).
     type: bool
     default: true
   sweep_interval:
     description:
-      - Seconds between sweep events. C(0) emits only the startup sweep.
+      - Seconds between order sweep events. C(0) emits only the startup sweep.
+    type: float
+    default: 3600
+  membership_sweep_interval:
+    description:
+      - Seconds between membership sweep events (offerings with resource events). C(0) emits none.
     type: float
     default: 3600
   heartbeat:
@@ -148,7 +179,24 @@ notes:
 """
 
 EXAMPLES = r"""
-- name: Orders of one Waldur offering
+- name: Every stomp_enabled offering of the site agent configuration
+  hosts: all
+  sources:
+    - waldur.site_agent.waldur_stomp:
+        config: /etc/waldur/waldur-site-agent-config.yaml
+  rules:
+    - name: Process the order the event names
+      condition: event.waldur.type == "order"
+      action:
+        run_playbook:
+          name: waldur.site_agent.order_process
+          extra_vars:
+            agent_pass_config: /etc/waldur/waldur-site-agent-config.yaml
+            waldur_offering_name: "{{ event.waldur.offering_uuid }}"
+            order_process_order_uuids:
+              - "{{ event.waldur.order_uuid }}"
+
+- name: Orders of one Waldur offering given without a configuration file
   hosts: all
   sources:
     - waldur.site_agent.waldur_stomp:
