@@ -698,3 +698,12 @@ def test_a_rotated_token_is_read_again_and_registers_with_it(plugin, tmp_path, c
     assert api.calls == 2 and run.source.settings.token == "rotated-token"
     assert "token of offering DigitalOcean VM changed in the configuration file" in caplog.text
     assert "rotated-token" not in caplog.text
+
+
+def test_sweep_periods_default_to_the_upstream_environment_in_minutes(plugin):
+    environ = {"WALDUR_SITE_AGENT_RECONCILIATION_PERIOD_MINUTES": "0.5",
+               "WALDUR_SITE_AGENT_RESOURCE_STATUS_RECONCILIATION_MINUTES": "2"}
+    assert plugin.tuning_options({}, environ) == {"sweep_interval": 30.0, "membership_sweep_interval": 120.0}
+    assert plugin.tuning_options({"sweep_interval": 5}, environ)["sweep_interval"] == 5
+    with pytest.raises(ValueError, match="WALDUR_SITE_AGENT_RECONCILIATION_PERIOD_MINUTES must be a number"):
+        plugin.tuning_options({}, {"WALDUR_SITE_AGENT_RECONCILIATION_PERIOD_MINUTES": "hourly"})

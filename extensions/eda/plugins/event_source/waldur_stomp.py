@@ -149,12 +149,14 @@ options:
     default: true
   sweep_interval:
     description:
-      - Seconds between order sweep events. C(0) emits only the startup sweep.
+      - Seconds between order sweep events. C(0) emits only the startup sweep. Default
+        E(WALDUR_SITE_AGENT_RECONCILIATION_PERIOD_MINUTES) (minutes, as for the upstream agent), else 3600.
     type: float
     default: 3600
   membership_sweep_interval:
     description:
       - Seconds between membership sweep events (offerings with resource events). C(0) emits none.
+        Default E(WALDUR_SITE_AGENT_RESOURCE_STATUS_RECONCILIATION_MINUTES) (minutes), else 3600.
     type: float
     default: 3600
   heartbeat:
@@ -412,6 +414,20 @@ def sweep_event(offering_uuid_hex, reason, pass_name="order_process"):
 TUNING_OPTIONS = ("ca_path", "sweep_interval", "membership_sweep_interval", "heartbeat", "connect_timeout",
                   "request_timeout")
 CONFIG_ENVIRONMENT = "WALDUR_SITE_AGENT_CONFIG"
+# The upstream agent's timers (minutes), for the sweeps when the source options do not set them.
+PERIOD_ENVIRONMENT = (("sweep_interval", "WALDUR_SITE_AGENT_RECONCILIATION_PERIOD_MINUTES"),
+                      ("membership_sweep_interval", "WALDUR_SITE_AGENT_RESOURCE_STATUS_RECONCILIATION_MINUTES"))
+
+
+def tuning_options(args, environ=None):
+    """The tuning options of the source arguments, the sweep periods defaulting to the
+    upstream agent's environment variables (in minutes)."""
+    environ = os.environ if environ is None else environ
+    tuning = {key: args[key] for key in TUNING_OPTIONS if _given(args, key) is not None}
+    for key, variable in PERIOD_ENVIRONMENT:
+        if key not in tuning and _given(environ, variable) is not None:
+            tuning[key] = _number(environ, variable, None, 0) * 60
+    return tuning
 
 
 def read_site_config(path):
@@ -1105,7 +1121,7 @@ async def main(queue, args):
             raise ValueError("config is required (or set %s): the site agent configuration file"
                              % CONFIG_ENVIRONMENT)
         path = os.path.abspath(os.path.expanduser(str(path)))
-        tuning = {key: args[key] for key in TUNING_OPTIONS if _given(args, key) is not None}
+        tuning = tuning_options(args)
         offering = _given(args, "offering")
         all_settings, notes = config_settings(path, offering, tuning)
         for note in notes:
