@@ -54,8 +54,8 @@ def pass_offerings(offerings, pass_name, named=False, by_event=False, sweep=Fals
                              % (name, role_key, pass_name))
             continue
         if served_by_events(offering, pass_name) and not (by_event or sweep):
-            notes.append("Offering %s has stomp_enabled: true: its %s is left to the event_process rulebook "
-                         "(its events and sweeps); skipped by this pass (agent_pass_sweep_event_offerings=true "
+            notes.append("Offering %s has stomp_enabled: true: the event_process rulebook serves its %s "
+                         "(events and sweeps), skipped by this pass (agent_pass_sweep_event_offerings=true "
                          "sweeps it here)" % (name, "orders" if pass_name == "order_process" else "resources"))
             continue
         run.append(offering)
