@@ -154,7 +154,8 @@ def settled(rabbitmq, queue_record):
 def test_source_turns_queue_messages_into_events(waldur, rabbitmq, source_factory, transport, caplog):
     caplog.set_level(logging.DEBUG)
     source = source_factory(waldur, rabbitmq, transport)
-    assert source.next()["waldur"] == {"type": "sweep", "offering_uuid": OFFERING, "reason": "startup"}
+    assert source.next()["waldur"] == {"type": "sweep", "pass_name": "order_process", "offering_uuid": OFFERING,
+                                       "reason": "startup"}
     wait_until(lambda: waldur.app.events.queues, 30, "the queue registration")
     finished = waldur.app.seed_order(OFFERING, state="done")
     pending = waldur.app.seed_order(OFFERING, state="pending-provider")
