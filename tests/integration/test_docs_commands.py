@@ -98,7 +98,7 @@ EVENT_PASS = Step(
     "ansible-playbook waldur.site_agent.order_process -e waldur_site_agent_hosts=localhost "
     "-e waldur_offering_name=%s -e '{\"order_process_order_uuids\": [\"%s\"]}'"
     % (waldur_presets.DO_OFFERING_UUID, waldur_presets.DO_ORDER_UUID),
-    ('"msg": "offering=DigitalOcean VM pass=order_process orders=1 done=1 erred=0 pending=0 machines_changed=1 ...',),
+    ('"msg": "offering=DigitalOcean VM pass=order_process orders=1 done=1 erred=0 ... machines_changed=1 ...',),
 )
 
 # The quickstart's step 4: "A second run changes nothing."
