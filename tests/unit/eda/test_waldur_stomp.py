@@ -613,14 +613,14 @@ def test_stomp_endpoint_defaults_follow_the_upstream_agent(plugin):
     assert (parsed.stomp_host, parsed.stomp_port, parsed.stomp_ws_path, parsed.use_websocket, parsed.use_tls) == \
         ("waldur.example.com", 443, "/rmqws-stomp", True, True)
     assert parsed.object_types == ("order", "resource") and notes == []
-    (plain,), _ = plugin.stomp_offerings({"offerings": [site_offering(websocket_use_tls=False)]}, environ={})
+    (plain,), _notes = plugin.stomp_offerings({"offerings": [site_offering(websocket_use_tls=False)]}, environ={})
     assert (plain.stomp_port, plain.use_tls) == (80, False)
 
 
 def test_stomp_keys_of_the_file_give_the_endpoint(plugin):
     offering = site_offering(stomp_ws_host="mq.example.com", stomp_ws_port=15674, stomp_ws_path="ws",
                              websocket_use_tls=False, verify_ssl=False)
-    (parsed,), _ = plugin.stomp_offerings({"offerings": [offering]}, environ={})
+    (parsed,), _notes = plugin.stomp_offerings({"offerings": [offering]}, environ={})
     assert (parsed.stomp_host, parsed.stomp_port, parsed.stomp_ws_path, parsed.use_tls, parsed.verify_ssl) == \
         ("mq.example.com", 15674, "/ws", False, False)
 
@@ -637,16 +637,16 @@ def test_only_stomp_enabled_offerings_are_served_and_the_others_named(plugin):
     assert notes == ["Offering Polled: stomp_enabled is not true, left to the polling passes",
                      "Offering Azure VM: no membership_sync_backend (or stomp_membership_sync_enabled is false): "
                      "resource events (pause, downscale, restore) are not subscribed"]
-    (only,), _ = plugin.stomp_offerings(config, "A" * 32, environ={})
+    (only,), _notes = plugin.stomp_offerings(config, "A" * 32, environ={})
     assert only.offering_name == "Azure VM"
-    (membership_off,), _ = plugin.stomp_offerings(
+    (membership_off,), _notes = plugin.stomp_offerings(
         {"offerings": [site_offering(stomp_membership_sync_enabled=False)]}, environ={})
     assert membership_off.object_types == ("order",)
 
 
 @pytest.mark.parametrize("config, wanted, message", [
-    ({"offerings": [site_offering(stomp_enabled=False)]}, None, "no offering of the configuration file has "
-                                                               "stomp_enabled: true"),
+    ({"offerings": [site_offering(stomp_enabled=False)]}, None,
+     "no offering of the configuration file has stomp_enabled: true"),
     ({"offerings": [site_offering()]}, "Nope", "offering: no offering named or with UUID 'Nope'"),
     ({"offerings": [site_offering(waldur_api_token=None)]}, None, "stomp_enabled needs waldur_api_token"),
     ({"offerings": [site_offering(stomp_ws_port="x")]}, None, "offering DigitalOcean VM: stomp_port must be"),
@@ -657,8 +657,8 @@ def test_configuration_problems_are_named(plugin, config, wanted, message):
 
 
 def test_token_from_the_environment_when_the_file_has_none(plugin):
-    (parsed,), _ = plugin.stomp_offerings({"offerings": [site_offering(waldur_api_token=None)]},
-                                          environ={"WALDUR_API_TOKEN": "from-env"})
+    (parsed,), _notes = plugin.stomp_offerings({"offerings": [site_offering(waldur_api_token=None)]},
+                                               environ={"WALDUR_API_TOKEN": "from-env"})
     assert parsed.token == "from-env"
 
 
