@@ -162,8 +162,8 @@ OFFERING = {
                 "`REQUESTS_CA_BUNDLE` (else `CURL_CA_BUNDLE`) when set, else the bundled CAs."),
     "order_processing_backend": dict(
         type="backend name", default="empty", used=USED,
-        meaning="Set (to the value of `backend_type`) to run the order_process pass for the offering; empty "
-                "leaves the offering out of it."),
+        meaning="Set (to the value of `backend_type`) to run the order_process pass (and the audit) for the "
+                "offering; empty leaves the offering out of them."),
     "reporting_backend": dict(
         type="backend name", default="empty", used=USED,
         meaning="The same for the report pass."),
@@ -174,22 +174,18 @@ OFFERING = {
         type="string", used=NOT_USED,
         meaning="Not used: access to these machines is the order's SSH key, there are no backend usernames."),
     "stomp_enabled": dict(
-        type="boolean", used=NOT_USED,
-        meaning="Validated, not used. Events come from the Event-Driven Ansible rulebook, configured by its "
-                "own variables. Unlike upstream, the order_process pass does not skip such an offering."),
-    "stomp_membership_sync_enabled": dict(type="boolean", used=NOT_USED, meaning="Not used (see `stomp_enabled`)."),
-    "stomp_ws_host": dict(
-        type="string", used=NOT_USED,
-        meaning="Not read; give the rulebook variable `waldur_stomp_host` instead."),
-    "stomp_ws_port": dict(
-        type="integer", used=NOT_USED,
-        meaning="Not read; give the rulebook variable `waldur_stomp_port` instead."),
-    "stomp_ws_path": dict(
-        type="string", used=NOT_USED,
-        meaning="Not read; give the rulebook variable `waldur_stomp_ws_path` instead."),
-    "websocket_use_tls": dict(
-        type="boolean", used=NOT_USED,
-        meaning="Validated, not read; give the rulebook variable `waldur_websocket_use_tls` instead."),
+        type="boolean", default="`false`", used=USED,
+        meaning="Served by the event_process rulebook ([events](events.md)); the polling order pass (and "
+                "membership pass, see below) skips the offering with a line saying so, as upstream."),
+    "stomp_membership_sync_enabled": dict(
+        type="boolean", default="`stomp_enabled`", used=USED,
+        meaning="Resource events and the membership sweep come from the rulebook, and the polling membership "
+                "pass skips the offering; `false` keeps the membership pass polling."),
+    "stomp_ws_host": dict(type="string", default="Waldur host", used=USED, meaning="Broker host of the rulebook."),
+    "stomp_ws_port": dict(type="integer", default="443 (80 without TLS)", used=USED,
+                          meaning="Broker port of the rulebook."),
+    "stomp_ws_path": dict(type="string", default="`/rmqws-stomp`", used=USED, meaning="web-STOMP path of the rulebook."),
+    "websocket_use_tls": dict(type="boolean", default="`true`", used=USED, meaning="`wss://` to the broker."),
     "resource_import_enabled": dict(type="boolean", used=NOT_USED, meaning="Not used: no resource import."),
     "username_reconciliation_enabled": dict(type="boolean", used=NOT_USED, meaning="Not used: no usernames."),
     "preserve_unmanaged_backend_users": dict(type="boolean", used=NOT_USED, meaning="Not used: no backend users."),
@@ -369,7 +365,7 @@ ATTRIBUTES = {
 # Roles whose argument specs make the variable tables. waldur_offering is handed from
 # agent_pass to the pass roles, and agent_pass_name is fixed by each playbook: neither is
 # for operators.
-PASS_ROLES = ("agent_pass", "order_process", "report", "membership_sync")
+PASS_ROLES = ("agent_pass", "order_process", "report", "membership_sync", "audit")
 INTERNAL_VARIABLES = ("waldur_offering", "agent_pass_name")
 
 SECTIONS = ("root", "offering", "azure", "digitalocean", "common", "component",

@@ -86,9 +86,10 @@ def has_owner_tags(obj, resource_uuid, offering_uuid=None):
     return all(tag_value(tags, key) == value for key, value in wanted.items())
 
 
-def tag_filter(resource_uuid):
-    """ARM's ``$filter`` for the objects of one resource (resource groups and resource lists)."""
-    return "tagName eq '%s' and tagValue eq '%s'" % (RESOURCE_TAG, normalize_uuid(resource_uuid))
+def tag_filter(uuid, tag=RESOURCE_TAG):
+    """ARM's ``$filter`` for the objects of one resource (resource groups and resource lists), or
+    with ``tag=OFFERING_TAG`` of one offering."""
+    return "tagName eq '%s' and tagValue eq '%s'" % (tag, normalize_uuid(uuid))
 
 
 def describe_owner(owner):

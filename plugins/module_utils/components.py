@@ -78,12 +78,15 @@ def _equal(left, right):
         return str(left) == str(right)
 
 
+def size_matches_limits(values, limits):
+    """Whether a ``size_mapping`` entry's every component value equals ``limits``."""
+    limits = limits or {}
+    return bool(values) and all(key in limits and _equal(value, limits[key]) for key, value in values.items())
+
+
 def size_for_limits(size_mapping, limits):
     """The first size slug whose every component value equals ``limits``; None when none does."""
-    limits = limits or {}
     for slug, values in (size_mapping or {}).items():
-        if not values:
-            continue
-        if all(key in limits and _equal(value, limits[key]) for key, value in values.items()):
+        if size_matches_limits(values, limits):
             return slug
     return None

@@ -32,7 +32,7 @@ MAX_YAML_NODES = 100000
 LOOPBACK_HOSTS = ("localhost", "::1", "[::1]")
 ROLE_KEYS = ("order_processing_backend", "reporting_backend", "membership_sync_backend")
 PASS_ROLES = {"order_process": "order_processing_backend", "report": "reporting_backend",
-              "membership_sync": "membership_sync_backend"}
+              "membership_sync": "membership_sync_backend", "audit": "order_processing_backend"}
 SECRET_KEYS = frozenset(("waldur_api_token", "oidc_client_secret", "token", "client_secret", "secret",
                          "password", "sentry_dsn"))
 LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")

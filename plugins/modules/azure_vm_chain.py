@@ -304,6 +304,15 @@ from ansible_collections.waldur.site_agent.plugins.module_utils.azure_naming imp
     vm_name_of_companion,
     vm_name_of_dedicated_group,
 )
+from ansible_collections.waldur.site_agent.plugins.module_utils.azure_objects import (
+    DELETION_ORDER,
+    KIND_LABELS,
+    OWNED_DELETION_ORDER,
+    TOP_LEVEL_TYPES,
+    delete_objects,
+    kind_of,
+    object_operations,
+)
 from ansible_collections.waldur.site_agent.plugins.module_utils.azure_ownership import (
     FAILED,
     FOREIGN,
@@ -336,32 +345,8 @@ RESERVED_ADMIN_USERNAMES = frozenset((
     "console", "david", "guest", "john", "owner", "root", "server", "sql", "support", "support_388945a0",
     "sys", "test", "test1", "test2", "test3", "user", "user1", "user2", "user3", "user4", "user5",
 ))
-# Kinds of the objects of one machine, in the order a shared-group deletion removes them.
-DELETION_ORDER = ("vm", "nic", "nsg", "public_ip", "subnet", "vnet")
-# The same for objects found by owner tag (subnets go with their network, the OS disk after its machine).
-OWNED_DELETION_ORDER = ("vm", "disk", "nic", "nsg", "public_ip", "vnet")
 # Kinds of the chain before the machine, in the order they are made.
 CHAIN_ORDER = ("group", "vnet", "subnet", "public_ip", "nsg", "nic")
-# kind -> (provider, type) of the objects ARM lists as resources of a group
-TOP_LEVEL_TYPES = {
-    "vnet": ("Microsoft.Network", "virtualNetworks"),
-    "public_ip": ("Microsoft.Network", "publicIPAddresses"),
-    "nsg": ("Microsoft.Network", "networkSecurityGroups"),
-    "nic": ("Microsoft.Network", "networkInterfaces"),
-    "vm": ("Microsoft.Compute", "virtualMachines"),
-    "disk": ("Microsoft.Compute", "disks"),
-}
-KIND_OF_TYPE = dict((("%s/%s" % parts).lower(), kind) for kind, parts in TOP_LEVEL_TYPES.items())
-KIND_LABELS = {
-    "group": "resource group",
-    "vnet": "virtual network",
-    "subnet": "subnet",
-    "public_ip": "public IP address",
-    "nsg": "network security group",
-    "nic": "network interface",
-    "vm": "virtual machine",
-    "disk": "OS disk",
-}
 
 
 def admin_password():
@@ -639,7 +624,7 @@ class VmChain:
                 raise
             vm_names = {}
             for resource in listed:
-                kind = KIND_OF_TYPE.get(str(getattr(resource, "type", "") or "").lower())
+                kind = kind_of(resource)
                 vm_name = vm_name_of_companion(kind, getattr(resource, "name", None)) if kind else None
                 if vm_name:
                     vm_names.setdefault(vm_name.lower(), vm_name)
@@ -947,7 +932,7 @@ class VmChain:
         kind = state.in_flight
         if kind is None or kind == "group":  # a group PUT is synchronous
             return False
-        read = self._object_operations(state.names["group"], state.names["vnet"])[kind][0]
+        read = object_operations(self.clients, state.names["group"], state.names["vnet"])[kind][0]
         try:
             obj = self._read("reading %s %s" % (KIND_LABELS[kind], state.names[kind]), read, state.names[kind])
         except AzureError:
@@ -968,53 +953,11 @@ class VmChain:
                     raise
         return True
 
-    def _object_operations(self, group, vnet_name):
-        """``kind -> (read(name), delete(name))`` for the objects of one machine in ``group``."""
-        network = self.clients.network
-        compute = self.clients.compute
-        machines = compute.virtual_machines
-        return {
-            "vm": (lambda name: machines.get(group, name), lambda name: machines.begin_delete(group, name)),
-            "disk": (lambda name: compute.disks.get(group, name), lambda name: compute.disks.begin_delete(group, name)),
-            "nic": (lambda name: network.network_interfaces.get(group, name),
-                    lambda name: network.network_interfaces.begin_delete(group, name)),
-            "nsg": (lambda name: network.network_security_groups.get(group, name),
-                    lambda name: network.network_security_groups.begin_delete(group, name)),
-            "public_ip": (lambda name: network.public_ip_addresses.get(group, name),
-                          lambda name: network.public_ip_addresses.begin_delete(group, name)),
-            "subnet": (lambda name: network.subnets.get(group, vnet_name, name),
-                       lambda name: network.subnets.begin_delete(group, vnet_name, name)),
-            "vnet": (lambda name: network.virtual_networks.get(group, name),
-                     lambda name: network.virtual_networks.begin_delete(group, name)),
-        }
-
     def _delete_objects(self, group, vnet_name, targets, resource_uuid=None):
-        """Delete ``[(kind, name)]`` in order, tolerating 404.
-
-        With ``resource_uuid``, an object carrying another resource's owner tag is left
-        (objects without any owner tag are the legacy objects the backend id leads to).
+        """Delete ``[(kind, name)]`` in order, tolerating 404 (see ``azure_objects.delete_objects``).
         Returns ``(deleted labels, left labels)``."""
-        operations = self._object_operations(group, vnet_name)
-        deleted, left = [], []
-        for kind, name in targets:
-            read, delete = operations[kind]
-            label = "%s %s" % (KIND_LABELS[kind], name)
-            current = self._read("reading " + label, read, name)
-            if current is None:
-                continue
-            owner = owner_of(current)
-            if resource_uuid and owner not in (None, resource_uuid):
-                left.append("%s (%s)" % (label, describe_owner(owner)))
-                continue
-            if not self.check_mode:
-                try:
-                    self._call("deleting " + label, delete, name)
-                except AzureError as error:
-                    if not error.not_found:
-                        raise
-                    continue
-            deleted.append(label)
-        return deleted, left
+        return delete_objects(self.clients, group, vnet_name, targets, resource_uuid=resource_uuid,
+                              check_mode=self.check_mode, deadline=self.deadline)
 
     def _foreign_in_group(self, state):
         """What the dedicated group holds that this run did not make (the run's own objects and
@@ -1157,7 +1100,7 @@ class VmChain:
         by_group = {}
         for resource in listed:
             parts = parse_resource_id(resource.id)
-            kind = KIND_OF_TYPE.get(str(getattr(resource, "type", "") or "").lower())
+            kind = kind_of(resource)
             if parts and kind and parts["group"].lower() not in in_groups:
                 by_group.setdefault(parts["group"], {})[kind] = parts["name"]
         for group, kinds in sorted(by_group.items()):

@@ -51,9 +51,10 @@ options:
   pass_role:
     description:
       - Only return the offerings that have this pass's role backend set
-        (C(order_processing_backend), C(reporting_backend) or C(membership_sync_backend)).
+        (C(order_processing_backend), C(reporting_backend) or C(membership_sync_backend); the audit
+        looks at the offerings that process orders).
     type: str
-    choices: [order_process, report, membership_sync]
+    choices: [order_process, report, membership_sync, audit]
   offering:
     description:
       - Only return the offering with this name or C(waldur_offering_uuid) (dashes optional).
@@ -135,7 +136,7 @@ def main():
     module = AnsibleModule(
         argument_spec=dict(
             path=dict(type="path"),
-            pass_role=dict(type="str", choices=["order_process", "report", "membership_sync"]),
+            pass_role=dict(type="str", choices=["order_process", "report", "membership_sync", "audit"]),
             offering=dict(type="str"),
         ),
         supports_check_mode=True,

@@ -65,9 +65,12 @@ NOT_RUN = {
     "development-setup": "make venv, make test and make demo are the repository's entry points: "
                          "make test runs this test",
     "events-install": "installs from PyPI into the reader's Python",
-    "events-rulebook": "needs RabbitMQ with web-STOMP and Java; tests/integration/test_event_process.py "
-                       "runs this rulebook against a private broker. The test runs the pass the rulebook "
-                       "runs with this vars.yml (test_site_commands[events])",
+    "events-rulebook": "needs RabbitMQ with web-STOMP and Java and runs forever; "
+                       "tests/integration/test_event_process.py runs this rulebook the same way (the "
+                       "configuration file in WALDUR_SITE_AGENT_CONFIG, the JSON callback) against a "
+                       "private broker. The test runs the pass an order event makes it run "
+                       "(test_site_commands[events])",
+    "events-systemd": "sudo and systemd as PID 1; the unit's command is events-rulebook's",
     "events-decision-environment": "ansible-builder with a container engine and a registry",
     "events-test": "the event tests themselves, part of make test",
     "migration-stop-upstream": "systemctl on a host running the upstream agent",
@@ -88,13 +91,14 @@ class Step:
     expected: tuple = ()
 
 
-# The rulebook's sweep and order rules run the order pass with vars.yml's variables
-# (extensions/eda/rulebooks/event_process.yml): the offering it names must be in the configuration.
+# The rulebook's order rule runs the order pass with the event's offering and order
+# (extensions/eda/rulebooks/event_process.yml), reading the configuration file.
 EVENT_PASS = Step(
-    "events: the order pass as the rulebook runs it with vars.yml",
-    "ansible-playbook waldur.site_agent.order_process -e @vars.yml -e waldur_site_agent_hosts=localhost "
-    "-e '{\"order_process_order_uuids\": [\"%s\"]}'" % waldur_presets.DO_ORDER_UUID,
-    ('"msg": "offering=DigitalOcean VM pass=order_process orders=1 done=1 erred=0 pending=0 machines_changed=1 ...',),
+    "events: the order pass as an order event makes the rulebook run it",
+    "ansible-playbook waldur.site_agent.order_process -e waldur_site_agent_hosts=localhost "
+    "-e waldur_offering_name=%s -e '{\"order_process_order_uuids\": [\"%s\"]}'"
+    % (waldur_presets.DO_OFFERING_UUID, waldur_presets.DO_ORDER_UUID),
+    ('"msg": "offering=DigitalOcean VM pass=order_process orders=1 done=1 erred=0 ... machines_changed=1 ...',),
 )
 
 # The quickstart's step 4: "A second run changes nothing."
@@ -112,7 +116,7 @@ SITE_SEQUENCES = {
     "modules": ["modules-ansible-doc"],
     "scaling": ["scaling-workers", "scaling-forks", "scaling-limit"],
     "troubleshooting": ["troubleshooting-start"],
-    "events": ["events-vars", EVENT_PASS],
+    "events": [EVENT_PASS, "events-sweep"],
 }
 SIMULATOR_SEQUENCE = ["simulators-start", "simulators-config", "simulators-environment", "simulators-diagnostics",
                       "simulators-check", "simulators-pass", "simulators-verify", "simulators-report",

@@ -17,18 +17,18 @@ import queue
 import signal
 import subprocess
 import sys
+import json
 import threading
 import time
 from pathlib import Path
 
 import pytest
-import requests
 import yaml
 
-from tests.helpers import ansible_env
+from tests.helpers import ansible_env, run_playbook, simulator_site_config
 from tests.integration import broker
+from tests.integration.passes import MEMBERSHIP_PASS, ORDER_PASS, order_machine, run_pass, set_flag
 from tests.simulators.common import SimulatorServer
-from tests.simulators.digitalocean import presets as do_presets
 from tests.simulators.waldur import presets as P
 from tests.simulators.waldur import WaldurSimulator
 from tests.unit.eda.source_plugin import load_source_plugin
@@ -154,7 +154,8 @@ def settled(rabbitmq, queue_record):
 def test_source_turns_queue_messages_into_events(waldur, rabbitmq, source_factory, transport, caplog):
     caplog.set_level(logging.DEBUG)
     source = source_factory(waldur, rabbitmq, transport)
-    assert source.next()["waldur"] == {"type": "sweep", "offering_uuid": OFFERING, "reason": "startup"}
+    assert source.next()["waldur"] == {"type": "sweep", "pass_name": "order_process", "offering_uuid": OFFERING,
+                                       "reason": "startup"}
     wait_until(lambda: waldur.app.events.queues, 30, "the queue registration")
     finished = waldur.app.seed_order(OFFERING, state="done")
     pending = waldur.app.seed_order(OFFERING, state="pending-provider")
@@ -218,49 +219,58 @@ def test_malformed_messages_are_logged_acknowledged_and_skipped(waldur, rabbitmq
 
 
 # ------------------------------------------------------------------------------------------ the loop
-COMPONENTS = {
-    "cpu": {"measured_unit": "Cores", "unit_factor": 1, "accounting_type": "limit", "label": "CPU"},
-    "ram": {"measured_unit": "MiB", "unit_factor": 1, "accounting_type": "limit", "label": "RAM"},
-    "disk": {"measured_unit": "MiB", "unit_factor": 1, "accounting_type": "limit", "label": "Disk"},
-}
+def stomp_site_config(waldur, rabbitmq, transport="ws", do_sim=None, azure_sim=None) -> dict:
+    """The simulators' site agent configuration, every offering ``stomp_enabled`` with the
+    upstream STOMP keys pointing at the test broker."""
+    config = simulator_site_config(waldur.url, do_url=do_sim.url if do_sim else None,
+                                   azure_url=azure_sim.url if azure_sim else None)
+    stomp = rabbitmq.source_args(transport)
+    for offering in config["offerings"]:
+        offering.update(stomp_enabled=True, stomp_ws_host=stomp["stomp_host"], stomp_ws_port=stomp["stomp_port"],
+                        stomp_ws_path=stomp["stomp_ws_path"], websocket_use_tls=stomp["websocket_use_tls"])
+    return config
 
 
-def site_config(waldur_url, do_url):
-    return {"offerings": [{
-        "name": "DigitalOcean droplets",
-        "waldur_api_url": waldur_url + "/api/",
-        "waldur_api_token": TOKEN,
-        "waldur_offering_uuid": OFFERING,
-        "backend_type": "digitalocean",
-        "order_processing_backend": "digitalocean",
-        "membership_sync_backend": "digitalocean",
-        "reporting_backend": "digitalocean",
-        "backend_settings": {"token": do_presets.DO_TOKEN, "api_url": do_url + "/v2/", "default_region": "ams3",
-                             "default_image": "ubuntu-22-04-x64", "default_size": "s-1vcpu-1gb"},
-        "backend_components": COMPONENTS,
-    }]}
+def write_site_config(tmp_path: Path, config: dict) -> Path:
+    path = tmp_path / "waldur-site-agent-config.yaml"
+    path.write_text(yaml.safe_dump(config, sort_keys=False))
+    return path
 
 
 class Rulebook:
-    """``ansible-rulebook --rulebook waldur.site_agent.event_process`` in its own process group."""
+    """``ansible-rulebook --rulebook waldur.site_agent.event_process`` in its own process group,
+    as an operator runs it: the configuration file in WALDUR_SITE_AGENT_CONFIG, no variables,
+    the passes logging JSON lines."""
 
-    def __init__(self, workdir: Path, variables: dict):
+    def __init__(self, workdir: Path, config: Path, env: dict | None = None):
         self.workdir = workdir
-        (workdir / "vars.yml").write_text(yaml.safe_dump(variables))
         (workdir / "inventory.yml").write_text(yaml.safe_dump(
             {"all": {"hosts": {"localhost": {"ansible_connection": "local",
                                              "ansible_python_interpreter": sys.executable}}}}))
         self.log_path = workdir / "rulebook.log"
         binary = Path(sys.executable).parent / "ansible-rulebook"
+        environment = ansible_env(dict({"WALDUR_SITE_AGENT_CONFIG": str(config),
+                                        "ANSIBLE_STDOUT_CALLBACK": "waldur.site_agent.waldur_json"}, **(env or {})))
         with open(self.log_path, "w") as log:
             self.proc = subprocess.Popen(
                 [str(binary), "--rulebook", "waldur.site_agent.event_process", "-i", str(workdir / "inventory.yml"),
-                 "--vars", str(workdir / "vars.yml"), "-v"],
-                env=ansible_env(), cwd=str(workdir), stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                 "-v"],
+                env=environment, cwd=str(workdir), stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
                 start_new_session=True)
 
     def log(self) -> str:
         return self.log_path.read_text(errors="replace")
+
+    def json_lines(self) -> list[dict]:
+        lines = []
+        for line in self.log().splitlines():
+            start = line.find('{"event": ')
+            if start >= 0:
+                try:
+                    lines.append(json.loads(line[start:]))
+                except ValueError:
+                    pass
+        return lines
 
     def wait_for(self, text: str, count: int = 1, timeout: float = 120) -> None:
         def seen():
@@ -282,42 +292,23 @@ class Rulebook:
                 self.proc.wait(timeout=10)
 
 
+PLAYBOOK_FINISHED = '"event": "playbook finished"'
+
+
 @pytest.fixture
 def rulebook_factory(tmp_path):
     started = []
 
-    def start(variables):
+    def start(config: Path, env: dict | None = None):
         workdir = tmp_path / f"rulebook{len(started)}"
         workdir.mkdir()
-        rulebook = Rulebook(workdir, variables)
+        rulebook = Rulebook(workdir, config, env)
         started.append(rulebook)
         return rulebook
 
     yield start
     for rulebook in started:
         rulebook.stop()
-
-
-def rulebook_vars(tmp_path, waldur, do_sim, rabbitmq, transport, sweep_interval):
-    config = tmp_path / "waldur-site-agent-config.yaml"
-    config.write_text(yaml.safe_dump(site_config(waldur.url, do_sim.url)))
-    stomp = rabbitmq.source_args(transport)
-    return {
-        "waldur_api_url": waldur.url + "/api/", "waldur_api_token": TOKEN, "waldur_offering_uuid": OFFERING,
-        "agent_pass_config": str(config), "waldur_sweep_interval": sweep_interval,
-        "waldur_stomp_host": stomp["stomp_host"], "waldur_stomp_port": stomp["stomp_port"],
-        "waldur_websocket_use_tls": stomp["websocket_use_tls"], "waldur_ca_path": stomp.get("ca_path"),
-    }
-
-
-def consumer_orders_droplet(waldur, name) -> str:
-    """What a consumer does in the Waldur portal: order a droplet."""
-    response = requests.post(waldur.url + "/api/marketplace-orders/", timeout=10,
-                             headers={"Authorization": "Token " + P.CONSUMER_TOKEN},
-                             json={"offering": OFFERING, "project": P.PROJECT_UUID, "plan": P.DO_PLAN_UUID,
-                                   "attributes": {"name": name}, "limits": dict(P.DO_PLAN_QUOTAS)})
-    assert response.status_code == 201, response.text
-    return response.json()["uuid"]
 
 
 def order_done(waldur, order_uuid, timeout=120):
@@ -329,21 +320,113 @@ def order_done(waldur, order_uuid, timeout=120):
     return order
 
 
+def order_droplet(waldur, name):
+    return order_machine(waldur, P.DO_OFFERING_UUID, P.DO_PLAN_UUID, name, P.DO_PLAN_QUOTAS)
+
+
+def order_vm(waldur, name):
+    return order_machine(waldur, P.AZURE_OFFERING_UUID, P.AZURE_PLAN_UUID, name, P.AZURE_PLAN_QUOTAS,
+                         ssh_key=P.SSH_KEYS[0]["uuid"])
+
+
 def droplet_names(do_sim):
     return [droplet["name"] for droplet in do_sim.app.droplets()]
 
 
-def test_orders_are_processed_as_their_events_arrive(tmp_path, waldur, do_sim, rabbitmq, rulebook_factory):
-    rulebook = rulebook_factory(rulebook_vars(tmp_path, waldur, do_sim, rabbitmq, "wss", sweep_interval=3600))
+def operations(waldur, since):
+    return [call["operation"] for call in waldur.app.calls[since:]]
+
+
+def test_two_stomp_offerings_are_served_from_the_config_file_alone(tmp_path, waldur, do_sim, azure_sim, rabbitmq,
+                                                                   rulebook_factory):
+    config = write_site_config(tmp_path, stomp_site_config(waldur, rabbitmq, "ws", do_sim, azure_sim))
+    rulebook = rulebook_factory(config)
+    rulebook.wait_for("Subscribed to /amq/queue/consumer_", count=2)
+    rulebook.wait_for(PLAYBOOK_FINISHED, count=2)  # the startup sweeps: nothing pending then
+    assert {q["offering_uuid"] for q in waldur.app.events.queues.values()} == {P.DO_OFFERING_UUID,
+                                                                               P.AZURE_OFFERING_UUID}
+
+    # The polling order pass leaves both offerings to events, saying so.
+    since = len(waldur.app.calls)
+    polling = run_pass(ORDER_PASS, config)
+    for name in ("DigitalOcean VM", "Azure VM"):
+        assert f"Offering {name} has stomp_enabled: true: the event_process rulebook serves its orders" \
+            in polling.stdout
+    assert "orders.list" not in operations(waldur, since)
+
+    # A consumer's Create on each ends done with no polling pass: the events' passes read
+    # each order by UUID and never list the offerings' orders.
+    since = len(waldur.app.calls)
+    droplet_order, droplet_resource = order_droplet(waldur, "event-droplet")
+    vm_order, vm_resource = order_vm(waldur, "event-vm")
+    order_done(waldur, droplet_order)
+    order_done(waldur, vm_order, timeout=180)
+    assert droplet_names(do_sim) == ["event-droplet"]
+    vm_id = waldur.app.resource(vm_resource)["backend_id"]
+    assert azure_sim.app.vm_power_state(vm_id) == "running"
+    assert "orders.list" not in operations(waldur, since)
+
+    # A pause on each stops the machine (the resource events' membership passes).
+    droplet_id = int(waldur.app.resource(droplet_resource)["backend_id"])
+    set_flag(waldur, droplet_resource, "paused", True)
+    set_flag(waldur, vm_resource, "paused", True)
+    wait_until(lambda: do_sim.app.droplet(droplet_id)["status"] == "off", 120, "the paused droplet off", 0.5)
+    wait_until(lambda: azure_sim.app.vm_power_state(vm_id) == "deallocated", 120, "the paused VM deallocated", 0.5)
+
+    # The event-triggered passes logged JSON lines with their pass summaries, without colour codes.
+    wanted = {(offering, name) for offering in ("DigitalOcean VM", "Azure VM")
+              for name in ("order_process", "membership_sync")}
+
+    def summaries():
+        return {(line.get("offering"), line.get("pass")) for line in rulebook.json_lines()
+                if line["event"] == "pass summary"}
+    wait_until(lambda: wanted <= summaries(), 60, "the pass summaries of both offerings' passes", 0.5)
+    assert "\x1b[" not in rulebook.log()
+    assert P.PROVIDER_TOKEN not in rulebook.log()
+
+
+def test_rotating_the_token_in_the_config_file_alone_is_enough(tmp_path, waldur, do_sim, azure_sim, rabbitmq,
+                                                               rulebook_factory):
+    site = stomp_site_config(waldur, rabbitmq, "ws", do_sim, azure_sim)
+    config = write_site_config(tmp_path, site)
+    rulebook = rulebook_factory(config)
+    rulebook.wait_for("Subscribed to /amq/queue/consumer_", count=2)
+    rulebook.wait_for(PLAYBOOK_FINISHED, count=2)
+
+    # The operator rotates the provider's token in Waldur and in the configuration file only.
+    new_token = "rotated-provider-token"
+    with waldur.app.lock:
+        waldur.app.market.users[P.PROVIDER_USER_UUID]["token"] = new_token
+    for offering in site["offerings"]:
+        offering["waldur_api_token"] = new_token
+    write_site_config(tmp_path, site)
+
+    # The passes the events run read the file: the new token works at once.
+    order_done(waldur, order_droplet(waldur, "after-rotation")[0])
+    # The source reads it when it reconnects: the queues are registered again with the new
+    # token (the broker's password for the agent) and the next events still arrive.
+    registrations = len(waldur.app.calls_of("agent_identities.register_queue"))
+    rabbitmq.restart()
+    rulebook.wait_for("Subscribed to /amq/queue/consumer_", count=4, timeout=180)
+    assert len(waldur.app.calls_of("agent_identities.register_queue")) >= registrations + 2
+    assert "token of offering DigitalOcean VM changed in the configuration file" in rulebook.log()
+    order_done(waldur, order_vm(waldur, "after-reconnect")[0], timeout=180)
+    assert droplet_names(do_sim) == ["after-rotation"]
+    assert new_token not in rulebook.log() and P.PROVIDER_TOKEN not in rulebook.log()
+
+
+def test_orders_are_processed_as_their_events_arrive_over_tls(tmp_path, waldur, do_sim, rabbitmq, rulebook_factory):
+    config = write_site_config(tmp_path, stomp_site_config(waldur, rabbitmq, "wss", do_sim=do_sim))
+    # The broker's private CA, as an operator trusts one for the broker (ssl's SSL_CERT_FILE).
+    rulebook = rulebook_factory(config, {"SSL_CERT_FILE": rabbitmq.ca_bundle})
     rulebook.wait_for("Subscribed to /amq/queue/consumer_")
-    rulebook.wait_for("PLAY RECAP")  # the startup sweep's order pass: nothing pending then
+    rulebook.wait_for(PLAYBOOK_FINISHED)
 
     since = len(waldur.app.calls)
-    first = consumer_orders_droplet(waldur, "event-vm-1")
+    first, _resource = order_droplet(waldur, "event-vm-1")
     order = order_done(waldur, first)
     resource = waldur.app.resource(order["marketplace_resource_uuid"])
     assert droplet_names(do_sim) == ["event-vm-1"] and resource["backend_id"]
-    # The pass was the event's: it read that order by UUID and never listed the offering's orders.
     calls = waldur.app.calls[since:]
     assert [c["path"] for c in calls if c["operation"] == "orders.get"][0].endswith(f"/{first}/")
     assert "orders.list" not in [c["operation"] for c in calls]
@@ -351,10 +434,10 @@ def test_orders_are_processed_as_their_events_arrive(tmp_path, waldur, do_sim, r
     rabbitmq.restart()
     rulebook.wait_for("Subscribed to /amq/queue/consumer_", count=2, timeout=150)
     since = len(waldur.app.calls)
-    second = consumer_orders_droplet(waldur, "event-vm-2")
+    second, _resource = order_droplet(waldur, "event-vm-2")
     order_done(waldur, second)
     assert sorted(droplet_names(do_sim)) == ["event-vm-1", "event-vm-2"]
-    assert "orders.list" not in [c["operation"] for c in waldur.app.calls[since:]]
+    assert "orders.list" not in operations(waldur, since)
 
     for body in ("this is not json", {"object_type": "order"}):
         waldur.app.events.publish_raw(OFFERING, body)
@@ -365,17 +448,74 @@ def test_orders_are_processed_as_their_events_arrive(tmp_path, waldur, do_sim, r
 
 def test_an_order_whose_message_was_lost_is_processed_by_the_sweep(tmp_path, waldur, do_sim, rabbitmq,
                                                                    rulebook_factory):
-    rulebook = rulebook_factory(rulebook_vars(tmp_path, waldur, do_sim, rabbitmq, "ws", sweep_interval=10))
+    config = write_site_config(tmp_path, stomp_site_config(waldur, rabbitmq, "ws", do_sim=do_sim))
+    # The upstream agent's reconciliation period (minutes): a sweep every 10 s here.
+    rulebook = rulebook_factory(config, {"WALDUR_SITE_AGENT_RECONCILIATION_PERIOD_MINUTES": str(10 / 60)})
     rulebook.wait_for("Subscribed to /amq/queue/consumer_")
-    rulebook.wait_for("PLAY RECAP")
+    rulebook.wait_for(PLAYBOOK_FINISHED)
     waldur.app.events.drop_events(count=100, object_type="order")  # every order message is lost
 
     since = len(waldur.app.calls)
-    order_uuid = consumer_orders_droplet(waldur, "swept-vm")
+    order_uuid, _resource = order_droplet(waldur, "swept-vm")
     order_done(waldur, order_uuid, timeout=150)
     assert droplet_names(do_sim) == ["swept-vm"]
     messages = [r for r in waldur.app.events.published if r["uuid"] == order_uuid]
     assert messages and all(r["dropped"] and not r["delivered"] for r in messages)
     # A full pass found it: the offering's orders were listed after the order was placed.
-    assert "orders.list" in [c["operation"] for c in waldur.app.calls[since:]]
+    assert "orders.list" in operations(waldur, since)
     assert "Sweep (interval)" in rulebook.log()
+
+
+def test_a_paused_resource_whose_message_was_lost_is_stopped_by_the_membership_sweep(
+        tmp_path, waldur, do_sim, rabbitmq, rulebook_factory):
+    config = write_site_config(tmp_path, stomp_site_config(waldur, rabbitmq, "ws", do_sim=do_sim))
+    rulebook = rulebook_factory(config, {"WALDUR_SITE_AGENT_RESOURCE_STATUS_RECONCILIATION_MINUTES": str(10 / 60)})
+    rulebook.wait_for("Subscribed to /amq/queue/consumer_")
+    order_uuid, resource_uuid = order_droplet(waldur, "reconciled")
+    order_done(waldur, order_uuid)
+    droplet_id = int(waldur.app.resource(resource_uuid)["backend_id"])
+    waldur.app.events.drop_events(count=100, object_type="resource")  # the pause's message is lost
+    set_flag(waldur, resource_uuid, "paused", True)
+    wait_until(lambda: do_sim.app.droplet(droplet_id)["status"] == "off", 120, "the paused droplet off", 0.5)
+    assert "a full membership_sync pass" in rulebook.log()
+
+
+def test_an_event_run_and_a_sweep_at_the_same_instant_build_one_machine(tmp_path, waldur, do_sim, rabbitmq):
+    """The two runs the rulebook makes of the order pass (an order event's and a sweep's),
+    started together as two rulebook processes would: the pass lock makes them one."""
+    config = write_site_config(tmp_path, stomp_site_config(waldur, rabbitmq, "ws", do_sim=do_sim))
+    order_uuid, resource_uuid = order_droplet(waldur, "raced")
+    runs = {"event": {"waldur_offering_name": P.DO_OFFERING_UUID, "order_process_order_uuids": [order_uuid]},
+            "sweep": {"waldur_offering_name": P.DO_OFFERING_UUID, "agent_pass_sweep_event_offerings": True}}
+    results = {}
+    start = threading.Barrier(len(runs))
+
+    def run(name):
+        start.wait()
+        results[name] = run_playbook(ORDER_PASS, extra_vars=dict(runs[name], agent_pass_config=str(config)))
+
+    threads = [threading.Thread(target=run, args=(name,)) for name in runs]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=600)
+    for name, result in results.items():
+        assert result.rc == 0, (name, result.output[-4000:])
+    assert len(results) == 2
+    order_done(waldur, order_uuid, timeout=5)
+    assert droplet_names(do_sim) == ["raced"]
+    assert len(do_sim.app.calls_of("droplets.create")) == 1
+    assert waldur.app.resource(resource_uuid)["backend_id"] == str(do_sim.app.droplets()[0]["id"])
+
+
+def test_resource_events_of_an_offering_without_membership_backend_are_a_line(tmp_path, waldur, azure_sim, rabbitmq):
+    site = stomp_site_config(waldur, rabbitmq, "ws", azure_sim=azure_sim)
+    site["offerings"][0]["membership_sync_backend"] = ""  # as in the upstream Azure example
+    config = write_site_config(tmp_path, site)
+    run = run_playbook(MEMBERSHIP_PASS, extra_vars={"agent_pass_config": str(config),
+                                                    "waldur_offering_name": P.AZURE_OFFERING_UUID,
+                                                    "membership_sync_resource_uuids": [P.AZURE_RESOURCE_UUID]})
+    assert run.rc == 0, run.output[-4000:]
+    assert "Offering Azure VM has no membership_sync_backend: nothing for the membership_sync pass to do there" \
+        in run.stdout
+    assert "resources.list" not in operations(waldur, 0)

@@ -236,3 +236,33 @@ def test_a_missing_ansible_playbook_is_named(tmp_path):
     assert run.rc != 0
     assert f"{tmp_path}/nowhere/ansible-playbook: not an executable file on localhost" in run.output
     assert not list((tmp_path / "units").iterdir())
+
+
+def test_a_daily_audit_is_scheduled_when_listed(tmp_path):
+    passes = list(PASSES) + ["audit"]
+    run = apply_role(tmp_path, schedule_passes=passes,
+                     schedule_environment={"WALDUR_SITE_AGENT_AUDIT_DIR": "/var/lib/waldur-site-agent/audit"})
+
+    assert run.rc == 0, run.output
+    units = tmp_path / "units"
+    timer = unit_settings(units / "waldur-site-agent-audit.timer")
+    assert timer["OnUnitActiveSec"] == ["86400s"]
+    service = unit_settings(units / "waldur-site-agent-audit.service")
+    assert service["ExecStart"] == [
+        f"{FLOCK} -n -E 75 {tmp_path}/lock/waldur-site-agent-audit.lock {ANSIBLE_PLAYBOOK} waldur.site_agent.audit"]
+    assert unit_environment(service)["WALDUR_SITE_AGENT_AUDIT_DIR"] == "/var/lib/waldur-site-agent/audit"
+    verify = subprocess.run([shutil.which("systemd-analyze") or "systemd-analyze", "verify", "--man=no",
+                             str(units / "waldur-site-agent-audit.service"), str(units / "waldur-site-agent-audit.timer")],
+                            capture_output=True, text=True, check=False)
+    assert verify.returncode == 0 and verify.stderr.strip() == "", verify.stderr
+
+    cron = apply_role(tmp_path, schedule_passes=passes, schedule_mode="cron")
+    assert cron.rc == 0, cron.output
+    entries = (tmp_path / "cron.d" / "waldur-site-agent").read_text()
+    assert re.search(r"^3 0 \* \* \* root .*waldur-site-agent-audit\.lock .* waldur\.site_agent\.audit ", entries, re.M)
+    assert not list(units.iterdir())
+
+    # dropped from the list, it is removed like any pass
+    apply_role(tmp_path, schedule_passes=passes)
+    apply_role(tmp_path)
+    assert not (units / "waldur-site-agent-audit.timer").exists()

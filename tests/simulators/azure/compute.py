@@ -718,27 +718,34 @@ class ComputeProvider:
                 nsg_name: str | None = None, allowed_ssh_ranges: list | None = None,
                 network_cidr: str = "10.0.0.0/16", subnet_cidr: str = "10.0.0.0/24",
                 os_disk_delete_option: str = "Detach", nic_delete_option: str | None = None,
-                public_ip: bool = True, tags: dict | None = None) -> str:
+                public_ip: bool = True, tags: dict | None = None, chain_tags: dict | None = None,
+                group_tags: dict | None = None, created: str | None = None) -> str:
         """Create a complete, already-provisioned machine the way Waldur Mastermind did
         (group ``group-<4 hex>-<vm>`` unless given, ``net``/``subnet``/``pubip``/``nic``
         + name, ip config ``ipconf<vm>``), bypassing LRO mode and fault injection.
-        Returns the VM's ARM id."""
+
+        ``tags`` go on the VM; ``chain_tags`` on every object that takes tags (network, public
+        IP, NSG, NIC, VM, OS disk), as the agent tags a chain it builds; ``group_tags`` on the
+        resource group (a shared group seeded into again keeps none). ``created`` (ISO 8601)
+        backdates every object seeded. Returns the VM's ARM id."""
         if power_state not in POWER_DISPLAY:
             raise ValueError(f"unknown power state {power_state!r}; known: {sorted(POWER_DISPLAY)}")
         with self.lock:
             group_name = resource_group or f"group-{new_guid()[:4]}-{name}"
-            self.apply_group(group_name, {"location": location})
+            first = len(self.records)
+            self.apply_group(group_name, {"location": location, "tags": group_tags})
             self.apply_vnet(group_name, f"net{name}", {
-                "location": location, "properties": {"addressSpace": {"addressPrefixes": [network_cidr]}}})
+                "location": location, "tags": chain_tags,
+                "properties": {"addressSpace": {"addressPrefixes": [network_cidr]}}})
             subnet = self.apply_subnet(group_name, f"net{name}", f"subnet{name}",
                                        {"properties": {"addressPrefix": subnet_cidr}})[0]
             ip_config = {"name": f"ipconf{name}", "properties": {"subnet": {"id": subnet["id"]}}}
             if public_ip:
                 pip = self.apply_public_ip(group_name, f"pubip{name}", {
-                    "location": location, "sku": {"name": "Standard"},
+                    "location": location, "sku": {"name": "Standard"}, "tags": chain_tags,
                     "properties": {"publicIPAllocationMethod": "Static"}})[0]
                 ip_config["properties"]["publicIPAddress"] = {"id": pip["id"]}
-            nic_body = {"location": location, "properties": {"ipConfigurations": [ip_config]}}
+            nic_body = {"location": location, "tags": chain_tags, "properties": {"ipConfigurations": [ip_config]}}
             if nsg_name:
                 rules = []
                 if allowed_ssh_ranges:
@@ -748,7 +755,7 @@ class ComputeProvider:
                         "destinationAddressPrefix": "*", "access": "Allow", "priority": 1000,
                         "direction": "Inbound"}})
                 nsg = self.apply_nsg(group_name, nsg_name, {
-                    "location": location, "properties": {"securityRules": rules}})[0]
+                    "location": location, "tags": chain_tags, "properties": {"securityRules": rules}})[0]
                 nic_body["properties"]["networkSecurityGroup"] = {"id": nsg["id"]}
             nic = self.apply_nic(group_name, f"nic{name}", nic_body)[0]
             publisher, offer, sku, version = image.split(":")
@@ -765,8 +772,9 @@ class ComputeProvider:
             nic_ref = {"id": nic["id"]}
             if nic_delete_option:
                 nic_ref["properties"] = {"deleteOption": nic_delete_option}
+            vm_tags = dict(chain_tags or {}, **(tags or {})) if (chain_tags or tags) else tags
             vm = self.apply_vm(group_name, name, {
-                "location": location, "tags": tags,
+                "location": location, "tags": vm_tags,
                 "properties": {
                     "hardwareProfile": {"vmSize": size},
                     "storageProfile": {"imageReference": {"publisher": publisher, "offer": offer,
@@ -776,6 +784,12 @@ class ComputeProvider:
                     "osProfile": os_profile,
                     "networkProfile": {"networkInterfaces": [nic_ref]}}})[0]
             vm["power"] = power_state
+            disk = self._lookup(vm["os_disk"]["id"])
+            if disk is not None and chain_tags:
+                disk["tags"] = dict(chain_tags)
+            if created:
+                for record in list(self.records.values())[first:]:
+                    record["created"] = created
             return self._compute_id(vm)
 
     def vm_power_state(self, arm_id: str) -> str | None:

@@ -36,7 +36,7 @@ Tags: every object but a subnet (ARM has no tags on subnets) stores the ``tags``
 OS disk it makes; neither does the simulator. Resource groups and resources can be listed by
 tag: ``$filter=tagName eq 'k' and tagValue eq 'v'`` (or ``tagName eq 'k'``; tag names compare
 case-insensitively, values exactly); a tag-filtered resource list leaves the tags out of its
-items, as ARM does.
+items, as ARM does. ``$expand=createdTime`` adds each item's ``createdTime``.
 """
 
 from __future__ import annotations
@@ -488,17 +488,21 @@ class AzureSimulator(NetworkProvider, ComputeProvider, Simulator):
         text = request.args.get("$filter")
         wanted = parse_filter(text, allow_type=True)
         by_tag = bool(text) and "tagname" in text.lower()
+        expand = {part.strip().lower() for part in request.args.get("$expand", "").split(",") if part.strip()}
         items = []
         for record in self.records.values():
             if record["kind"] not in GENERIC_TYPES or (parent is not None and record.get("parent") != parent):
                 continue
             if wanted(dict(record, type=GENERIC_TYPES[record["kind"]])):
-                items.append(self._render_generic(record, with_tags=not by_tag))
+                items.append(self._render_generic(record, with_tags=not by_tag,
+                                                  created_time="createdtime" in expand))
         return json_response(page(request, items, self.page_size))
 
-    def _render_generic(self, record: dict, with_tags: bool = True) -> dict:
+    def _render_generic(self, record: dict, with_tags: bool = True, created_time: bool = False) -> dict:
         body = {"id": self._public_id(record), "name": record["name"], "type": GENERIC_TYPES[record["kind"]],
                 "location": record["location"]}
+        if created_time and record.get("created"):
+            body["createdTime"] = record["created"]
         if with_tags and record.get("tags"):
             body["tags"] = dict(record["tags"])
         if record["kind"] == "disk" and record.get("managed_by") in self.records:

@@ -76,8 +76,9 @@ Presets: ``default`` (no droplets or tags, the two SSH keys of
 ``presets.PRESET_SSH_KEYS``) and ``empty`` (no keys either).
 
 Python helpers for tests: ``seed_droplet(name, region, size, image, tags,
-status="active")``, ``droplets()``, ``droplet(id)`` (the droplet as the API shows
-it, plus ``user_data`` and ``ssh_key_ids`` which the API does not echo),
+status="active", created_at=None)`` (``created_at``, ISO 8601, backdates it),
+``droplets()``, ``droplet(id)`` (the droplet as the API shows it, plus ``user_data`` and
+``ssh_key_ids`` which the API does not echo),
 ``actions(droplet_id=None)``, ``keys()``, ``tags()``, ``configure(**options)``.
 ``dump_state()`` (and GET ``/_sim/state``) returns droplets, actions, keys and tags.
 ``exchanges`` (and GET ``/_sim/exchanges``) records each API exchange (method,

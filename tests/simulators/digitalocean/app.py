@@ -248,8 +248,9 @@ class DigitalOceanSimulator(Simulator):
     # ---- Python helpers for tests -----------------------------------------------------
     def seed_droplet(self, name: str, region: str = "ams3", size: str = "s-1vcpu-1gb",
                      image: str | int = "ubuntu-22-04-x64", tags=(), status: str = "active",
-                     ipv6: bool = False, user_data: str | None = None) -> dict:
-        """Add a droplet as if it had been created earlier; ``status`` new|active|off."""
+                     ipv6: bool = False, user_data: str | None = None, created_at: str | None = None) -> dict:
+        """Add a droplet as if it had been created earlier; ``status`` new|active|off;
+        ``created_at`` (ISO 8601) backdates it."""
         if status not in ("new", "active", "off"):
             raise ValueError(f"status must be new, active or off, not {status!r}")
         size_obj = catalogue.SIZES_BY_SLUG[size]
@@ -262,6 +263,8 @@ class DigitalOceanSimulator(Simulator):
             droplet = self._new_droplet(name, region, size_obj, image_obj, list(tags),
                                         ipv6=ipv6, backups=False, monitoring=False, vpc_uuid=None)
             self._droplet_private[droplet["id"]] = {"user_data": user_data, "ssh_key_ids": []}
+            if created_at:
+                droplet["created_at"] = created_at
             if status == "new":
                 self._start_action(droplet, "create", self.settings["boot_seconds"])
             else:

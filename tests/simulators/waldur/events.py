@@ -330,6 +330,9 @@ class SiteAgentEvents:
             self.queues[identity["uuid"]] = queue
         elif object_types is not None:
             queue["object_types"] = list(object_types)
+        # The broker authenticates the agent with its current API token: a rotated token
+        # is the queue user's password from its next registration on.
+        queue["password"] = user["token"]
         if self.broker is not None:
             try:
                 self.broker.provision(queue["vhost"], queue["rmq_username"], queue["password"], queue["queue_name"])

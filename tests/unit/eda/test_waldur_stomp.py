@@ -420,7 +420,7 @@ REGISTRATION_ARGS = ("1" * 32, "consumer_q", "u1", "v1", ("order", "resource"))
 SourceRun = namedtuple("SourceRun", "events sleeps source")
 
 
-def run_source(plugin, broker, api, until, sweep_interval=0, timeout=10):
+def run_source(plugin, broker, api, until, sweep_interval=0, timeout=10, reload=None):
     """Run the source until ``until(events, sleeps)`` holds."""
     events, sleeps = [], []
 
@@ -438,7 +438,7 @@ def run_source(plugin, broker, api, until, sweep_interval=0, timeout=10):
     broker.queue = RecordingQueue()
     source = plugin.WaldurStompSource(broker.queue, settings(plugin, sweep_interval=sweep_interval, connect_timeout=2),
                                       api=api, connection_factory=broker.factory, sleep=fast_sleep,
-                                      rand=lambda: 0.0)
+                                      rand=lambda: 0.0, reload=reload)
 
     async def drive():
         task = asyncio.ensure_future(source.run())
@@ -578,7 +578,8 @@ def test_sweeps_at_startup_and_every_interval(plugin):
     events = run_source(plugin, broker, FakeApi(registration(plugin)), sweep_interval=0.05,
                         until=lambda events, sleeps: len(events) >= 3).events
     assert [e["waldur"]["reason"] for e in events[:3]] == ["startup", "interval", "interval"]
-    assert all(e == {"waldur": {"type": "sweep", "offering_uuid": OFFERING, "reason": e["waldur"]["reason"]}}
+    assert all(e == {"waldur": {"type": "sweep", "pass_name": "order_process", "offering_uuid": OFFERING,
+                                "reason": e["waldur"]["reason"]}}
                for e in events)
 
 
@@ -593,3 +594,116 @@ def test_main_rejects_bad_arguments_before_connecting(plugin):
     with pytest.raises(ValueError, match="offering_uuid"):
         asyncio.run(plugin.main(asyncio.Queue(), {"waldur_api_url": "https://w.example.com",
                                                   "waldur_api_token": TOKEN, "eda_feedback_queue": None}))
+
+
+# ------------------------------------------------------------------------------------------ the configuration file
+def site_offering(**overrides):
+    offering = {"name": "DigitalOcean VM", "waldur_api_url": "https://waldur.example.com/api/",
+                "waldur_api_token": TOKEN, "waldur_offering_uuid": OFFERING, "backend_type": "digitalocean",
+                "order_processing_backend": "digitalocean", "membership_sync_backend": "digitalocean",
+                "stomp_enabled": True}
+    offering.update(overrides)
+    return {key: value for key, value in offering.items() if value is not None}
+
+
+def test_stomp_endpoint_defaults_follow_the_upstream_agent(plugin):
+    (parsed,), notes = plugin.stomp_offerings({"offerings": [site_offering()]}, environ={})
+    assert (parsed.api_root, parsed.token, parsed.offering_uuid_hex, parsed.offering_name) == \
+        ("https://waldur.example.com/", TOKEN, OFFERING, "DigitalOcean VM")
+    assert (parsed.stomp_host, parsed.stomp_port, parsed.stomp_ws_path, parsed.use_websocket, parsed.use_tls) == \
+        ("waldur.example.com", 443, "/rmqws-stomp", True, True)
+    assert parsed.object_types == ("order", "resource") and notes == []
+    (plain,), _notes = plugin.stomp_offerings({"offerings": [site_offering(websocket_use_tls=False)]}, environ={})
+    assert (plain.stomp_port, plain.use_tls) == (80, False)
+
+
+def test_stomp_keys_of_the_file_give_the_endpoint(plugin):
+    offering = site_offering(stomp_ws_host="mq.example.com", stomp_ws_port=15674, stomp_ws_path="ws",
+                             websocket_use_tls=False, verify_ssl=False)
+    (parsed,), _notes = plugin.stomp_offerings({"offerings": [offering]}, environ={})
+    assert (parsed.stomp_host, parsed.stomp_port, parsed.stomp_ws_path, parsed.use_tls, parsed.verify_ssl) == \
+        ("mq.example.com", 15674, "/ws", False, False)
+
+
+def test_only_stomp_enabled_offerings_are_served_and_the_others_named(plugin):
+    config = {"offerings": [
+        site_offering(),
+        site_offering(name="Polled", waldur_offering_uuid="e" * 32, stomp_enabled=None),
+        site_offering(name="Azure VM", waldur_offering_uuid="a" * 32, membership_sync_backend=None),
+    ]}
+    served, notes = plugin.stomp_offerings(config, environ={})
+    assert [(s.offering_name, s.object_types) for s in served] == \
+        [("DigitalOcean VM", ("order", "resource")), ("Azure VM", ("order",))]
+    assert notes == ["Offering Polled: stomp_enabled is not true, left to the polling passes",
+                     "Offering Azure VM: no membership_sync_backend (or stomp_membership_sync_enabled is false): "
+                     "resource events (pause, downscale, restore) are not subscribed"]
+    (only,), _notes = plugin.stomp_offerings(config, "A" * 32, environ={})
+    assert only.offering_name == "Azure VM"
+    (membership_off,), _notes = plugin.stomp_offerings(
+        {"offerings": [site_offering(stomp_membership_sync_enabled=False)]}, environ={})
+    assert membership_off.object_types == ("order",)
+
+
+@pytest.mark.parametrize("config, wanted, message", [
+    ({"offerings": [site_offering(stomp_enabled=False)]}, None,
+     "no offering of the configuration file has stomp_enabled: true"),
+    ({"offerings": [site_offering()]}, "Nope", "offering: no offering named or with UUID 'Nope'"),
+    ({"offerings": [site_offering(waldur_api_token=None)]}, None, "stomp_enabled needs waldur_api_token"),
+    ({"offerings": [site_offering(stomp_ws_port="x")]}, None, "offering DigitalOcean VM: stomp_port must be"),
+])
+def test_configuration_problems_are_named(plugin, config, wanted, message):
+    with pytest.raises(ValueError, match=message):
+        plugin.stomp_offerings(config, wanted, environ={})
+
+
+def test_token_from_the_environment_when_the_file_has_none(plugin):
+    (parsed,), _notes = plugin.stomp_offerings({"offerings": [site_offering(waldur_api_token=None)]},
+                                               environ={"WALDUR_API_TOKEN": "from-env"})
+    assert parsed.token == "from-env"
+
+
+def test_config_file_errors_name_the_file(plugin, tmp_path):
+    with pytest.raises(ValueError, match="cannot read .*missing.yaml"):
+        plugin.read_site_config(str(tmp_path / "missing.yaml"))
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("offerings: [")
+    with pytest.raises(ValueError, match="is not valid YAML"):
+        plugin.read_site_config(str(bad))
+
+
+def test_main_needs_a_config_file_when_no_offering_is_given(plugin, monkeypatch):
+    monkeypatch.delenv("WALDUR_SITE_AGENT_CONFIG", raising=False)
+    with pytest.raises(ValueError, match="config is required .*WALDUR_SITE_AGENT_CONFIG"):
+        asyncio.run(plugin.main(asyncio.Queue(), {"config": "", "offering": ""}))
+
+
+def test_a_rotated_token_is_read_again_and_registers_with_it(plugin, tmp_path, caplog):
+    path = tmp_path / "config.yaml"
+    path.write_text(json.dumps({"offerings": [site_offering()]}))
+    reads = []
+
+    def reload():
+        reads.append(path.read_text())
+        if len(reads) == 2:  # the operator rotates the token while the first session runs
+            path.write_text(json.dumps({"offerings": [site_offering(waldur_api_token="rotated-token")]}))
+        return plugin.reread_offering(str(path), OFFERING, {"connect_timeout": 2})
+
+    api = FakeApi(registration(plugin))
+    broker = FakeBroker([("receipt",), ("disconnect",)], [("receipt",), ("message", order_message())])
+
+    with caplog.at_level(logging.INFO):
+        run = run_source(plugin, broker, api, reload=reload,
+                         until=lambda events, sleeps: any(e["waldur"]["type"] == "order" for e in events))
+    assert [login[1] for login in broker.logins] == [TOKEN, "rotated-token"]
+    assert api.calls == 2 and run.source.settings.token == "rotated-token"
+    assert "token of offering DigitalOcean VM changed in the configuration file" in caplog.text
+    assert "rotated-token" not in caplog.text
+
+
+def test_sweep_periods_default_to_the_upstream_environment_in_minutes(plugin):
+    environ = {"WALDUR_SITE_AGENT_RECONCILIATION_PERIOD_MINUTES": "0.5",
+               "WALDUR_SITE_AGENT_RESOURCE_STATUS_RECONCILIATION_MINUTES": "2"}
+    assert plugin.tuning_options({}, environ) == {"sweep_interval": 30.0, "membership_sweep_interval": 120.0}
+    assert plugin.tuning_options({"sweep_interval": 5}, environ)["sweep_interval"] == 5
+    with pytest.raises(ValueError, match="WALDUR_SITE_AGENT_RECONCILIATION_PERIOD_MINUTES must be a number"):
+        plugin.tuning_options({}, {"WALDUR_SITE_AGENT_RECONCILIATION_PERIOD_MINUTES": "hourly"})

@@ -13,6 +13,7 @@ import asyncio
 import functools
 import json
 import logging
+import os
 import random
 import re
 import ssl
@@ -31,51 +32,82 @@ try:
 except ImportError:  # pragma: no cover - reported by main()
     stomp = None
 
+try:
+    import yaml
+except ImportError:  # pragma: no cover - ansible-rulebook depends on PyYAML
+    yaml = None
+
 DOCUMENTATION = r"""
 ---
-short_description: Receive a Waldur offering's marketplace events over STOMP
+short_description: Receive the marketplace events of Waldur offerings over STOMP
 description:
-  - An ansible-rulebook event source that registers the offering's site agent identity
+  - An ansible-rulebook event source for the offerings of a site agent configuration file
+    (O(config)) that have C(stomp_enabled) true, read as the upstream agent reads them - the
+    Waldur URL (C(waldur_api_url)), token (C(waldur_api_token), else E(WALDUR_API_TOKEN)),
+    offering (C(waldur_offering_uuid)), C(verify_ssl), and the broker at C(stomp_ws_host)
+    (default the Waldur host), C(stomp_ws_port) (default 443, or 80 without TLS),
+    C(stomp_ws_path) (default C(/rmqws-stomp)) and C(websocket_use_tls) (default true).
+    Order events are asked for when C(order_processing_backend) is set, resource events when
+    C(membership_sync_backend) is set (and C(stomp_membership_sync_enabled) is not false);
+    a line at startup names each offering left out and why.
+  - The file is read again before every registration and connection, so a token rotated in
+    the file is used from the next reconnection on (the queue is then registered again with it).
+  - Without O(config), O(waldur_api_url), O(waldur_api_token) and O(offering_uuid) give one
+    offering directly.
+  - For each offering, the source registers the offering's site agent identity
     (C(agent-<offering uuid>)) and its event queue with Waldur, connects to Waldur's
     RabbitMQ over STOMP (web-STOMP over a WebSocket by default, or plain STOMP over TCP),
     subscribes to the queue and turns each message into an event.
   - Events are dictionaries with one key, C(waldur). C(waldur.type) is C(order),
     C(resource) or C(sweep). Order and resource events carry C(offering_uuid),
     C(order_uuid), C(order_state), C(order_type), C(resource_uuid) (UUIDs as 32 lower-case
-    hex digits) and the original C(message). Sweep events carry C(reason)
-    (C(startup) or C(interval)) and ask for a full order pass of the offering.
+    hex digits) and the original C(message). Sweep events carry C(offering_uuid),
+    C(pass_name) (C(order_process) or C(membership_sync)) and C(reason) (C(startup) or
+    C(interval)) and ask for the full pass of the offering.
   - Order messages whose state needs nothing from the provider (C(pending-consumer),
     C(pending-project), C(pending-start-date), C(done), C(erred), C(canceled),
     C(rejected)) are dropped. Each message is acknowledged after its event is on the
     rulebook's queue; malformed messages are logged and acknowledged.
-  - A sweep event is emitted once the queue is registered at startup, then every
+  - An order sweep event is emitted once the queue is registered at startup, then every
     O(sweep_interval) seconds, so orders whose message was lost are still processed, even
-    while the broker is unreachable.
+    while the broker is unreachable. A membership sweep event (offerings with resource events)
+    every O(membership_sweep_interval) seconds re-applies the paused and downscaled flags.
   - On a lost connection the source reconnects after 1 s, doubling up to 120 s, each delay
     shortened by up to 25 % at random. A subscription the broker refuses or cancels (an ERROR
     frame with C(NOT_FOUND), a cancelled subscription, or the connection closed before the
     subscription receipt) makes the source register the queue again before the next attempt.
   - The Waldur token is the STOMP passcode. It never appears in logs or events.
 options:
+  config:
+    description:
+      - The site agent configuration file. Default E(WALDUR_SITE_AGENT_CONFIG). Ignored when
+        O(waldur_api_url) is given.
+    type: str
+  offering:
+    description:
+      - Serve only this offering of O(config) (its C(name) or C(waldur_offering_uuid)).
+    type: str
   waldur_api_url:
     description:
-      - Waldur API URL, with or without the trailing C(/api/).
+      - Without O(config) - Waldur API URL, with or without the trailing C(/api/).
     type: str
-    required: true
   waldur_api_token:
     description:
-      - Token of the offering's service provider user (OFFERING.MANAGER). Also the STOMP passcode.
+      - Without O(config) - token of the offering's service provider user (OFFERING.MANAGER).
+        Also the STOMP passcode.
     type: str
-    required: true
   offering_uuid:
     description:
-      - UUID of the offering, dashed or not. The identity is named C(agent-<offering_uuid>)
-        with the value as given, as the upstream agent names it.
+      - Without O(config) - UUID of the offering, dashed or not. The identity is named
+        C(agent-<offering_uuid>) with the value as given, as the upstream agent names it.
     type: str
-    required: true
+  offering_name:
+    description:
+      - Without O(config) - the offering's name in log lines. Default O(offering_uuid).
+    type: str
   verify_ssl:
     description:
-      - Verify TLS certificates of Waldur and of the broker.
+      - Without O(config) - verify TLS certificates of Waldur and of the broker.
     type: bool
     default: true
   ca_path:
@@ -85,39 +117,46 @@ options:
     type: str
   object_types:
     description:
-      - Event types to register the queue for.
+      - Without O(config) - event types to register the queue for.
     type: list
     elements: str
     choices: [order, resource]
     default: [order, resource]
   stomp_host:
     description:
-      - Broker host. Default the host of O(waldur_api_url).
+      - Without O(config) - broker host. Default the host of O(waldur_api_url).
     type: str
   stomp_port:
     description:
-      - Broker port. Default 443 (WebSocket with TLS), 80 (WebSocket), 61614 (TCP with TLS)
+      - Without O(config) - broker port. Default 443 (WebSocket with TLS), 80 (WebSocket), 61614 (TCP with TLS)
         or 61613 (TCP).
     type: int
   stomp_ws_path:
     description:
-      - Path of the web-STOMP endpoint.
+      - Without O(config) - path of the web-STOMP endpoint.
     type: str
     default: /rmqws-stomp
   use_websocket:
     description:
-      - Speak STOMP over a WebSocket (RabbitMQ web-STOMP, as Waldur publishes it). False
+      - Without O(config) - speak STOMP over a WebSocket (RabbitMQ web-STOMP, as Waldur publishes it). False
         speaks plain STOMP over TCP.
     type: bool
     default: true
   websocket_use_tls:
     description:
-      - Use TLS to the broker (C(wss://) for the WebSocket, TLS on the TCP socket otherwise).
+      - Without O(config) - use TLS to the broker (C(wss://) for the WebSocket, TLS on the TCP socket otherwise).
     type: bool
     default: true
   sweep_interval:
     description:
-      - Seconds between sweep events. C(0) emits only the startup sweep.
+      - Seconds between order sweep events. C(0) emits only the startup sweep. Default
+        E(WALDUR_SITE_AGENT_RECONCILIATION_PERIOD_MINUTES) (minutes, as for the upstream agent), else 3600.
+    type: float
+    default: 3600
+  membership_sweep_interval:
+    description:
+      - Seconds between membership sweep events (offerings with resource events). C(0) emits none.
+        Default E(WALDUR_SITE_AGENT_RESOURCE_STATUS_RECONCILIATION_MINUTES) (minutes), else 3600.
     type: float
     default: 3600
   heartbeat:
@@ -142,7 +181,24 @@ notes:
 """
 
 EXAMPLES = r"""
-- name: Orders of one Waldur offering
+- name: Every stomp_enabled offering of the site agent configuration
+  hosts: all
+  sources:
+    - waldur.site_agent.waldur_stomp:
+        config: /etc/waldur/waldur-site-agent-config.yaml
+  rules:
+    - name: Process the order the event names
+      condition: event.waldur.type == "order"
+      action:
+        run_playbook:
+          name: waldur.site_agent.order_process
+          extra_vars:
+            agent_pass_config: /etc/waldur/waldur-site-agent-config.yaml
+            waldur_offering_name: "{{ event.waldur.offering_uuid }}"
+            order_process_order_uuids:
+              - "{{ event.waldur.order_uuid }}"
+
+- name: Orders of one Waldur offering given without a configuration file
   hosts: all
   sources:
     - waldur.site_agent.waldur_stomp:
@@ -209,7 +265,7 @@ _FALSE = ("0", "false", "no", "off")
 Settings = namedtuple("Settings", [
     "api_root", "token", "offering_uuid", "offering_uuid_hex", "verify_ssl", "ca_path", "object_types",
     "stomp_host", "stomp_port", "stomp_ws_path", "use_websocket", "use_tls", "sweep_interval",
-    "heartbeat", "connect_timeout", "request_timeout",
+    "heartbeat", "connect_timeout", "request_timeout", "offering_name", "membership_sweep_interval",
 ])
 QueueRegistration = namedtuple("QueueRegistration", ["identity_uuid", "queue_name", "rmq_username", "vhost",
                                                      "object_types"])
@@ -329,6 +385,8 @@ def parse_args(args):
         heartbeat=_number(args, "heartbeat", 10.0, 0),
         connect_timeout=_number(args, "connect_timeout", 30.0, 0.1),
         request_timeout=_number(args, "request_timeout", 30.0, 0.1),
+        offering_name=str(_given(args, "offering_name") or offering_uuid.strip()),
+        membership_sweep_interval=_number(args, "membership_sweep_interval", 3600.0, 0),
     )
 
 
@@ -342,8 +400,160 @@ def backoff_delay(attempt, rand=random.random, initial=BACKOFF_INITIAL, factor=B
     return base * (1.0 - jitter * rand())
 
 
-def sweep_event(offering_uuid_hex, reason):
-    return {"waldur": {"type": "sweep", "offering_uuid": offering_uuid_hex, "reason": reason}}
+def sweep_event(offering_uuid_hex, reason, pass_name="order_process"):
+    """A sweep: the full ``pass_name`` pass (order_process or membership_sync) of the offering."""
+    return {"waldur": {"type": "sweep", "pass_name": pass_name, "offering_uuid": offering_uuid_hex,
+                       "reason": reason}}
+
+
+# ---------------------------------------------------------------------------------------------
+# The site agent configuration file
+# ---------------------------------------------------------------------------------------------
+# Source options that are not in the configuration file (timers, timeouts, a CA bundle):
+# they apply to every offering the file gives.
+TUNING_OPTIONS = ("ca_path", "sweep_interval", "membership_sweep_interval", "heartbeat", "connect_timeout",
+                  "request_timeout")
+CONFIG_ENVIRONMENT = "WALDUR_SITE_AGENT_CONFIG"
+# The upstream agent's timers (minutes), for the sweeps when the source options do not set them.
+PERIOD_ENVIRONMENT = (("sweep_interval", "WALDUR_SITE_AGENT_RECONCILIATION_PERIOD_MINUTES"),
+                      ("membership_sweep_interval", "WALDUR_SITE_AGENT_RESOURCE_STATUS_RECONCILIATION_MINUTES"))
+
+
+def tuning_options(args, environ=None):
+    """The tuning options of the source arguments, the sweep periods defaulting to the
+    upstream agent's environment variables (in minutes)."""
+    environ = os.environ if environ is None else environ
+    tuning = {key: args[key] for key in TUNING_OPTIONS if _given(args, key) is not None}
+    for key, variable in PERIOD_ENVIRONMENT:
+        if key not in tuning and _given(environ, variable) is not None:
+            tuning[key] = _number(environ, variable, None, 0) * 60
+    return tuning
+
+
+def read_site_config(path):
+    """The site agent configuration file as a mapping; ValueError says what is wrong."""
+    if yaml is None:
+        raise ValueError("reading %s needs PyYAML in the decision environment" % path)
+    try:
+        with open(path) as handle:
+            config = yaml.safe_load(handle)
+    except OSError as exc:
+        raise ValueError("config: cannot read %s: %s" % (path, exc.strerror or exc)) from None
+    except yaml.YAMLError as exc:
+        raise ValueError("config: %s is not valid YAML: %s" % (path, str(exc).splitlines()[0])) from None
+    if not isinstance(config, dict) or not isinstance(config.get("offerings"), list):
+        raise ValueError("config: %s has no offerings list" % path)
+    return config
+
+
+def _matches(offering, wanted):
+    if wanted is None:
+        return True
+    return (offering.get("name") == wanted
+            or normalize_uuid(str(offering.get("waldur_offering_uuid") or "")) == normalize_uuid(str(wanted)))
+
+
+def _flag(offering, key, default):
+    value = offering.get(key)
+    if value is None:
+        return default
+    if isinstance(value, bool):
+        return value
+    return str(value).strip().lower() in _TRUE
+
+
+def offering_source_args(offering, environ=None):
+    """The source arguments for one offering of the configuration file, read as the upstream
+    agent reads them: the Waldur URL, token (else E(WALDUR_API_TOKEN)), offering UUID and
+    verify_ssl; the broker from stomp_ws_host (default the Waldur host), stomp_ws_port
+    (default 443 with TLS, 80 without), stomp_ws_path and websocket_use_tls (default true);
+    the object types from the role backends that are set."""
+    environ = os.environ if environ is None else environ
+    name = str(offering.get("name") or offering.get("waldur_offering_uuid") or "?")
+    token = offering.get("waldur_api_token")
+    if token in (None, ""):
+        token = environ.get("WALDUR_API_TOKEN")
+    if token in (None, ""):
+        raise ValueError("offering %s: stomp_enabled needs waldur_api_token (it is the STOMP passcode; "
+                         "OIDC alone cannot log in to the broker)" % name)
+    object_types = []
+    if offering.get("order_processing_backend"):
+        object_types.append("order")
+    if offering.get("membership_sync_backend") and _flag(offering, "stomp_membership_sync_enabled",
+                                                         _flag(offering, "stomp_enabled", False)):
+        object_types.append("resource")
+    return dict(
+        offering_name=name,
+        waldur_api_url=offering.get("waldur_api_url"),
+        waldur_api_token=str(token),
+        offering_uuid=offering.get("waldur_offering_uuid"),
+        verify_ssl=offering.get("verify_ssl"),
+        stomp_host=offering.get("stomp_ws_host"),
+        stomp_port=offering.get("stomp_ws_port"),
+        stomp_ws_path=offering.get("stomp_ws_path"),
+        websocket_use_tls=offering.get("websocket_use_tls"),
+        use_websocket=True,
+        object_types=object_types,
+    )
+
+
+def stomp_offerings(config, wanted=None, environ=None):
+    """``(settings list, notes)`` for the stomp_enabled offerings of ``config`` (only the one
+    named or with the UUID ``wanted`` when given). ``notes`` are the lines to log about
+    offerings left out, with the reason. ValueError when nothing is left to serve."""
+    settings, notes = [], []
+    offerings = [item for item in config.get("offerings") or [] if isinstance(item, dict)]
+    chosen = [item for item in offerings if _matches(item, wanted)]
+    if wanted is not None and not chosen:
+        raise ValueError("offering: no offering named or with UUID %r in the configuration file" % (wanted,))
+    for offering in chosen:
+        name = offering.get("name") or offering.get("waldur_offering_uuid")
+        if not _flag(offering, "stomp_enabled", False):
+            notes.append("Offering %s: stomp_enabled is not true, left to the polling passes" % name)
+            continue
+        args = offering_source_args(offering, environ)
+        if not args["object_types"]:
+            notes.append("Offering %s: stomp_enabled but neither order_processing_backend nor "
+                         "membership_sync_backend is set, nothing to receive" % name)
+            continue
+        if "resource" not in args["object_types"]:
+            notes.append("Offering %s: no membership_sync_backend (or stomp_membership_sync_enabled is false): "
+                         "resource events (pause, downscale, restore) are not subscribed" % name)
+        try:
+            settings.append(parse_args(args))
+        except ValueError as exc:
+            raise ValueError("offering %s: %s" % (name, exc)) from None
+    if not settings:
+        raise ValueError("no offering of the configuration file has stomp_enabled: true%s with an order or "
+                         "membership backend" % ("" if wanted is None else " and matches %r" % (wanted,)))
+    return settings, notes
+
+
+def config_settings(path, wanted=None, tuning=None, environ=None):
+    """:func:`stomp_offerings` of the file at ``path``, with the tuning options applied."""
+    config = read_site_config(path)
+    settings, notes = stomp_offerings(config, wanted, environ)
+    if tuning:
+        settings = [parse_args(dict(_settings_args(item), **tuning)) for item in settings]
+    return settings, notes
+
+
+def _settings_args(settings):
+    """parse_args arguments that give ``settings`` back."""
+    return dict(offering_name=settings.offering_name, waldur_api_url=settings.api_root,
+                waldur_api_token=settings.token, offering_uuid=settings.offering_uuid,
+                verify_ssl=settings.verify_ssl, ca_path=settings.ca_path, object_types=list(settings.object_types),
+                stomp_host=settings.stomp_host, stomp_port=settings.stomp_port, stomp_ws_path=settings.stomp_ws_path,
+                use_websocket=settings.use_websocket, websocket_use_tls=settings.use_tls,
+                sweep_interval=settings.sweep_interval, membership_sweep_interval=settings.membership_sweep_interval,
+                heartbeat=settings.heartbeat, connect_timeout=settings.connect_timeout,
+                request_timeout=settings.request_timeout)
+
+
+def reread_offering(path, offering_uuid_hex, tuning=None, environ=None):
+    """The current settings of one offering from the file (the token may have been rotated)."""
+    settings, _notes = config_settings(path, offering_uuid_hex, tuning, environ)
+    return settings[0]
 
 
 def message_to_event(body, offering_uuid_hex, object_types):
@@ -422,17 +632,21 @@ def redact(text, secrets):
 class _RedactingFilter(logging.Filter):
     """Masks the token in every record of a logger (stomp.py logs whole frames at DEBUG)."""
 
-    def __init__(self, secret):
+    def __init__(self, *secrets):
         super().__init__()
-        self.secret = secret
+        self.secrets = set(secret for secret in secrets if secret)
+
+    def add(self, secret):
+        if secret:
+            self.secrets.add(secret)
 
     def filter(self, record):
         try:
             message = record.getMessage()
         except Exception:  # a record with bad args: leave it to the handler
             return True
-        if self.secret and self.secret in message:
-            record.msg = redact(message, [self.secret])
+        if any(secret in message for secret in self.secrets):
+            record.msg = redact(message, sorted(self.secrets, key=len, reverse=True))
             record.args = ()
         return True
 
@@ -467,18 +681,23 @@ class WaldurEventsApi:
         self.settings = settings
         self.session = session or requests.Session()
         self.session.headers.update({
-            "Authorization": "Token %s" % settings.token,
             "Accept": "application/json",
             "User-Agent": "waldur-site-agent-ansible/%s event_process" % VERSION,
         })
-        self.verify = (settings.ca_path or True) if settings.verify_ssl else False
+
+    @property
+    def verify(self):
+        return (self.settings.ca_path or True) if self.settings.verify_ssl else False
 
     def call(self, method, path, params=None, body=None, ok=(200,)):
         path = path.lstrip("/")
         url = self.settings.api_root + path
         path = "/" + path  # as messages show it
         try:
-            response = self.session.request(method, url, params=params, json=body, verify=self.verify,
+            # The token of the current settings: the source may have read a rotated one.
+            headers = {"Authorization": "Token %s" % self.settings.token}
+            response = self.session.request(method, url, params=params, json=body, headers=headers,
+                                            verify=self.verify,
                                             timeout=self.settings.request_timeout, allow_redirects=False)
         except requests.RequestException as exc:
             detail = redact("%s: %s" % (type(exc).__name__, exc), [self.settings.token])
@@ -646,9 +865,13 @@ class WaldurStompSource:
     """
 
     def __init__(self, queue, settings, api=None, connection_factory=stomp_connection, sleep=asyncio.sleep,
-                 rand=random.random):
+                 rand=random.random, reload=None, on_token=None):
         self.queue = queue
         self.settings = settings
+        # reload() -> fresh Settings of this offering (the configuration file read again)
+        # before each registration and connection; on_token(token) learns every token seen.
+        self.reload = reload
+        self.on_token = on_token
         self.api = api or WaldurEventsApi(settings)
         self.connection_factory = connection_factory
         self.sleep = sleep
@@ -663,15 +886,38 @@ class WaldurStompSource:
         self.registered = None
         self.counts = {EVENT: 0, IGNORED: 0, MALFORMED: 0, "sweep": 0}
 
+    def _reload(self):
+        """Read the offering's settings again; a rotated token means a new registration and
+        connection with it. A file that cannot be read keeps the settings read before."""
+        if self.reload is None:
+            return
+        try:
+            settings = self.reload()
+        except Exception as exc:
+            logger.warning("Could not read the configuration of offering %s again (keeping what was read "
+                           "before): %s", self.settings.offering_name, redact(exc, [self.settings.token]))
+            return
+        if self.on_token is not None:
+            self.on_token(settings.token)
+        if settings.token != self.settings.token:
+            logger.info("The Waldur token of offering %s changed in the configuration file: registering "
+                        "the event queue with the new one", settings.offering_name)
+            self.registration_stale = True
+        self.settings = settings
+        self.api.settings = settings
+
     async def run(self):
         self.loop = asyncio.get_running_loop()
         self.inbox = asyncio.Queue()
         self.registered = asyncio.Event()
-        sweeper = asyncio.ensure_future(self._sweep_loop())
+        sweepers = [asyncio.ensure_future(self._sweep_loop())]
+        if "resource" in self.settings.object_types and self.settings.membership_sweep_interval > 0:
+            sweepers.append(asyncio.ensure_future(self._membership_sweep_loop()))
         try:
             await self._consume_forever()
         finally:
-            sweeper.cancel()
+            for sweeper in sweepers:
+                sweeper.cancel()
             close_connection(self.connection)
             self.connection = None
 
@@ -687,15 +933,23 @@ class WaldurStompSource:
             await asyncio.sleep(interval)
             await self._emit_sweep("interval")
 
-    async def _emit_sweep(self, reason):
-        logger.info("Sweep (%s): a full order pass for offering %s", reason, self.settings.offering_uuid_hex)
-        await self.queue.put(sweep_event(self.settings.offering_uuid_hex, reason))
+    async def _membership_sweep_loop(self):
+        # The reconciliation of paused/downscaled flags whose resource event was lost.
+        await self.registered.wait()
+        while True:
+            await asyncio.sleep(self.settings.membership_sweep_interval)
+            await self._emit_sweep("interval", "membership_sync")
+
+    async def _emit_sweep(self, reason, pass_name="order_process"):
+        logger.info("Sweep (%s): a full %s pass for offering %s", reason, pass_name, self.settings.offering_uuid_hex)
+        await self.queue.put(sweep_event(self.settings.offering_uuid_hex, reason, pass_name))
         self.counts["sweep"] += 1
 
     # -- the connection loop ---------------------------------------------------------------
     async def _consume_forever(self):
         failures = 0
         while True:
+            self._reload()
             try:
                 if self.registration is None or self.registration_stale:
                     await self._register()
@@ -841,25 +1095,60 @@ class WaldurStompSource:
             logger.info("Could not acknowledge a message (%s); the broker will redeliver it", type(exc).__name__)
 
 
+async def _serve(source):
+    try:
+        await source.run()
+    except RuntimeError as exc:
+        logger.error("Offering %s is not served: %s", source.settings.offering_name, exc)
+        raise
+
+
 async def main(queue, args):
-    """ansible-rulebook entry point."""
+    """ansible-rulebook entry point: with O(waldur_api_url) one offering given by the
+    arguments; otherwise every stomp_enabled offering of the configuration file."""
     if stomp is None or requests is None:
         raise ImportError("waldur.site_agent.waldur_stomp needs the Python packages stomp-py and requests "
                           "in the decision environment")
-    settings = parse_args({key: value for key, value in (args or {}).items() if not key.startswith("eda_")})
-    secret_filter = _RedactingFilter(settings.token)
+    args = {key: value for key, value in (args or {}).items() if not key.startswith("eda_")}
+    secret_filter = _RedactingFilter()
     guarded = [logging.getLogger(name) for name in (LOGGER_NAME, "stomp.py", "websocket")]
+    if _given(args, "waldur_api_url") is not None:
+        settings = parse_args(args)
+        sources = [WaldurStompSource(queue, settings)]
+    else:
+        path = _given(args, "config") or os.environ.get(CONFIG_ENVIRONMENT)
+        if not path:
+            raise ValueError("config is required (or set %s): the site agent configuration file"
+                             % CONFIG_ENVIRONMENT)
+        path = os.path.abspath(os.path.expanduser(str(path)))
+        tuning = tuning_options(args)
+        offering = _given(args, "offering")
+        all_settings, notes = config_settings(path, offering, tuning)
+        for note in notes:
+            logger.info("%s", note)
+        sources = []
+        for settings in all_settings:
+            logger.info("Offering %s (%s): events from %s://%s:%s%s, object types %s", settings.offering_name,
+                        settings.offering_uuid_hex, "wss" if settings.use_tls else "ws", settings.stomp_host,
+                        settings.stomp_port, settings.stomp_ws_path, ", ".join(settings.object_types))
+            sources.append(WaldurStompSource(
+                queue, settings, on_token=secret_filter.add,
+                reload=functools.partial(reread_offering, path, settings.offering_uuid_hex, tuning)))
+    for source in sources:
+        secret_filter.add(source.settings.token)
     for guarded_logger in guarded:
         guarded_logger.addFilter(secret_filter)
     try:
-        await WaldurStompSource(queue, settings).run()
+        results = await asyncio.gather(*(_serve(source) for source in sources), return_exceptions=True)
+        failures = [result for result in results if isinstance(result, BaseException)]
+        if failures:
+            raise failures[0]
     finally:
         for guarded_logger in guarded:
             guarded_logger.removeFilter(secret_filter)
 
 
 if __name__ == "__main__":
-    import os
     import sys
 
     class MockQueue:
@@ -867,8 +1156,5 @@ if __name__ == "__main__":
             print(json.dumps(event), flush=True)
 
     logging.basicConfig(level=logging.INFO, stream=sys.stderr)
-    asyncio.run(main(MockQueue(), {
-        "waldur_api_url": os.environ.get("WALDUR_API_URL", ""),
-        "waldur_api_token": os.environ.get("WALDUR_API_TOKEN", ""),
-        "offering_uuid": os.environ.get("WALDUR_OFFERING_UUID", ""),
-    }))
+    asyncio.run(main(MockQueue(), {"config": sys.argv[1] if len(sys.argv) > 1 else "",
+                                   "offering": sys.argv[2] if len(sys.argv) > 2 else ""}))

@@ -95,7 +95,7 @@ def test_one_host_per_offering_with_its_variables(config_file):
         "waldur_offering_uuid": "d0000000000000000000000000000001",
         "waldur_backend_type": "digitalocean",
         "waldur_api_url": "https://waldur.example.com/api/",
-        "waldur_offering_roles": ["membership_sync", "order_process", "report"],
+        "waldur_offering_roles": ["audit", "membership_sync", "order_process", "report"],
         "agent_pass_config": str(config_file.resolve()),
     }
     assert hostvars["Azure_VMs"]["waldur_backend_type"] == "azure"

@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 
 import pytest
-from ansible.module_utils.testing import patch_module_args
+from tests.unit.compat import patch_module_args
 
 from ansible_collections.waldur.site_agent.plugins.modules import do_account_info, waldur_offering_info
 from tests.simulators.digitalocean import presets as DO

@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 
 import pytest
-from ansible.module_utils.testing import patch_module_args
+from tests.unit.compat import patch_module_args
 
 from ansible_collections.waldur.site_agent.plugins.modules import waldur_resource_state
 from tests.simulators.waldur import presets as P

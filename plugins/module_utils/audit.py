@@ -1,0 +1,585 @@
+# -*- coding: utf-8 -*-
+# Copyright: Waldur site agent developers
+# MIT License (see LICENSE)
+"""What an audit finds when it sets a cloud's objects beside Waldur's resources.
+
+The backend modules (``do_audit``, ``azure_audit``) list their cloud and describe it in two
+shapes; everything else is decided here, the same way for every backend:
+
+* a *holding* is an object (a droplet, a dedicated resource group, the objects of one
+  machine in a shared group) that carries a Waldur resource's owner mark::
+
+      {"key", "owner" (resource uuid, 32 hex), "object" (what the operator reads),
+       "ids" (cloud ids), "created_at", "marked" (provably this offering's mark),
+       "match" (set of backend-id keys under which Waldur would record it)}
+
+* a *machine* is anything a backend id may name, marked or not, by backend-id key::
+
+      {"object", "power" ("on", "off", "stopped", or None when in between), "size",
+       "created_at", "legacy_name" (unmarked, but named the way the agent names machines)}
+
+Findings are ``orphan``, ``vanished``, ``drift`` (``check``: ``power``, ``size``,
+``duplicate``, ``backend_id``), ``stuck_order`` and ``orphan_by_name`` (information only:
+an unmarked machine named like the agent's that nothing in this offering records).
+"""
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+import datetime
+import json
+import os
+import re
+import tempfile
+
+from ansible_collections.waldur.site_agent.plugins.module_utils.naming import normalize_uuid
+
+ORPHAN = "orphan"
+VANISHED = "vanished"
+DRIFT = "drift"
+STUCK_ORDER = "stuck_order"
+ORPHAN_BY_NAME = "orphan_by_name"
+FINDING_KINDS = (ORPHAN, VANISHED, DRIFT, STUCK_ORDER, ORPHAN_BY_NAME)
+# Kinds reported for information: they do not make an audit's status "findings".
+INFORMATION_KINDS = (ORPHAN_BY_NAME,)
+COUNT_NAMES = {ORPHAN: "orphans", VANISHED: "vanished", DRIFT: "drift", STUCK_ORDER: "stuck_orders",
+               ORPHAN_BY_NAME: "orphans_by_name"}
+
+TERMINATED = "Terminated"
+# States whose backend object must exist (vanished) and match the resource (drift).
+LIVE_STATES = ("OK", "Erred", "Updating")
+CLEAN = "clean"
+FINDINGS = "findings"
+DELETE = "delete"
+DELETED = "deleted"
+WOULD_DELETE = "would delete"
+
+_TIME = re.compile(r"^(\d{4}-\d{2}-\d{2})[T ](\d{2}:\d{2}:\d{2})(\.\d+)?(Z|[+-]\d{2}:?\d{2})?$")
+
+
+# ---- time ---------------------------------------------------------------------------------
+
+def utc_now():
+    return datetime.datetime.now(datetime.timezone.utc)
+
+
+def parse_time(value):
+    """An aware UTC datetime from a datetime or an ISO 8601 text (``Z``, offsets, fractions
+    of any length); None for anything else."""
+    if isinstance(value, datetime.datetime):
+        return value if value.tzinfo else value.replace(tzinfo=datetime.timezone.utc)
+    match = _TIME.match(str(value or "").strip())
+    if not match:
+        return None
+    day, clock, fraction, zone = match.groups()
+    stamp = datetime.datetime.strptime("%s %s" % (day, clock), "%Y-%m-%d %H:%M:%S")
+    if fraction:
+        stamp = stamp.replace(microsecond=int((fraction[1:] + "000000")[:6]))
+    offset = datetime.timedelta(0)
+    if zone and zone != "Z":
+        sign = -1 if zone[0] == "-" else 1
+        digits = zone[1:].replace(":", "")
+        offset = sign * datetime.timedelta(hours=int(digits[:2]), minutes=int(digits[2:]))
+    return (stamp - offset).replace(tzinfo=datetime.timezone.utc)
+
+
+def age_hours(value, now):
+    """Hours since ``value`` (rounded to 0.1), or None when the time is unknown."""
+    moment = parse_time(value)
+    if moment is None:
+        return None
+    return round(max(0.0, (now - moment).total_seconds()) / 3600.0, 1)
+
+
+def iso(moment):
+    return moment.astimezone(datetime.timezone.utc).isoformat() if moment else None
+
+
+# ---- findings -----------------------------------------------------------------------------
+
+def short_uuid(uuid):
+    return (uuid or "")[:8]
+
+
+def _finding(kind, resource=None, owner=None, obj="", ids=(), age=None, detail="", action="", check=None,
+             deletable=False, holding=None):
+    return {
+        "kind": kind,
+        "check": check,
+        "resource_uuid": (resource or {}).get("uuid") or owner,
+        "resource_name": (resource or {}).get("name") or "",
+        "resource_state": (resource or {}).get("state") or ("absent" if kind == ORPHAN and owner else ""),
+        "object": obj,
+        "object_ids": [str(value) for value in ids],
+        "age_hours": age,
+        "detail": detail,
+        "action": action,
+        "deletable": bool(deletable),
+        "cleanup": "",
+        # what the backend module needs to delete it (dropped from the report)
+        "_holding": holding,
+    }
+
+
+class Auditor:
+    """Findings of one offering's audit (see the module docstring for the shapes)."""
+
+    def __init__(self, resources, now=None, backend_key=None, checks=(), cloud="the cloud"):
+        self.resources = [resource for resource in resources or [] if resource.get("uuid")]
+        self.by_uuid = dict((resource["uuid"], resource) for resource in self.resources)
+        self.now = now or utc_now()
+        # backend id -> the key under which machines are listed; None when it cannot be checked
+        self.backend_key = backend_key or (lambda backend_id: str(backend_id).strip() or None)
+        self.checks = list(checks)
+        self.cloud = cloud
+        self.findings = []
+        self.notes = []
+
+    def _key(self, resource):
+        backend_id = str(resource.get("backend_id") or "").strip()
+        return self.backend_key(backend_id) if backend_id else None
+
+    # ---- objects carrying owner marks -------------------------------------------------------
+    def holdings(self, holdings):
+        by_owner = {}
+        for holding in holdings:
+            by_owner.setdefault(holding["owner"], []).append(holding)
+        for owner in sorted(by_owner):
+            self._owner(owner, by_owner[owner])
+
+    def _orphan(self, holding, resource, detail, deletable, action=None):
+        if action is None:
+            action = ("audit_cleanup deletes it once it is older than the threshold" if deletable else
+                      "check it and delete it by hand if nothing uses it (audit_cleanup leaves it: %s)"
+                      % ("it carries no owner mark of this offering" if not holding.get("marked")
+                         else "Waldur still has a live resource for its mark"))
+        self.findings.append(_finding(
+            ORPHAN, resource, holding["owner"], holding["object"], holding.get("ids", ()),
+            age_hours(holding.get("created_at"), self.now), detail, action, deletable=deletable, holding=holding))
+
+    def _owner(self, owner, items):
+        resource = self.by_uuid.get(owner)
+        if resource is None:
+            for holding in items:
+                self._orphan(holding, None, "no resource of this offering has UUID %s (it was never made, was "
+                             "removed after its order erred, or belongs to another offering)" % owner,
+                             deletable=holding.get("marked"),
+                             action=None if holding.get("marked") else (
+                                 "check whether another offering on the same account has resource %s; if none "
+                                 "does, delete it by hand (audit_cleanup only deletes objects provably this "
+                                 "offering's)" % owner))
+            return
+        if resource["state"] == TERMINATED:
+            for holding in items:
+                self._orphan(holding, resource, "its resource is Terminated", deletable=holding.get("marked"))
+            return
+        key = self._key(resource)
+        if len(items) > 1:
+            recorded = [holding["object"] for holding in items if key and key in holding["match"]]
+            self.findings.append(_finding(
+                DRIFT, resource, owner, "; ".join(holding["object"] for holding in items),
+                [value for holding in items for value in holding.get("ids", ())],
+                min_age([age_hours(holding.get("created_at"), self.now) for holding in items]),
+                "%d objects in %s carry the mark of this one resource; Waldur records %s"
+                % (len(items), self.cloud, recorded[0] if recorded else "none of them (backend id %s)"
+                   % (resource.get("backend_id") or "empty")),
+                "keep the one Waldur records, check which one is in use and delete the other by hand",
+                check="duplicate"))
+            return
+        holding = items[0]
+        if key and key in holding["match"]:
+            return
+        if not resource.get("backend_id"):
+            if resource["state"] in ("Creating", "Terminating"):
+                return  # its order is in progress: the order pass adopts or deletes it by its mark
+            if resource["state"] == "Erred":
+                self._orphan(holding, resource, "its resource is Erred and records no backend id: Waldur shows "
+                             "nothing for it and bills nothing", deletable=holding.get("marked"))
+                return
+            self.findings.append(_finding(
+                DRIFT, resource, owner, holding["object"], holding.get("ids", ()),
+                age_hours(holding.get("created_at"), self.now),
+                "the resource is %s but records no backend id, while this object carries its mark"
+                % resource["state"],
+                "check that it is the resource's machine and set its id as the resource's backend id",
+                check="backend_id"))
+            return
+        self._orphan(holding, resource, "it carries the mark of a resource that records another backend id (%s)"
+                     % resource["backend_id"], deletable=False,
+                     action="if it is the resource's machine, set its id as the resource's backend id; otherwise "
+                            "delete it by hand (audit_cleanup leaves it: the resource is live)")
+
+    # ---- resources and the machines their backend ids name ---------------------------------
+    def machines(self, machines, holdings=()):
+        """Vanished machines, drift, and machines only a Terminated resource records."""
+        covered = set()
+        for holding in holdings:
+            covered.update(holding["match"])
+        recorded = {}
+        for resource in sorted(self.resources, key=lambda item: (item.get("name") or "", item["uuid"])):
+            backend_id = str(resource.get("backend_id") or "").strip()
+            if not backend_id:
+                continue
+            key = self.backend_key(backend_id)
+            if key is None:
+                if resource["state"] in LIVE_STATES:
+                    self.notes.append("resource %s (%s): backend id %s cannot be checked in %s; it is left out"
+                                      % (resource.get("name"), resource["uuid"], backend_id, self.cloud))
+                continue
+            machine = machines.get(key)
+            if resource["state"] == TERMINATED:
+                if machine is not None and key not in covered:
+                    self.findings.append(_finding(
+                        ORPHAN, resource, None, machine["object"], [backend_id],
+                        age_hours(machine.get("created_at"), self.now),
+                        "its resource is Terminated but the machine it records still exists; it carries no owner "
+                        "mark", "delete it by hand (audit_cleanup never deletes an object without the owner mark)"))
+                continue
+            recorded.setdefault(key, []).append(resource)
+            if resource["state"] not in LIVE_STATES:
+                continue
+            if machine is None:
+                self.findings.append(_finding(
+                    VANISHED, resource, None, backend_id, [backend_id], None,
+                    "the resource records backend id %s, which no longer exists in %s" % (backend_id, self.cloud),
+                    "find out who deleted it; terminate the resource in Waldur (the agent never re-creates a "
+                    "machine under its old id) or restore the machine and set its new id"))
+                continue
+            for check in self.checks:
+                problem = check(resource, machine)
+                if problem:
+                    name, detail, action = problem
+                    self.findings.append(_finding(DRIFT, resource, None, machine["object"], [backend_id],
+                                                  age_hours(machine.get("created_at"), self.now), detail, action,
+                                                  check=name))
+        for key, sharing in sorted(recorded.items()):
+            live = [resource for resource in sharing if resource["state"] in LIVE_STATES]
+            if len(live) > 1:
+                machine = machines.get(key) or {"object": key}
+                self.findings.append(_finding(
+                    DRIFT, live[0], None, machine["object"], [key], None,
+                    "%d resources record this backend id: %s" % (len(live), ", ".join(
+                        "%s (%s)" % (resource.get("name"), resource["uuid"]) for resource in live)),
+                    "keep the backend id on the resource the machine belongs to and correct the others",
+                    check="backend_id"))
+        for key in sorted(machines):
+            machine = machines[key]
+            if machine.get("legacy_name") and key not in recorded and key not in covered and \
+                    not any(self._key(resource) == key for resource in self.resources):
+                self.findings.append(_finding(
+                    ORPHAN_BY_NAME, None, None, machine["object"], [machine.get("id") or key],
+                    age_hours(machine.get("created_at"), self.now),
+                    "carries no owner mark but is named the way the agent (or Waldur Mastermind) named machines, "
+                    "and no resource of this offering records it",
+                    "for information: if no other offering or tool owns it, delete it by hand (the audit never "
+                    "deletes an object without the owner mark)"))
+
+    # ---- orders ------------------------------------------------------------------------------
+    def stuck_orders(self, orders, holdings=(), machines=None):
+        holdings_of = {}
+        for holding in holdings:
+            holdings_of.setdefault(holding["owner"], []).append(holding["object"])
+        machines = machines or {}
+        for order in orders or []:
+            resource_uuid = order.get("marketplace_resource_uuid") or order.get("resource_uuid")
+            resource = self.by_uuid.get(resource_uuid) or {"uuid": resource_uuid, "name": order.get("resource_name")}
+            key = self._key(resource)
+            if holdings_of.get(resource_uuid):
+                cloud = "%s carries its mark" % "; ".join(holdings_of[resource_uuid])
+            elif key and key in machines:
+                cloud = "the machine it records exists (%s)" % machines[key]["object"]
+            elif key:
+                cloud = "the machine it records (%s) does not exist" % resource.get("backend_id")
+            else:
+                cloud = "nothing carries its mark"
+            outcome = "Waldur: resource %s, backend id %s; %s: %s" % (
+                resource.get("state") or "unknown", resource.get("backend_id") or "none", self.cloud, cloud)
+            if order.get("error_message"):
+                outcome += "; last error: %s" % order["error_message"]
+            self.findings.append(_finding(
+                STUCK_ORDER, resource, resource_uuid, "order %s (%s)" % (order.get("uuid"), order.get("type")),
+                [order.get("uuid")], order.get("age_hours"),
+                "%s order executing for %s h (last change %s). %s" % (
+                    order.get("type"), order.get("age_hours"), order.get("modified") or order.get("created"), outcome),
+                "run the order pass and read its log for this order: it adopts a machine that exists and settles "
+                "the order; if it cannot finish, err the order in Waldur with the reason"))
+
+    # ---- result ------------------------------------------------------------------------------
+    def sorted_findings(self):
+        order = dict((kind, index) for index, kind in enumerate(FINDING_KINDS))
+
+        def key(item):
+            return order[item["kind"]], item["resource_name"] or "", item["resource_uuid"] or "", item["object"]
+        return sorted(self.findings, key=key)
+
+
+def power_check(resource, machine):
+    """Drift between a machine's power and the resource's paused/downscaled flags (which the
+    membership_sync pass enforces: paused or downscaled means off, anything else running)."""
+    power = machine.get("power")
+    flags = [flag for flag in ("paused", "downscaled") if resource.get(flag)]
+    if flags and power in ("on", "stopped"):
+        return ("power", "the resource is %s in Waldur but the machine is %s" % (
+            " and ".join(flags), "running" if power == "on" else "stopped, still allocated and billed"),
+            "the next membership_sync pass powers it off (or do it by hand); find out who started it")
+    if not flags and power in ("off", "stopped"):
+        return ("power", "the machine is %s while the resource is neither paused nor downscaled" % (
+            "off" if power == "off" else "stopped"),
+            "the next membership_sync pass starts it; if it must stay off, pause the resource in Waldur")
+    return None
+
+
+def min_age(ages):
+    known = [age for age in ages if age is not None]
+    return min(known) if known else None
+
+
+def plan_cleanup(findings, enabled, min_age_hours):
+    """Mark the orphans audit_cleanup deletes (``cleanup`` = ``delete``) and say why the others stay.
+    Returns the findings to delete."""
+    to_delete = []
+    for item in findings:
+        if item["kind"] != ORPHAN:
+            continue
+        if not item["deletable"]:
+            item["cleanup"] = "kept: not deletable by the audit"
+        elif item["age_hours"] is None:
+            item["cleanup"] = "kept: its age is unknown"
+        elif item["age_hours"] < min_age_hours:
+            item["cleanup"] = "kept: younger than %g h" % min_age_hours
+        elif not enabled:
+            item["cleanup"] = "would be deleted with audit_cleanup"
+        else:
+            item["cleanup"] = DELETE
+            to_delete.append(item)
+    return to_delete
+
+
+def counts(findings):
+    totals = dict((name, 0) for name in COUNT_NAMES.values())
+    for item in findings:
+        totals[COUNT_NAMES[item["kind"]]] += 1
+    totals["deleted"] = sum(1 for item in findings if item["cleanup"] == DELETED)
+    totals["would_delete"] = sum(1 for item in findings if item["cleanup"] == WOULD_DELETE)
+    totals["cleanup_failed"] = sum(1 for item in findings if item["cleanup"].startswith("failed"))
+    return totals
+
+
+def status(findings):
+    return FINDINGS if any(item["kind"] not in INFORMATION_KINDS for item in findings) else CLEAN
+
+
+def public(findings):
+    """The findings as the report shows them (without what the module kept for deleting)."""
+    return [dict((key, value) for key, value in item.items() if not key.startswith("_")) for item in findings]
+
+
+# ---- what people read ---------------------------------------------------------------------
+
+def _resource_text(item):
+    if not item["resource_uuid"]:
+        return "-"
+    name = item["resource_name"] or "?"
+    state = " %s" % item["resource_state"] if item["resource_state"] else ""
+    return "%s %s%s" % (name, short_uuid(item["resource_uuid"]), state)
+
+
+def _kind_text(item):
+    return "%s (%s)" % (item["kind"], item["check"]) if item["check"] else item["kind"]
+
+
+def _age_text(item):
+    return "-" if item["age_hours"] is None else "%.1f h" % item["age_hours"]
+
+
+def _what_to_do(item):
+    if item["cleanup"] in (DELETED, WOULD_DELETE):
+        return "%s by audit_cleanup" % item["cleanup"]
+    if item["cleanup"].startswith("failed"):
+        return "audit_cleanup %s" % item["cleanup"]
+    return item["action"]
+
+
+def _cut(text, width):
+    text = str(text)
+    return text if len(text) <= width else text[:width - 3] + "..."
+
+
+def table(findings, title):
+    """Plain-text lines: a header, one line per finding and its reason indented under it."""
+    lines = [title]
+    if not findings:
+        return lines + ["nothing found"]
+    rows = [(_kind_text(item), _resource_text(item), _cut(item["object"], 60), _age_text(item), _what_to_do(item))
+            for item in findings]
+    header = ("KIND", "RESOURCE", "CLOUD OBJECT", "AGE", "WHAT TO DO")
+    widths = [max(len(row[index]) for row in rows + [header]) for index in range(4)]
+
+    def line(row):
+        return "  ".join(cell.ljust(widths[index]) for index, cell in enumerate(row[:4])) + "  " + row[4]
+
+    lines.append(line(header))
+    for item, row in zip(findings, rows):
+        lines.append(line(row))
+        lines.append(" " * (widths[0] + 2) + "why: " + item["detail"])
+    return lines
+
+
+def _md(text):
+    return str(text if text not in (None, "") else "-").replace("|", "\\|").replace("\n", " ")
+
+
+def markdown(report):
+    """The report as Markdown, for a ticket."""
+    counts_row = report["counts"]
+    lines = [
+        "# Audit of %s" % report["offering"],
+        "",
+        "- offering UUID: `%s` (%s)" % (report["offering_uuid"], report["backend"]),
+        "- generated: %s" % report["generated_at"],
+        "- status: **%s**" % report["status"],
+        "- cleanup: %s" % report["cleanup_text"],
+        "",
+        "| orphans | vanished | drift | stuck orders | orphans by name (information) | deleted | would delete |",
+        "|---|---|---|---|---|---|---|",
+        "| %d | %d | %d | %d | %d | %d | %d |" % (
+            counts_row["orphans"], counts_row["vanished"], counts_row["drift"], counts_row["stuck_orders"],
+            counts_row["orphans_by_name"], counts_row["deleted"], counts_row["would_delete"]),
+        "",
+    ]
+    if report["findings"]:
+        lines += ["| kind | resource | resource UUID | state | cloud object | age | why | what to do | cleanup |",
+                  "|---|---|---|---|---|---|---|---|---|"]
+        for item in report["findings"]:
+            lines.append("| %s |" % " | ".join(_md(cell) for cell in (
+                _kind_text(item), item["resource_name"], item["resource_uuid"], item["resource_state"],
+                item["object"], _age_text(item), item["detail"], item["action"], item["cleanup"])))
+    else:
+        lines.append("Nothing found: the cloud and Waldur agree.")
+    if report.get("notes"):
+        lines += ["", "## Notes", ""] + ["- %s" % _md(note) for note in report["notes"]]
+    return "\n".join(lines) + "\n"
+
+
+def build_report(offering, offering_uuid, backend, findings, notes, cleanup, min_age_hours, check_mode, api_calls,
+                 now=None):
+    """The machine-readable report (what the JSON file holds), plus its Markdown and table."""
+    shown = public(findings)
+    if cleanup:
+        cleanup_text = "on: orphans older than %g h that carry this offering's owner mark%s" % (
+            min_age_hours, " (check mode: nothing deleted)" if check_mode else "")
+    else:
+        cleanup_text = "off (set audit_cleanup: true to delete orphans older than %g h)" % min_age_hours
+    report = {
+        "offering": offering,
+        "offering_uuid": offering_uuid,
+        "backend": backend,
+        "generated_at": iso(now or utc_now()),
+        "status": status(findings),
+        "counts": counts(findings),
+        "cleanup": {"enabled": bool(cleanup), "min_age_hours": min_age_hours, "check_mode": bool(check_mode)},
+        "cleanup_text": cleanup_text,
+        "findings": shown,
+        "notes": list(notes),
+        "api_calls": api_calls,
+    }
+    title = "Audit of %s (%s): %s - %s" % (offering, backend, report["status"], ", ".join(
+        "%s=%d" % (key, value) for key, value in report["counts"].items()))
+    return report, markdown(report), table(shown, title)
+
+
+# ---- the backend modules' common part -----------------------------------------------------
+
+def audit_argument_spec():
+    """Options every audit module takes (doc fragment ``waldur.site_agent.audit``)."""
+    return dict(
+        offering=dict(type="str", default=""),
+        offering_uuid=dict(type="str", required=True),
+        resources=dict(type="list", elements="dict", required=True),
+        stuck_orders=dict(type="list", elements="dict", default=[]),
+        cleanup=dict(type="bool", default=False),
+        cleanup_min_age_hours=dict(type="float", default=24.0),
+        report_dir=dict(type="path"),
+        report_name=dict(type="str"),
+    )
+
+
+def write_report_files(report_dir, name, report, text):
+    """``<report_dir>/<name>.json`` and ``.md``, each replaced whole (a reader never sees half a
+    report); returns their paths."""
+    if not os.path.isdir(report_dir):
+        os.makedirs(report_dir, 0o750)
+    paths = []
+    for suffix, content in ((".json", json.dumps(report, indent=2, sort_keys=False) + "\n"), (".md", text)):
+        path = os.path.join(report_dir, name + suffix)
+        handle, temporary = tempfile.mkstemp(prefix="." + name, dir=report_dir)
+        try:
+            with os.fdopen(handle, "w") as stream:
+                stream.write(content)
+            os.chmod(temporary, 0o640)
+            os.rename(temporary, path)
+        finally:
+            if os.path.exists(temporary):
+                os.unlink(temporary)
+        paths.append(path)
+    return paths
+
+
+def checked_params(module):
+    """The offering UUID and the resources with UUIDs normalised; a bad one fails the module naming it."""
+    params = module.params
+    try:
+        offering_uuid = normalize_uuid(params["offering_uuid"])
+    except ValueError:
+        module.fail_json(msg="offering_uuid: %r is not a UUID (32 hex digits, dashes optional)"
+                         % (params["offering_uuid"],))
+    if params["cleanup_min_age_hours"] < 0:
+        module.fail_json(msg="cleanup_min_age_hours: expected 0 or more hours, got %s"
+                         % params["cleanup_min_age_hours"])
+    name = params["report_name"]
+    if name is not None and (not name.strip() or "/" in name or name.strip(".") == ""):
+        module.fail_json(msg="report_name: expected a file name without '/', got %r" % (name,))
+    resources = []
+    for index, resource in enumerate(params["resources"]):
+        item = dict(resource)
+        try:
+            item["uuid"] = normalize_uuid(item.get("uuid"))
+        except ValueError:
+            item["uuid"] = None
+        if not item["uuid"]:
+            module.fail_json(msg="resources[%d].uuid: expected the resource's UUID, got %r" % (index, resource.get("uuid")))
+        if not item.get("state"):
+            module.fail_json(msg="resources[%d].state: expected the resource's Waldur state" % index)
+        resources.append(item)
+    return offering_uuid, resources
+
+
+def finish(module, backend, offering_uuid, auditor, holdings, machines, delete, api_calls):
+    """Judge, clean up what was asked for, report; ``delete(holding)`` returns the cleanup text
+    (``deleted``, ``would delete`` or why it was kept) and raises nothing."""
+    params = module.params
+    auditor.holdings(holdings)
+    auditor.machines(machines, holdings)
+    auditor.stuck_orders(params["stuck_orders"], holdings, machines)
+    findings = auditor.sorted_findings()
+    for item in plan_cleanup(findings, params["cleanup"], params["cleanup_min_age_hours"]):
+        item["cleanup"] = delete(item["_holding"])
+    report, text, lines = build_report(
+        params["offering"] or offering_uuid, offering_uuid, backend, findings, auditor.notes, params["cleanup"],
+        params["cleanup_min_age_hours"], module.check_mode, api_calls(), now=auditor.now)
+    files = []
+    if params["report_dir"]:
+        name = params["report_name"] or params["offering"] or offering_uuid
+        report["report_files"] = [os.path.join(params["report_dir"], name + suffix) for suffix in (".json", ".md")]
+        try:
+            files = write_report_files(params["report_dir"], name, report, text)
+        except (IOError, OSError) as error:
+            module.fail_json(msg="report_dir: could not write the report to %s: %s" % (params["report_dir"], error),
+                             status=report["status"], counts=report["counts"], findings=report["findings"],
+                             api_calls=api_calls())
+        lines.append("report: %s" % ", ".join(files))
+    module.exit_json(changed=report["counts"]["deleted"] + report["counts"]["would_delete"] > 0,
+                     status=report["status"], counts=report["counts"], findings=report["findings"],
+                     notes=report["notes"], report=report, markdown=text, table=lines, report_files=files,
+                     listed={"holdings": len(holdings), "machines": len(machines)}, api_calls=api_calls())

@@ -1,0 +1,462 @@
+#!/usr/bin/python
+# -*- coding: utf-8 -*-
+# Copyright: Waldur site agent developers
+# MIT License (see LICENSE)
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+DOCUMENTATION = r"""
+---
+module: azure_audit
+short_description: Set an Azure subscription's machines beside a Waldur offering's resources
+version_added: 0.1.0
+description:
+  - Reads listings only, run side by side - the resource groups carrying this offering's owner tag
+    C(waldur-offering-uuid), the virtual machines of the subscription and their power states, and the
+    objects of each shared resource group that holds this offering's machines (or is O(resource_group))
+    - and compares them with the offering's resources, in every state. A machine is never read on its own.
+  - "A chain is what one resource owns: its dedicated resource group (carrying the owner tags), or the
+    objects carrying its owner tags in a shared group. Orphans: chains whose resource is not one of this
+    offering's, is Terminated, is Erred without a backend id, or records another machine; and a machine
+    only a Terminated resource still records. Vanished: a live resource (OK, Erred, Updating) whose virtual
+    machine is gone. Drift: power against the paused and downscaled flags (paused means deallocated), the
+    machine's size against the size the resource ordered (or recorded), two chains carrying one resource's
+    owner tag, two resources recording one machine."
+  - Machines without owner tags in groups named C(group-<4 or 32 hex>-<machine>) (made by Waldur Mastermind
+    or before owner tags) that no resource of this offering records are reported as C(orphan_by_name),
+    for information, and never deleted.
+  - With O(cleanup), deletes the orphan chains older than O(cleanup_min_age_hours) that carry this
+    offering's owner tag and whose resource is absent, Terminated or Erred without a backend id - a
+    dedicated group whole, the objects of a shared group one by one (each read again first, and left when
+    it no longer carries that resource's owner tag).
+author:
+  - Waldur site agent developers (@waldur)
+extends_documentation_fragment:
+  - waldur.site_agent.azure
+  - waldur.site_agent.audit
+options:
+  resource_group:
+    description:
+      - The offering's C(default_resource_group), a shared group listed even when none of this offering's
+        machines is in it (an orphan chain whose machine is gone is found there).
+      - Objects of this offering in a shared group that is neither this one nor the group of one of its
+        machines are not seen.
+    type: str
+  deadline:
+    description:
+      - Seconds for the whole run, deletions included (Azure carries on with a deletion still running then).
+    type: float
+    default: 600
+attributes:
+  check_mode:
+    description: Can run in check mode and return the changes it would make, without making them.
+    support: full
+    details:
+      - With O(cleanup), the report says which chains would be deleted.
+  diff_mode:
+    description: Returns details on what has changed (or would change in check mode) with C(--diff).
+    support: none
+"""
+
+EXAMPLES = r"""
+- name: Read the offering's resources and its stuck orders
+  waldur.site_agent.waldur_audit_info:
+    api_url: https://waldur.example.com/api/
+    api_token: "{{ waldur_api_token }}"
+    offering_uuid: a0000000000000000000000000000001
+  register: waldur_side
+
+- name: Audit the subscription against them, deleting orphans older than two days
+  waldur.site_agent.azure_audit:
+    offering: Azure VM
+    offering_uuid: a0000000000000000000000000000001
+    resources: "{{ waldur_side.resources }}"
+    stuck_orders: "{{ waldur_side.stuck_orders }}"
+    cleanup: true
+    cleanup_min_age_hours: 48
+  register: audit
+"""
+
+RETURN = r"""
+status:
+  description: C(clean) when nothing but information was found, else C(findings).
+  returned: success
+  type: str
+  sample: findings
+counts:
+  description: Findings by kind (C(orphans), C(vanished), C(drift), C(stuck_orders), C(orphans_by_name)) and
+    the cleanup's C(deleted), C(would_delete) and C(cleanup_failed).
+  returned: success
+  type: dict
+  sample: {orphans: 1, vanished: 0, drift: 1, stuck_orders: 0, orphans_by_name: 1, deleted: 0, would_delete: 0,
+           cleanup_failed: 0}
+findings:
+  description: One entry per finding, orphans first (the fields of M(waldur.site_agent.do_audit)'s findings).
+  returned: success
+  type: list
+  elements: dict
+  contains:
+    kind:
+      description: C(orphan), C(vanished), C(drift), C(stuck_order) or C(orphan_by_name).
+      type: str
+    check:
+      description: For drift, what differs (C(power), C(size), C(duplicate), C(backend_id)); else null.
+      type: str
+    resource_uuid:
+      description: The Waldur resource concerned (32 hex), or null.
+      type: str
+    resource_name:
+      description: Its name.
+      type: str
+    resource_state:
+      description: Its Waldur state; C(absent) for an orphan whose resource does not exist.
+      type: str
+    object:
+      description: The chain, machine or order, as the operator reads it.
+      type: str
+    object_ids:
+      description: ARM ids (or the order UUID).
+      type: list
+      elements: str
+    age_hours:
+      description: Hours since the machine (or the oldest object of a chain without one) was created; for a
+        stuck order, since it last changed; null when Azure does not tell.
+      type: float
+    detail:
+      description: Why this is a finding.
+      type: str
+    action:
+      description: What to do about it.
+      type: str
+    deletable:
+      description: Whether O(cleanup) may delete it (once old enough).
+      type: bool
+    cleanup:
+      description: C(deleted), C(would delete), C(failed ...) or why it is kept; empty for other kinds.
+      type: str
+notes:
+  description: What was left out, with the reason (a backend id of another subscription, a tagged group
+    without a resource tag, a shared group that does not exist).
+  returned: success
+  type: list
+  elements: str
+report:
+  description: The machine-readable report (offering, status, counts, cleanup settings, findings, notes,
+    api_calls, generated_at).
+  returned: success
+  type: dict
+markdown:
+  description: The report as Markdown, for a ticket.
+  returned: success
+  type: str
+report_files:
+  description: The report files written (empty without O(report_dir)).
+  returned: success
+  type: list
+  elements: str
+table:
+  description: The findings as lines of a plain-text table, for the pass's output.
+  returned: success
+  type: list
+  elements: str
+listed:
+  description: How many chains carry this offering's owner tags (C(holdings)) and how many virtual machines
+    the subscription has (C(machines)).
+  returned: success
+  type: dict
+api_calls:
+  description: ARM requests sent by this task.
+  returned: always
+  type: int
+"""
+
+import time
+
+from ansible.module_utils.basic import AnsibleModule
+
+from ansible_collections.waldur.site_agent.plugins.module_utils.audit import (
+    DELETED,
+    WOULD_DELETE,
+    Auditor,
+    audit_argument_spec,
+    checked_params,
+    finish,
+    parse_time,
+    power_check,
+)
+from ansible_collections.waldur.site_agent.plugins.module_utils.azure_clients import (
+    AzureError,
+    OperationStillRunning,
+    azure_argument_spec,
+    clients_from_module,
+    plain,
+    power_state,
+)
+from ansible_collections.waldur.site_agent.plugins.module_utils.azure_naming import (
+    InvalidAzureId,
+    build_vm_id,
+    is_dedicated_group,
+    parse_resource_id,
+    parse_vm_id,
+    vm_name_of_companion,
+    vm_name_of_dedicated_group,
+)
+from ansible_collections.waldur.site_agent.plugins.module_utils.azure_objects import (
+    KIND_LABELS,
+    OWNED_DELETION_ORDER,
+    delete_objects,
+    kind_of,
+)
+from ansible_collections.waldur.site_agent.plugins.module_utils.azure_ownership import (
+    OFFERING_TAG,
+    owner_of,
+    provisioning_state,
+    tag_filter,
+    tag_value,
+)
+from ansible_collections.waldur.site_agent.plugins.module_utils.batch import run_batch
+from ansible_collections.waldur.site_agent.plugins.module_utils.naming import is_uuid, normalize_uuid
+
+# Listings run side by side, at most this many at a time.
+MAX_LISTINGS = 4
+POWER = {"running": "on", "starting": "on", "deallocated": "off", "deallocating": "off",
+         "stopped": "stopped", "stopping": "stopped"}
+
+
+def _lower(value):
+    return str(value or "").lower()
+
+
+def offering_of(obj):
+    value = tag_value(getattr(obj, "tags", None), OFFERING_TAG)
+    return normalize_uuid(value) if is_uuid(value) else None
+
+
+def size_check(resource, machine):
+    """The machine's size against the size the resource ordered (else the one the agent recorded)."""
+    ordered = str((resource.get("attributes") or {}).get("size") or "")
+    recorded = str(((resource.get("backend_metadata") or {}).get("virtual_machine") or {}).get("size") or "")
+    wanted = ordered or recorded
+    actual = str(machine.get("size") or "")
+    if not wanted or not actual or wanted.lower() == actual.lower():
+        return None
+    return ("size", "the virtual machine is %s but the resource %s %s" % (
+        actual, "ordered" if ordered else "recorded", wanted),
+        "find out who resized it; resize it back to %s (the agent does not resize Azure machines)" % wanted)
+
+
+class Listing:
+    """What the subscription holds for one offering, from listings only."""
+
+    def __init__(self, module, clients, offering_uuid, deadline):
+        self.module = module
+        self.clients = clients
+        self.offering_uuid = offering_uuid
+        self.deadline = deadline
+        self.subscription = _lower(clients.subscription_id)
+        self.notes = []
+        self.holdings = []
+        self.machines = {}
+
+    def _list(self, what, function, *args, **kwargs):
+        return self.clients.listing(what, function, *args, **kwargs)
+
+    def _group_contents(self, group):
+        """The objects of a group with their creation times; None when the group is gone."""
+        try:
+            return self._list("listing resource group %s" % group, self.clients.resource.resources.list_by_resource_group,
+                              group, expand="createdTime")
+        except AzureError as error:
+            if error.not_found:
+                return None
+            raise
+
+    def run(self, shared_group):
+        resources = self.clients.resource
+        machines = self.clients.compute.virtual_machines
+        jobs = [
+            lambda: self._list("listing the resource groups tagged %s=%s" % (OFFERING_TAG, self.offering_uuid),
+                               resources.resource_groups.list, filter=tag_filter(self.offering_uuid, OFFERING_TAG)),
+            lambda: self._list("listing the virtual machines of the subscription", machines.list_all),
+            lambda: self._list("listing the power states of the virtual machines", machines.list_all,
+                               status_only="true"),
+        ]
+        groups, vms, statuses = self._together(jobs)
+        power = dict((_lower(vm.id), power_state(getattr(vm, "instance_view", None))) for vm in statuses)
+        dedicated = {}
+        for group in groups:
+            owner = owner_of(group)
+            if offering_of(group) != self.offering_uuid:
+                continue
+            if owner is None:
+                self.notes.append("resource group %s carries this offering's tag but no %s tag; it is left out"
+                                  % (group.name, "waldur-resource-uuid"))
+                continue
+            dedicated[_lower(group.name)] = {"group": group, "owner": owner, "vms": []}
+        shared = {}
+        if shared_group:
+            shared[_lower(shared_group)] = shared_group
+        for vm in vms:
+            try:
+                _subscription, group, name = parse_vm_id(vm.id)
+            except InvalidAzureId:
+                continue
+            key = _lower(vm.id)
+            state = power.get(key)
+            self.machines[key] = {
+                "id": vm.id,
+                "object": "virtual machine %s in resource group %s (%s, %s)" % (
+                    name, group, plain(getattr(getattr(vm, "hardware_profile", None), "vm_size", None)), state or "?"),
+                "power": POWER.get(state),
+                "size": plain(getattr(getattr(vm, "hardware_profile", None), "vm_size", None)),
+                "created_at": getattr(vm, "time_created", None),
+                "legacy_name": owner_of(vm) is None and is_dedicated_group(group, name),
+            }
+            if _lower(group) in dedicated:
+                dedicated[_lower(group)]["vms"].append(vm)
+            elif offering_of(vm) == self.offering_uuid:
+                shared.setdefault(_lower(group), group)
+        self._dedicated_holdings(dedicated)
+        for group in sorted(set(shared) - set(dedicated)):
+            self._shared_holdings(shared[group])
+        return self.holdings, self.machines
+
+    def _together(self, jobs):
+        outcomes = run_batch(jobs, lambda job: {"value": job()}, max_workers=MAX_LISTINGS,
+                             deadline_seconds=max(1.0, self.deadline - time.monotonic()))
+        for outcome in outcomes:
+            if "value" not in outcome:
+                self.module.fail_json(msg=outcome.get("msg") or "listing failed", api_calls=self.clients.api_calls)
+        return [outcome["value"] for outcome in outcomes]
+
+    def _dedicated_holdings(self, dedicated):
+        bare = [entry for entry in dedicated.values() if not entry["vms"]]
+        # A group whose machine is gone: how old is what is left in it?
+        contents = self._together([lambda entry=entry: self._group_contents(entry["group"].name) for entry in bare])
+        created_of_bare = dict((id(entry), oldest([getattr(item, "created_time", None) for item in listed or []]))
+                               for entry, listed in zip(bare, contents))
+        for entry in dedicated.values():
+            group = entry["group"]
+            vm_name = vm_name_of_dedicated_group(group.name)
+            match = set(_lower(vm.id) for vm in entry["vms"])
+            if vm_name:
+                match.add(_lower(build_vm_id(self.clients.subscription_id, group.name, vm_name)))
+            machines = ", ".join("virtual machine %s" % vm.name for vm in entry["vms"]) or "no virtual machine"
+            created = [getattr(vm, "time_created", None) for vm in entry["vms"]]
+            self.holdings.append({
+                "key": _lower(group.id), "owner": entry["owner"], "kind": "group", "group": group.name,
+                "object": "resource group %s (a chain of its own: %s)" % (group.name, machines),
+                "ids": [group.id], "created_at": oldest(created) if created else created_of_bare.get(id(entry)),
+                "match": match, "marked": True,
+            })
+
+    def _shared_holdings(self, group):
+        listed = self._group_contents(group)
+        if listed is None:
+            self.notes.append("resource group %s does not exist; nothing of this offering is in it" % group)
+            return
+        chains = {}
+        for item in listed:
+            owner, kind = owner_of(item), kind_of(item)
+            if owner is None or kind is None or offering_of(item) != self.offering_uuid:
+                continue
+            vm_name = vm_name_of_companion(kind, item.name)
+            if kind == "disk":
+                parts = parse_resource_id(getattr(item, "managed_by", None))
+                vm_name = parts["name"] if parts else None
+            chains.setdefault(owner, {}).setdefault(_lower(vm_name) if vm_name else None, []).append((kind, item))
+        for owner, by_vm in sorted(chains.items()):
+            loose = by_vm.pop(None, [])
+            if loose and len(by_vm) == 1:  # a disk whose machine is gone belongs to the one chain there is
+                list(by_vm.values())[0].extend(loose)
+            elif loose:
+                by_vm[None] = loose
+            for vm_key, items in sorted(by_vm.items(), key=lambda pair: pair[0] or ""):
+                names = dict((kind, item.name) for kind, item in items)
+                vm_name = names.get("vm") or (next((vm_name_of_companion(kind, item.name) for kind, item in items
+                                                    if kind != "disk"), None))
+                labels = ", ".join("%s %s" % (KIND_LABELS[kind], item.name) for kind, item in items)
+                self.holdings.append({
+                    "key": "%s/%s/%s" % (_lower(group), owner, vm_key), "owner": owner, "kind": "shared",
+                    "group": group, "objects": [(kind, item.name) for kind, item in items], "vnet": names.get("vnet"),
+                    "object": "in resource group %s: %s" % (group, labels),
+                    "ids": [item.id for _kind, item in items],
+                    "created_at": oldest([getattr(item, "created_time", None) for _kind, item in items]),
+                    "match": set([_lower(build_vm_id(self.clients.subscription_id, group, vm_name))]) if vm_name else set(),
+                    "marked": True,
+                })
+
+    # ---- cleanup ---------------------------------------------------------------------------
+    def delete(self, holding):
+        try:
+            if holding["kind"] == "group":
+                return self._delete_group(holding)
+            targets = [(kind, name) for kind in OWNED_DELETION_ORDER
+                       for found_kind, name in holding["objects"] if found_kind == kind]
+            deleted, left = delete_objects(self.clients, holding["group"], holding.get("vnet"), targets,
+                                           resource_uuid=holding["owner"], check_mode=self.module.check_mode,
+                                           deadline=self.deadline, require_mark=True)
+        except OperationStillRunning as error:
+            return "failed: a deletion is still running (%s); the next audit looks again" % error
+        except AzureError as error:
+            return "failed: %s" % error
+        if left:
+            return "failed: left %s (they no longer carry this resource's owner tag)%s" % (
+                ", ".join(left), "; deleted %s" % ", ".join(deleted) if deleted else "")
+        if not deleted:
+            return "kept: already gone"
+        return WOULD_DELETE if self.module.check_mode else DELETED
+
+    def _delete_group(self, holding):
+        groups = self.clients.resource.resource_groups
+        current = self.clients.read("reading resource group %s" % holding["group"], groups.get, holding["group"],
+                                    deadline=self.deadline)
+        if current is None:
+            return "kept: already gone"
+        if owner_of(current) != holding["owner"] or offering_of(current) != self.offering_uuid:
+            return "kept: its owner tags changed since it was listed"
+        if provisioning_state(current) == "deleting":
+            return "kept: Azure is already deleting it"
+        if self.module.check_mode:
+            return WOULD_DELETE
+        self.clients.call("deleting resource group %s" % holding["group"], groups.begin_delete, holding["group"],
+                          deadline=self.deadline)
+        return DELETED
+
+    def backend_key(self, backend_id):
+        try:
+            subscription = parse_vm_id(backend_id)[0]
+        except InvalidAzureId:
+            return None
+        return _lower(backend_id) if _lower(subscription) == self.subscription else None
+
+
+def oldest(values):
+    """The earliest of some creation times (None when Azure told none)."""
+    moments = [moment for moment in (parse_time(value) for value in values) if moment is not None]
+    return min(moments) if moments else None
+
+
+def main():
+    argument_spec = azure_argument_spec()
+    argument_spec.update(audit_argument_spec())
+    argument_spec.update(resource_group=dict(type="str"), deadline=dict(type="float", default=600))
+    module = AnsibleModule(argument_spec=argument_spec, supports_check_mode=True)
+    offering_uuid, resources = checked_params(module)
+    clients = clients_from_module(module)
+    try:
+        clients.authenticate()
+        listing = Listing(module, clients, offering_uuid, time.monotonic() + module.params["deadline"])
+        holdings, machines = listing.run(module.params["resource_group"])
+    except AzureError as error:
+        module.fail_json(msg=str(error), api_calls=clients.api_calls)
+    auditor = Auditor(resources, backend_key=listing.backend_key, checks=[power_check, size_check],
+                      cloud="the Azure subscription")
+    auditor.notes.extend(listing.notes)
+    finish(module, "azure", offering_uuid, auditor, holdings, machines, listing.delete, lambda: clients.api_calls)
+
+
+if __name__ == "__main__":
+    main()

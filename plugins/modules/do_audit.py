@@ -1,0 +1,289 @@
+#!/usr/bin/python
+# -*- coding: utf-8 -*-
+# Copyright: Waldur site agent developers
+# MIT License (see LICENSE)
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+DOCUMENTATION = r"""
+module: do_audit
+short_description: Set a DigitalOcean account's droplets beside a Waldur offering's resources
+version_added: 0.1.0
+description:
+  - Lists every droplet of the account (pages of 200, one listing; never one read per droplet) and
+    compares it with the offering's resources, in every state.
+  - "Orphans: droplets carrying a C(waldur-resource:<uuid>) tag whose resource is not one of this
+    offering's, is Terminated, is Erred without a backend id, or records another droplet; and the
+    droplet a Terminated resource still records. Vanished: a live resource (OK, Erred, Updating) whose
+    droplet is gone. Drift: power against the paused and downscaled flags, size against
+    O(size_mapping), two droplets carrying one resource's tag, a live resource recording no backend id
+    while a droplet carries its tag, two resources recording one droplet."
+  - With O(cleanup), deletes the orphans older than O(cleanup_min_age_hours) whose tag names a
+    Terminated resource of this offering, or an Erred one without a backend id, after reading each again
+    to see that it still carries exactly that tag. A droplet without the tag, or whose tag names no
+    resource of this offering (another offering may share the account), is never deleted.
+author:
+  - Waldur site agent developers (@waldur)
+options:
+  size_mapping:
+    description:
+      - "The offering's C(size_mapping) (C({slug: {component: value}})). A droplet whose size's entry
+        differs from its resource's limits, or whose size has no entry while the limits match another
+        one, is drift. Without it sizes are not compared."
+    type: dict
+    default: {}
+extends_documentation_fragment:
+  - waldur.site_agent.digitalocean
+  - waldur.site_agent.audit
+attributes:
+  check_mode:
+    description: Can run in check mode and return the changes it would make, without making them.
+    support: full
+    details:
+      - With O(cleanup), the report says which droplets would be deleted.
+  diff_mode:
+    description: Returns details on what has changed (or would change in check mode) with C(--diff).
+    support: none
+"""
+
+EXAMPLES = r"""
+- name: Read the offering's resources and its stuck orders
+  waldur.site_agent.waldur_audit_info:
+    api_url: https://waldur.example.com/api/
+    api_token: "{{ waldur_api_token }}"
+    offering_uuid: d0000000000000000000000000000001
+  register: waldur_side
+
+- name: Audit the DigitalOcean account against them
+  waldur.site_agent.do_audit:
+    token: "{{ digitalocean_token }}"
+    offering: DigitalOcean VM
+    offering_uuid: d0000000000000000000000000000001
+    resources: "{{ waldur_side.resources }}"
+    stuck_orders: "{{ waldur_side.stuck_orders }}"
+    size_mapping:
+      s-1vcpu-1gb: {cpu: 1, ram: 1024}
+  register: audit
+
+- name: Show the findings
+  ansible.builtin.debug:
+    msg: "{{ audit.table }}"
+"""
+
+RETURN = r"""
+status:
+  description: C(clean) when nothing but information was found, else C(findings).
+  returned: success
+  type: str
+  sample: findings
+counts:
+  description: Findings by kind (C(orphans), C(vanished), C(drift), C(stuck_orders), C(orphans_by_name)) and
+    the cleanup's C(deleted), C(would_delete) and C(cleanup_failed).
+  returned: success
+  type: dict
+  sample: {orphans: 1, vanished: 0, drift: 2, stuck_orders: 0, orphans_by_name: 0, deleted: 1, would_delete: 0,
+           cleanup_failed: 0}
+findings:
+  description: One entry per finding, orphans first.
+  returned: success
+  type: list
+  elements: dict
+  contains:
+    kind:
+      description: C(orphan), C(vanished), C(drift), C(stuck_order) or C(orphan_by_name).
+      type: str
+    check:
+      description: For drift, what differs (C(power), C(size), C(duplicate), C(backend_id)); else null.
+      type: str
+    resource_uuid:
+      description: The Waldur resource concerned (32 hex), or null.
+      type: str
+    resource_name:
+      description: Its name.
+      type: str
+    resource_state:
+      description: Its Waldur state; C(absent) for an orphan whose resource does not exist.
+      type: str
+    object:
+      description: The droplet (or order), as the operator reads it.
+      type: str
+    object_ids:
+      description: The droplet ids (or order UUID).
+      type: list
+      elements: str
+    age_hours:
+      description: Hours since the droplet was created (for a stuck order, since it last changed).
+      type: float
+    detail:
+      description: Why this is a finding.
+      type: str
+    action:
+      description: What to do about it.
+      type: str
+    deletable:
+      description: Whether O(cleanup) may delete it (once old enough).
+      type: bool
+    cleanup:
+      description: C(deleted), C(would delete), C(failed ...) or why it is kept; empty for other kinds.
+      type: str
+notes:
+  description: Resources that could not be checked (a backend id that is not a droplet id), with the reason.
+  returned: success
+  type: list
+  elements: str
+report:
+  description: The machine-readable report (offering, status, counts, cleanup settings, findings, notes,
+    api_calls, generated_at).
+  returned: success
+  type: dict
+markdown:
+  description: The report as Markdown, for a ticket.
+  returned: success
+  type: str
+report_files:
+  description: The report files written (empty without O(report_dir)).
+  returned: success
+  type: list
+  elements: str
+table:
+  description: The findings as lines of a plain-text table, for the pass's output.
+  returned: success
+  type: list
+  elements: str
+listed:
+  description: How many droplets carry an owner tag (C(holdings)) and how many the account has (C(machines)).
+  returned: success
+  type: dict
+api_calls:
+  description: HTTP requests sent to DigitalOcean, retries included.
+  returned: always
+  type: int
+"""
+
+from ansible.module_utils.basic import AnsibleModule
+
+from ansible_collections.waldur.site_agent.plugins.module_utils.audit import (
+    DELETED,
+    WOULD_DELETE,
+    Auditor,
+    audit_argument_spec,
+    checked_params,
+    finish,
+    power_check,
+)
+from ansible_collections.waldur.site_agent.plugins.module_utils.components import size_for_limits, size_matches_limits
+from ansible_collections.waldur.site_agent.plugins.module_utils.digitalocean import (
+    DigitalOceanError,
+    client_from_module,
+    digitalocean_argument_spec,
+    resource_tags,
+)
+from ansible_collections.waldur.site_agent.plugins.module_utils.naming import RESOURCE_TAG_PREFIX
+
+# A listing that saw the account change while paging is taken again, this many times at most.
+LISTING_ATTEMPTS = 3
+POWER = {"active": "on", "off": "off"}
+
+
+def list_droplets(client):
+    """Every droplet of the account from one consistent paged listing (see ``scan_droplets``)."""
+    for _attempt in range(LISTING_ATTEMPTS):
+        droplets = client.scan_droplets(max_pages=10 ** 6)
+        if droplets is not None:
+            return droplets
+    raise DigitalOceanError("the droplets of the account changed while they were listed, %d times running; "
+                            "run the audit again" % LISTING_ATTEMPTS)
+
+
+def droplet_label(droplet):
+    return "droplet %s %s (%s, %s)" % (droplet["id"], droplet.get("name") or "", droplet.get("size_slug"),
+                                       droplet.get("status"))
+
+
+def holdings_of(droplets, resource_uuids):
+    """Droplets carrying a ``waldur-resource:`` tag, one holding per tag they carry."""
+    holdings = []
+    for droplet in droplets:
+        tags = sorted(resource_tags(droplet["tags"]))
+        for tag in tags:
+            owner = tag[len(RESOURCE_TAG_PREFIX):]
+            label = droplet_label(droplet)
+            if len(tags) > 1:
+                label += " (carries the tags of %d resources)" % len(tags)
+            holdings.append({
+                "key": str(droplet["id"]), "owner": owner, "object": label, "ids": [str(droplet["id"])],
+                "created_at": droplet.get("created_at"), "match": set([str(droplet["id"])]), "tag": tag,
+                # the tag names a resource of this offering, and no other resource's
+                "marked": owner in resource_uuids and len(tags) == 1,
+            })
+    return holdings
+
+
+def machines_of(droplets):
+    return dict((str(droplet["id"]), {
+        "object": droplet_label(droplet), "power": POWER.get(droplet.get("status")),
+        "size": droplet.get("size_slug"), "created_at": droplet.get("created_at"),
+    }) for droplet in droplets)
+
+
+def size_check(size_mapping):
+    def check(resource, machine):
+        limits = resource.get("limits") or {}
+        slug = machine.get("size")
+        if not limits or not size_mapping or not slug:
+            return None
+        expected = size_for_limits(size_mapping, limits)
+        if slug in size_mapping:
+            if size_matches_limits(size_mapping[slug], limits):
+                return None
+        elif expected is None:
+            return None  # neither the droplet's size nor the limits are in the mapping: nothing to compare
+        shown = ", ".join("%s=%s" % (key, limits[key]) for key in sorted(limits))
+        return ("size", "the droplet is %s but the resource's limits (%s) %s" % (
+            slug, shown, "map to %s" % expected if expected else "match no size_mapping entry"),
+            "resize the droplet to %s, or correct the resource's limits in Waldur" % expected if expected
+            else "correct the resource's limits in Waldur or the offering's size_mapping")
+    return check
+
+
+def backend_key(backend_id):
+    return backend_id if backend_id.isdigit() else None
+
+
+def main():
+    argument_spec = digitalocean_argument_spec()
+    argument_spec.update(audit_argument_spec())
+    argument_spec.update(size_mapping=dict(type="dict", default={}))
+    module = AnsibleModule(argument_spec=argument_spec, supports_check_mode=True)
+    offering_uuid, resources = checked_params(module)
+    client = client_from_module(module)
+    try:
+        droplets = list_droplets(client)
+    except DigitalOceanError as exc:
+        module.fail_json(msg="could not list the droplets: %s" % exc, api_calls=client.api_calls)
+
+    def delete(holding):
+        try:
+            current = client.get_droplet(int(holding["key"]))
+            if current is None:
+                return "kept: already gone"
+            if resource_tags(current["tags"]) != set([holding["tag"]]):
+                return "kept: its tags changed since it was listed"
+            if module.check_mode:
+                return WOULD_DELETE
+            client.destroy_droplet(int(holding["key"]))
+        except DigitalOceanError as exc:
+            return "failed: %s" % exc
+        return DELETED
+
+    auditor = Auditor(resources, backend_key=backend_key, cloud="the DigitalOcean account",
+                      checks=[power_check, size_check(module.params["size_mapping"] or {})])
+    finish(module, "digitalocean", offering_uuid, auditor,
+           holdings_of(droplets, set(resource["uuid"] for resource in resources)), machines_of(droplets),
+           delete, lambda: client.api_calls)
+
+
+if __name__ == "__main__":
+    main()

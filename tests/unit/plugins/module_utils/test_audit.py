@@ -1,0 +1,241 @@
+"""The audit's judgement: orphans, vanished machines, drift, stuck orders, cleanup and the report."""
+
+import datetime
+import json
+import os
+import stat
+
+import pytest
+
+from ansible_collections.waldur.site_agent.plugins.module_utils.audit import (
+    CLEAN,
+    FINDINGS,
+    Auditor,
+    age_hours,
+    build_report,
+    parse_time,
+    plan_cleanup,
+    power_check,
+    status,
+    write_report_files,
+)
+from ansible_collections.waldur.site_agent.plugins.modules.do_audit import holdings_of, size_check
+
+NOW = datetime.datetime(2026, 3, 1, 12, 0, tzinfo=datetime.timezone.utc)
+R1, R2, R3 = "a" * 32, "b" * 32, "c" * 32
+
+
+def hours_ago(hours):
+    return (NOW - datetime.timedelta(hours=hours)).isoformat()
+
+
+def resource(uuid=R1, state="OK", backend_id="", **fields):
+    return dict({"uuid": uuid, "name": "web-" + uuid[:2], "state": state, "backend_id": backend_id,
+                 "limits": {}, "attributes": {}, "paused": False, "downscaled": False}, **fields)
+
+
+def holding(key, owner=R1, marked=True, created=30):
+    return {"key": key, "owner": owner, "object": "droplet %s" % key, "ids": [key], "created_at": hours_ago(created),
+            "match": {key}, "marked": marked}
+
+
+def machine(key, power="on", size="s-1vcpu-1gb", legacy=False):
+    return {"id": key, "object": "droplet %s" % key, "power": power, "size": size, "created_at": hours_ago(5),
+            "legacy_name": legacy}
+
+
+def judged(resources, holdings=(), machines=None, checks=(), orders=()):
+    auditor = Auditor(resources, now=NOW, checks=checks)
+    auditor.holdings(list(holdings))
+    auditor.machines(machines or {}, list(holdings))
+    auditor.stuck_orders(list(orders), list(holdings), machines or {})
+    return auditor.sorted_findings()
+
+
+def kinds(findings):
+    return [(item["kind"], item["check"], item["deletable"]) for item in findings]
+
+
+# ---- time -----------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("text, expected", [
+    ("2026-03-01T10:00:00Z", datetime.datetime(2026, 3, 1, 10, tzinfo=datetime.timezone.utc)),
+    ("2026-03-01T12:30:00+02:30", datetime.datetime(2026, 3, 1, 10, tzinfo=datetime.timezone.utc)),
+    ("2026-03-01T10:00:00.1234567+00:00", datetime.datetime(2026, 3, 1, 10, 0, 0, 123456,
+                                                            tzinfo=datetime.timezone.utc)),
+    ("2026-03-01 10:00:00", datetime.datetime(2026, 3, 1, 10, tzinfo=datetime.timezone.utc)),
+    (datetime.datetime(2026, 3, 1, 10), datetime.datetime(2026, 3, 1, 10, tzinfo=datetime.timezone.utc)),
+    ("yesterday", None),
+    (None, None),
+])
+def test_times_are_read_in_every_form_the_clouds_send(text, expected):
+    assert parse_time(text) == expected
+
+
+def test_ages_are_hours_and_unknown_stays_unknown():
+    assert age_hours(hours_ago(30), NOW) == 30.0
+    assert age_hours("", NOW) is None
+    assert age_hours(hours_ago(-1), NOW) == 0.0  # a clock ahead of ours is not a negative age
+
+
+# ---- objects carrying marks -------------------------------------------------------------------
+
+def test_a_healthy_object_is_no_finding():
+    assert judged([resource(backend_id="1")], [holding("1")], {"1": machine("1")}) == []
+
+
+@pytest.mark.parametrize("state, backend_id, marked, expected", [
+    ("Terminated", "1", True, [("orphan", None, True)]),
+    ("Terminated", "1", False, [("orphan", None, False)]),
+    ("Erred", "", True, [("orphan", None, True)]),
+    ("OK", "2", True, [("orphan", None, False), ("vanished", None, False)]),
+    ("OK", "", True, [("drift", "backend_id", False)]),
+    ("Creating", "", True, []),
+    ("Terminating", "", True, []),
+])
+def test_what_an_object_carrying_a_mark_is_depends_on_its_resource(state, backend_id, marked, expected):
+    findings = judged([resource(state=state, backend_id=backend_id)], [holding("1", marked=marked)],
+                      {"1": machine("1")})
+    assert kinds(findings) == expected
+
+
+def test_an_object_whose_resource_is_not_in_the_offering_is_an_orphan_deletable_only_with_the_offerings_mark():
+    findings = judged([], [holding("1", owner=R2, marked=True), holding("2", owner=R3, marked=False)])
+    assert kinds(findings) == [("orphan", None, True), ("orphan", None, False)]
+    assert findings[0]["resource_state"] == "absent" and "no resource of this offering" in findings[0]["detail"]
+    assert "another offering" in findings[1]["action"]
+
+
+def test_two_objects_with_one_mark_are_one_duplicate_finding_never_deleted():
+    findings = judged([resource(backend_id="1")], [holding("1"), holding("2")], {"1": machine("1"), "2": machine("2")})
+    assert kinds(findings) == [("drift", "duplicate", False)]
+    assert sorted(findings[0]["object_ids"]) == ["1", "2"] and "Waldur records droplet 1" in findings[0]["detail"]
+
+
+# ---- resources and machines -------------------------------------------------------------------
+
+def test_a_live_resource_whose_machine_is_gone_has_vanished_and_a_terminated_one_has_not():
+    findings = judged([resource(backend_id="7"), resource(R2, state="Terminated", backend_id="8"),
+                       resource(R3, state="Creating", backend_id="9")])
+    assert kinds(findings) == [("vanished", None, False)]
+    assert findings[0]["resource_uuid"] == R1
+
+
+def test_an_unmarked_machine_a_terminated_resource_records_is_an_orphan_never_deleted():
+    findings = judged([resource(state="Terminated", backend_id="7")], machines={"7": machine("7")})
+    assert kinds(findings) == [("orphan", None, False)]
+    assert "no owner mark" in findings[0]["detail"]
+
+
+def test_a_backend_id_that_cannot_be_checked_is_a_note_not_a_finding():
+    auditor = Auditor([resource(backend_id="elsewhere")], now=NOW, backend_key=lambda backend_id: None)
+    auditor.machines({})
+    assert auditor.findings == [] and "cannot be checked" in auditor.notes[0]
+
+
+def test_two_resources_recording_one_machine_are_drift():
+    findings = judged([resource(backend_id="7"), resource(R2, backend_id="7")], machines={"7": machine("7")})
+    assert kinds(findings) == [("drift", "backend_id", False)]
+
+
+def test_a_machine_named_like_the_agents_that_nothing_records_is_information_only():
+    findings = judged([resource(backend_id="7")], machines={"7": machine("7", legacy=True),
+                                                            "8": machine("8", legacy=True), "9": machine("9")})
+    assert kinds(findings) == [("orphan_by_name", None, False)]
+    assert findings[0]["object_ids"] == ["8"]
+    assert status(findings) == CLEAN
+
+
+@pytest.mark.parametrize("flags, power, problem", [
+    ({"paused": True}, "on", "paused in Waldur but the machine is running"),
+    ({"downscaled": True}, "stopped", "still allocated and billed"),
+    ({}, "off", "neither paused nor downscaled"),
+    ({"paused": True}, "off", None),
+    ({}, "on", None),
+    ({}, None, None),
+])
+def test_power_is_held_against_the_flags(flags, power, problem):
+    found = power_check(resource(**flags), machine("7", power=power))
+    assert (found[1] if found else None) == problem if problem is None else problem in found[1]
+
+
+MAPPING = {"s-1vcpu-1gb": {"cpu": 1, "ram": 1024}, "s-2vcpu-4gb": {"cpu": 2, "ram": 4096}}
+
+
+@pytest.mark.parametrize("limits, size, expected", [
+    ({"cpu": 1, "ram": 1024}, "s-1vcpu-1gb", None),
+    ({"cpu": 1, "ram": 1024}, "s-2vcpu-4gb", "map to s-1vcpu-1gb"),
+    ({"cpu": 1, "ram": 1024}, "s-8vcpu-16gb", "map to s-1vcpu-1gb"),
+    ({"cpu": 3, "ram": 1024}, "s-2vcpu-4gb", "match no size_mapping entry"),
+    ({"cpu": 3, "ram": 1024}, "s-8vcpu-16gb", None),
+    ({}, "s-2vcpu-4gb", None),
+])
+def test_droplet_sizes_are_held_against_the_limits_through_the_size_mapping(limits, size, expected):
+    found = size_check(MAPPING)(resource(limits=limits), machine("7", size=size))
+    assert (found[1] if found else None) == expected if expected is None else expected in found[1]
+
+
+def test_a_droplet_carrying_two_resources_tags_is_never_provably_one_offerings():
+    droplets = [{"id": 7, "name": "x", "size_slug": "s", "status": "active", "created_at": None,
+                 "tags": ["waldur", "waldur-resource:" + R1, "WALDUR-RESOURCE:" + R2]},
+                {"id": 8, "name": "y", "size_slug": "s", "status": "active", "created_at": None,
+                 "tags": ["waldur-resource:" + R1]}]
+    found = holdings_of(droplets, {R1, R2})
+    assert [(item["key"], item["owner"], item["marked"]) for item in found] == [
+        ("7", R1, False), ("7", R2, False), ("8", R1, True)]
+
+
+# ---- orders ------------------------------------------------------------------------------------
+
+def test_a_stuck_order_says_what_waldur_and_the_cloud_hold():
+    order = {"uuid": "d" * 32, "type": "Create", "marketplace_resource_uuid": R1, "age_hours": 2.0,
+             "modified": hours_ago(2), "error_message": "boom"}
+    findings = judged([resource(state="Creating")], [holding("5")], {"5": machine("5")}, orders=[order])
+    assert kinds(findings) == [("stuck_order", None, False)]
+    detail = findings[0]["detail"]
+    assert "executing for 2.0 h" in detail and "droplet 5 carries its mark" in detail and "last error: boom" in detail
+
+    findings = judged([resource(state="Creating")], orders=[order])
+    assert "nothing carries its mark" in findings[0]["detail"]
+
+
+# ---- cleanup and the report -------------------------------------------------------------------
+
+def test_cleanup_takes_only_old_deletable_orphans():
+    findings = judged([], [holding("1", owner=R1, created=30), holding("2", owner=R2, created=2),
+                           holding("3", owner=R3, marked=False)])
+    young_unknown = dict(holding("4", owner="d" * 32), created_at=None)
+    findings += judged([], [young_unknown])
+    assert plan_cleanup(findings, enabled=False, min_age_hours=24) == []
+    assert [item["cleanup"] for item in findings] == [
+        "would be deleted with audit_cleanup", "kept: younger than 24 h", "kept: not deletable by the audit",
+        "kept: its age is unknown"]
+    chosen = plan_cleanup(findings, enabled=True, min_age_hours=24)
+    assert [item["object_ids"] for item in chosen] == [["1"]] and chosen[0]["cleanup"] == "delete"
+
+
+def test_the_report_counts_escapes_and_shows_what_to_do(tmp_path):
+    findings = judged([resource(backend_id="7", name="a|b")], [holding("1", owner=R2)])
+    plan_cleanup(findings, enabled=True, min_age_hours=24)
+    findings[0]["cleanup"] = "deleted"
+    report, text, lines = build_report("DO", "e" * 32, "digitalocean", findings, ["a note"], True, 24, False, 3,
+                                       now=NOW)
+    assert report["status"] == FINDINGS
+    assert report["counts"] == {"orphans": 1, "vanished": 1, "drift": 0, "stuck_orders": 0, "orphans_by_name": 0,
+                                "deleted": 1, "would_delete": 0, "cleanup_failed": 0}
+    assert all("_holding" not in item for item in report["findings"])
+    json.dumps(report)  # the report is plain data
+    assert "a\\|b" in text and "## Notes" in text and "- a note" in text
+    assert lines[0].startswith("Audit of DO (digitalocean): findings - orphans=1, vanished=1")
+    assert "deleted by audit_cleanup" in lines[2] and lines[3].strip().startswith("why: no resource")
+
+    paths = write_report_files(str(tmp_path / "new" / "dir"), "DO", report, text)
+    assert [os.path.basename(path) for path in paths] == ["DO.json", "DO.md"]
+    assert json.loads(open(paths[0]).read())["counts"]["deleted"] == 1
+    assert stat.S_IMODE(os.stat(paths[0]).st_mode) == 0o640
+    assert sorted(os.listdir(str(tmp_path / "new" / "dir"))) == ["DO.json", "DO.md"]  # no temporary left
+
+
+def test_nothing_found_is_clean_and_says_so():
+    report, text, lines = build_report("DO", "e" * 32, "digitalocean", [], [], False, 24, False, 1, now=NOW)
+    assert report["status"] == CLEAN and lines[-1] == "nothing found" and "the cloud and Waldur agree" in text
