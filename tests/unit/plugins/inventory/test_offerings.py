@@ -95,7 +95,7 @@ def test_one_host_per_offering_with_its_variables(config_file):
         "waldur_offering_uuid": "d0000000000000000000000000000001",
         "waldur_backend_type": "digitalocean",
         "waldur_api_url": "https://waldur.example.com/api/",
-        "waldur_offering_roles": ["membership_sync", "order_process", "report"],
+        "waldur_offering_roles": ["audit", "membership_sync", "order_process", "report"],
         "agent_pass_config": str(config_file.resolve()),
     }
     assert hostvars["Azure_VMs"]["waldur_backend_type"] == "azure"
@@ -110,6 +110,8 @@ def test_groups_by_backend_and_by_pass(config_file):
     assert members(data, "order_process") == ["DigitalOcean_droplets"]
     assert members(data, "report") == ["Azure_VMs", "DigitalOcean_droplets"]
     assert members(data, "membership_sync") == ["DigitalOcean_droplets"]
+    # the audit looks at the offerings that process orders
+    assert members(data, "audit") == ["DigitalOcean_droplets"]
 
 
 def test_no_secret_leaves_the_file(config_file):
