@@ -42,7 +42,7 @@ class Step:
     """One scenario: an agent, a pass on one offering, a workload size, the cycles to run."""
 
     agent: str  # ours | ours-serial | upstream
-    pass_name: str  # order | report
+    pass_name: str  # order | report | audit
     backend: str  # digitalocean | azure
     n: int
     variant: str = ""  # "" or a harness.VARIANTS key
@@ -71,6 +71,7 @@ def build_plan(quick: bool = False, only: str | None = None) -> list[Step]:
             + [Step("ours", "order", "azure", n) for n in azure_orders]
             + [Step("ours-serial", "order", "azure", n) for n in serial_orders]
             + [Step("ours", "report", "azure", n) for n in sizes]
+            + [Step("ours", "audit", backend, n) for backend in ("digitalocean", "azure") for n in sizes]
             + [Step("ours", "order", "digitalocean", n, "do-rate-limit") for n in limited])
     # The upstream Azure plugin builds its SDK clients without a base URL: it only talks to
     # management.azure.com, so only its Waldur and DigitalOcean sides can be measured here.

@@ -16,6 +16,7 @@ import subprocess
 import sys
 import tempfile
 import time
+import uuid
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
@@ -40,7 +41,7 @@ AZURE_LRO_SECONDS = 2.0
 DO_LIMITS = dict(waldur_presets.DO_PLAN_QUOTAS)
 AZURE_LIMITS = dict(waldur_presets.AZURE_PLAN_QUOTAS)
 OFFERING_UUID = {"digitalocean": waldur_presets.DO_OFFERING_UUID, "azure": waldur_presets.AZURE_OFFERING_UUID}
-MODES = {"order": "order_process", "report": "report"}
+MODES = {"order": "order_process", "report": "report", "audit": "audit"}
 # Scenario variants: what the simulators do differently from the plain workload.
 VARIANTS = {
     "do-rate-limit": "the DigitalOcean simulator enforces DigitalOcean's documented limits "
@@ -177,18 +178,22 @@ class SimulatorSet:
                     "offering_uuid": offering, "n": n, "name_prefix": "bench", "attributes": attributes,
                     "limits": DO_LIMITS if backend == "digitalocean" else AZURE_LIMITS})
             return {"orders": n}
+        # The audit's machines carry the owner marks the order pass gives them: healthy, nothing to find.
+        owners = [uuid.uuid4().hex for _index in range(n)] if pass_name == "audit" else []
         if backend == "digitalocean":
-            ids = self["digitalocean"].control("POST", "/_sim/bench/droplets",
-                                               {"n": n, "name_prefix": "bench"})["droplets"] if n else []
+            ids = self["digitalocean"].control("POST", "/_sim/bench/droplets", {
+                "n": n, "name_prefix": "bench", "resource_uuids": owners})["droplets"] if n else []
             limits = DO_LIMITS
         else:
             names = ["bench-%d" % index for index in range(n)]
-            ids = self["azure"].control("POST", "/_sim/bench/vms", {"names": names})["vms"] if n else []
+            ids = self["azure"].control("POST", "/_sim/bench/vms", {
+                "names": names, "resource_uuids": owners, "offering_uuid": offering})["vms"] if n else []
             limits = AZURE_LIMITS
         if ids:
             waldur.control("POST", "/_sim/bench/resources", {
                 "offering_uuid": offering, "limits": limits,
-                "items": [{"name": "bench-%d" % index, "backend_id": str(backend_id)}
+                "items": [dict({"name": "bench-%d" % index, "backend_id": str(backend_id)},
+                               **({"uuid": owners[index]} if owners else {}))
                           for index, backend_id in enumerate(ids)]})
         return {"resources": len(ids)}
 
@@ -280,6 +285,8 @@ def run_ours(sims: SimulatorSet, pass_name: str, backend: str, n: int, cycle: st
         "BENCH_PROFILE_PATH": str(profile),
     })
     cmd = [str(Path(sys.executable).parent / "ansible-playbook"), str(REPO / "playbooks" / ("%s.yml" % MODES[pass_name]))]
+    if pass_name == "audit":
+        extra_vars = dict(extra_vars or {}, audit_report_dir=str(sims.workdir / "audit"))
     if extra_vars:
         cmd += ["-e", json.dumps(extra_vars)]
     marks = sims.marks()

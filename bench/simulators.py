@@ -11,12 +11,14 @@ never delayed):
 * ``POST /_sim/bench/orders`` (Waldur): ``{offering_uuid, n, name_prefix, attributes,
   limits}`` seeds ``n`` Create orders in ``pending-provider``, each with its new
   ``Creating`` resource.
-* ``POST /_sim/bench/resources`` (Waldur): ``{offering_uuid, items: [{name, backend_id}],
+* ``POST /_sim/bench/resources`` (Waldur): ``{offering_uuid, items: [{name, backend_id, uuid?}],
   limits}`` seeds ``OK`` resources.
-* ``POST /_sim/bench/droplets`` (DigitalOcean): ``{n, name_prefix}`` seeds active droplets
-  and returns their ids.
-* ``POST /_sim/bench/vms`` (Azure): ``{names: [...], size, location}`` seeds running VMs,
-  each in its own ``group-xxxx-<vm>`` group, and returns their ARM ids.
+* ``POST /_sim/bench/droplets`` (DigitalOcean): ``{n, name_prefix, resource_uuids?}`` seeds active
+  droplets (the i-th tagged ``waldur-resource:<resource_uuids[i]>`` when given) and returns their ids.
+* ``POST /_sim/bench/vms`` (Azure): ``{names: [...], size, location, resource_uuids?, offering_uuid?}``
+  seeds running VMs, each in its own ``group-xxxx-<vm>`` group, or with ``resource_uuids`` in the
+  ``group-<uuid>-<vm>`` group the agent builds, every object carrying the owner tags; returns their
+  ARM ids.
 * ``GET /_sim/bench/counts?since=N`` (all): calls since ``N`` by operation, by method, and
   how many were writes, so the harness never transfers the whole call log.
 
@@ -139,7 +141,8 @@ class BenchWaldur(_BenchControl, WaldurSimulator):
             with self.lock:
                 for item in payload["items"]:
                     resource = self.market.seed_resource(offering_uuid, item["name"], backend_id=item["backend_id"],
-                                                         limits=dict(limits), attributes=item.get("attributes"))
+                                                         limits=dict(limits), attributes=item.get("attributes"),
+                                                         uuid=item.get("uuid"))
                     uuids.append(resource["uuid"])
             return json_response({"resources": uuids}, 201)
         if action == "orders_by_state":
@@ -157,8 +160,9 @@ class BenchDigitalOcean(_BenchControl, DigitalOceanSimulator):
     def bench_control(self, request: Request, action: str, payload: dict) -> Response | None:
         if action == "droplets" and request.method == "POST":
             prefix = payload.get("name_prefix", "bench")
-            ids = [self.seed_droplet("%s-%d" % (prefix, index), tags=payload.get("tags", ()))["id"]
-                   for index in range(int(payload["n"]))]
+            owners = payload.get("resource_uuids") or []
+            ids = [self.seed_droplet("%s-%d" % (prefix, index), tags=list(payload.get("tags", ())) + (
+                ["waldur-resource:" + owners[index]] if owners else []))["id"] for index in range(int(payload["n"]))]
             return json_response({"droplets": ids}, 201)
         if action == "droplet_count":
             with self.lock:
@@ -171,10 +175,16 @@ class BenchAzure(_BenchControl, AzureSimulator):
 
     def bench_control(self, request: Request, action: str, payload: dict) -> Response | None:
         if action == "vms" and request.method == "POST":
-            ids = [self.seed_vm(name, size=payload.get("size", "Standard_B2s"),
-                                location=payload.get("location", "westeurope"),
-                                os_disk_delete_option="Delete", nic_delete_option="Delete")
-                   for name in payload["names"]]
+            owners = payload.get("resource_uuids") or [None] * len(payload["names"])
+            ids = []
+            for name, owner in zip(payload["names"], owners):
+                tags = {"waldur-resource-uuid": owner, "waldur-offering-uuid": payload["offering_uuid"]} \
+                    if owner else None
+                ids.append(self.seed_vm(name, "group-%s-%s" % (owner, name) if owner else None,
+                                        size=payload.get("size", "Standard_B2s"),
+                                        location=payload.get("location", "westeurope"),
+                                        os_disk_delete_option="Delete", nic_delete_option="Delete",
+                                        chain_tags=tags, group_tags=tags))
             return json_response({"vms": ids}, 201)
         if action == "vm_count":
             with self.lock:

@@ -41,7 +41,7 @@ description:
   - Groups are C(waldur_offerings) (every offering), C(backend_azure) and
     C(backend_digitalocean), and C(order_process), C(report) and C(membership_sync) for the
     offerings whose C(order_processing_backend), C(reporting_backend) or
-    C(membership_sync_backend) is set.
+    C(membership_sync_backend) is set, and C(audit) for those that process orders too.
   - To use the configuration file itself as the source, enable this plugin (C(enable_plugins) in
     the C([inventory]) section of C(ansible.cfg), or E(ANSIBLE_INVENTORY_ENABLED)) ahead of the
     others, and leave the C(yaml) plugin out of the list for such runs, because Ansible hands a source

@@ -211,6 +211,7 @@ from ansible_collections.waldur.site_agent.plugins.module_utils.azure_objects im
 )
 from ansible_collections.waldur.site_agent.plugins.module_utils.azure_ownership import (
     OFFERING_TAG,
+    RESOURCE_TAG,
     owner_of,
     provisioning_state,
     tag_filter,
@@ -229,9 +230,12 @@ def _lower(value):
     return str(value or "").lower()
 
 
-def offering_of(obj):
-    value = tag_value(getattr(obj, "tags", None), OFFERING_TAG)
-    return normalize_uuid(value) if is_uuid(value) else None
+def owners(obj):
+    """``(resource uuid, offering uuid)`` of an object's owner tags (None where absent). The SDK
+    builds its attributes on every access, so the tags are read once."""
+    tags = getattr(obj, "tags", None) or {}
+    offering = tag_value(tags, OFFERING_TAG)
+    return owner_of({"tags": tags}), normalize_uuid(offering) if is_uuid(offering) else None
 
 
 def size_check(resource, machine):
@@ -287,36 +291,38 @@ class Listing:
         power = dict((_lower(vm.id), power_state(getattr(vm, "instance_view", None))) for vm in statuses)
         dedicated = {}
         for group in groups:
-            owner = owner_of(group)
-            if offering_of(group) != self.offering_uuid:
+            owner, offering = owners(group)
+            if offering != self.offering_uuid:
                 continue
             if owner is None:
                 self.notes.append("resource group %s carries this offering's tag but no %s tag; it is left out"
-                                  % (group.name, "waldur-resource-uuid"))
+                                  % (group.name, RESOURCE_TAG))
                 continue
-            dedicated[_lower(group.name)] = {"group": group, "owner": owner, "vms": []}
+            name = group.name
+            dedicated[_lower(name)] = {"name": name, "id": group.id, "owner": owner, "vms": []}
         shared = {}
         if shared_group:
             shared[_lower(shared_group)] = shared_group
         for vm in vms:
+            vm_id = vm.id
             try:
-                _subscription, group, name = parse_vm_id(vm.id)
+                _subscription, group, name = parse_vm_id(vm_id)
             except InvalidAzureId:
                 continue
-            key = _lower(vm.id)
+            key = _lower(vm_id)
             state = power.get(key)
+            size = plain(getattr(getattr(vm, "hardware_profile", None), "vm_size", None))
+            created = getattr(vm, "time_created", None)
+            owner, offering = owners(vm)
             self.machines[key] = {
-                "id": vm.id,
-                "object": "virtual machine %s in resource group %s (%s, %s)" % (
-                    name, group, plain(getattr(getattr(vm, "hardware_profile", None), "vm_size", None)), state or "?"),
-                "power": POWER.get(state),
-                "size": plain(getattr(getattr(vm, "hardware_profile", None), "vm_size", None)),
-                "created_at": getattr(vm, "time_created", None),
-                "legacy_name": owner_of(vm) is None and is_dedicated_group(group, name),
+                "id": vm_id,
+                "object": "virtual machine %s in resource group %s (%s, %s)" % (name, group, size, state or "?"),
+                "power": POWER.get(state), "size": size, "created_at": created,
+                "legacy_name": owner is None and is_dedicated_group(group, name),
             }
             if _lower(group) in dedicated:
-                dedicated[_lower(group)]["vms"].append(vm)
-            elif offering_of(vm) == self.offering_uuid:
+                dedicated[_lower(group)]["vms"].append({"id": vm_id, "name": name, "created_at": created})
+            elif offering == self.offering_uuid:
                 shared.setdefault(_lower(group), group)
         self._dedicated_holdings(dedicated)
         for group in sorted(set(shared) - set(dedicated)):
@@ -334,21 +340,20 @@ class Listing:
     def _dedicated_holdings(self, dedicated):
         bare = [entry for entry in dedicated.values() if not entry["vms"]]
         # A group whose machine is gone: how old is what is left in it?
-        contents = self._together([lambda entry=entry: self._group_contents(entry["group"].name) for entry in bare])
+        contents = self._together([lambda entry=entry: self._group_contents(entry["name"]) for entry in bare])
         created_of_bare = dict((id(entry), oldest([getattr(item, "created_time", None) for item in listed or []]))
                                for entry, listed in zip(bare, contents))
         for entry in dedicated.values():
-            group = entry["group"]
-            vm_name = vm_name_of_dedicated_group(group.name)
-            match = set(_lower(vm.id) for vm in entry["vms"])
+            vm_name = vm_name_of_dedicated_group(entry["name"])
+            match = set(_lower(vm["id"]) for vm in entry["vms"])
             if vm_name:
-                match.add(_lower(build_vm_id(self.clients.subscription_id, group.name, vm_name)))
-            machines = ", ".join("virtual machine %s" % vm.name for vm in entry["vms"]) or "no virtual machine"
-            created = [getattr(vm, "time_created", None) for vm in entry["vms"]]
+                match.add(_lower(build_vm_id(self.clients.subscription_id, entry["name"], vm_name)))
+            machines = ", ".join("virtual machine %s" % vm["name"] for vm in entry["vms"]) or "no virtual machine"
+            created = [vm["created_at"] for vm in entry["vms"]]
             self.holdings.append({
-                "key": _lower(group.id), "owner": entry["owner"], "kind": "group", "group": group.name,
-                "object": "resource group %s (a chain of its own: %s)" % (group.name, machines),
-                "ids": [group.id], "created_at": oldest(created) if created else created_of_bare.get(id(entry)),
+                "key": _lower(entry["id"]), "owner": entry["owner"], "kind": "group", "group": entry["name"],
+                "object": "resource group %s (a chain of its own: %s)" % (entry["name"], machines),
+                "ids": [entry["id"]], "created_at": oldest(created) if created else created_of_bare.get(id(entry)),
                 "match": match, "marked": True,
             })
 
@@ -359,8 +364,8 @@ class Listing:
             return
         chains = {}
         for item in listed:
-            owner, kind = owner_of(item), kind_of(item)
-            if owner is None or kind is None or offering_of(item) != self.offering_uuid:
+            (owner, offering), kind = owners(item), kind_of(item)
+            if owner is None or kind is None or offering != self.offering_uuid:
                 continue
             vm_name = vm_name_of_companion(kind, item.name)
             if kind == "disk":
@@ -415,7 +420,7 @@ class Listing:
                                     deadline=self.deadline)
         if current is None:
             return "kept: already gone"
-        if owner_of(current) != holding["owner"] or offering_of(current) != self.offering_uuid:
+        if owners(current) != (holding["owner"], self.offering_uuid):
             return "kept: its owner tags changed since it was listed"
         if provisioning_state(current) == "deleting":
             return "kept: Azure is already deleting it"

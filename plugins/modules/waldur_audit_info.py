@@ -18,7 +18,8 @@ description:
     M(waldur.site_agent.azure_audit).
   - An order is stuck when it has been executing, unchanged, for longer than O(stuck_after_hours); its
     age is counted from its last change (C(modified)), else from its creation.
-  - Two listings, whatever the number of resources; nothing is read one by one.
+  - Two listings, whatever the number of resources, asking Waldur only for the fields the audit reads;
+    nothing is read one by one.
 author:
   - Waldur site agent developers (@waldur)
 extends_documentation_fragment:
@@ -62,11 +63,39 @@ EXAMPLES = r"""
 RETURN = r"""
 resources:
   description:
-    - Every resource of the offering, in every state, in the shape of M(waldur.site_agent.waldur_resources_info)'s
-      C(resources).
+    - Every resource of the offering, in every state, with the keys the audit reads (as
+      M(waldur.site_agent.waldur_resources_info) returns them).
   returned: always
   type: list
   elements: dict
+  contains:
+    uuid:
+      description: Resource UUID (32 hex).
+      type: str
+    name:
+      description: Resource name.
+      type: str
+    state:
+      description: Waldur resource state (C(Creating), C(OK), C(Erred), C(Updating), C(Terminating), C(Terminated)).
+      type: str
+    backend_id:
+      description: Backend id (droplet id, ARM id), or an empty string.
+      type: str
+    limits:
+      description: Current limits.
+      type: dict
+    attributes:
+      description: Order attributes of the resource.
+      type: dict
+    paused:
+      description: Whether the resource is paused.
+      type: bool
+    downscaled:
+      description: Whether the resource is downscaled.
+      type: bool
+    backend_metadata:
+      description: Metadata the agent stored for the resource.
+      type: dict
 orders:
   description: The offering's executing orders, each with C(age_hours).
   returned: always
@@ -125,13 +154,25 @@ from ansible_collections.waldur.site_agent.plugins.module_utils.waldur_api impor
 )
 
 
+# Only what the audit reads (Waldur's ``field=``): a resource is otherwise a few kilobytes.
+RESOURCE_FIELDS = ("uuid", "name", "state", "backend_id", "limits", "attributes", "paused", "downscaled",
+                   "backend_metadata", "offering_uuid")
+ORDER_FIELDS = ("uuid", "type", "state", "offering_uuid", "marketplace_resource_uuid", "resource_name", "created",
+                "modified", "error_message")
+RESOURCE_KEYS = ("uuid", "name", "state", "backend_id", "limits", "attributes", "paused", "downscaled",
+                 "backend_metadata")
+ORDER_KEYS = ("uuid", "type", "state", "marketplace_resource_uuid", "resource_name", "created", "modified")
+
+
 def executing_orders(client, offering_uuid, now):
     orders = []
-    for raw in client.list("marketplace-orders/", params={"offering_uuid": offering_uuid, "state": "executing"}):
-        order = normalize_order(raw)
+    for raw in client.list("marketplace-orders/", params={"offering_uuid": offering_uuid, "state": "executing",
+                                                          "field": list(ORDER_FIELDS)}):
+        full = normalize_order(raw)
         # django-filter ignores filters it does not know, so check what came back
-        if order["state"] != "executing" or (order["offering_uuid"] and order["offering_uuid"] != offering_uuid):
+        if full["state"] != "executing" or (full["offering_uuid"] and full["offering_uuid"] != offering_uuid):
             continue
+        order = dict((key, full[key]) for key in ORDER_KEYS)
         order["error_message"] = raw.get("error_message") or ""
         order["age_hours"] = age_hours(order["modified"] or order["created"], now)
         orders.append(order)
@@ -151,12 +192,13 @@ def main():
     now = utc_now()
     try:
         resources, seen = [], set()
-        for raw in client.list("marketplace-provider-resources/", params={"offering_uuid": offering_uuid}):
+        for raw in client.list("marketplace-provider-resources/",
+                               params={"offering_uuid": offering_uuid, "field": list(RESOURCE_FIELDS)}):
             resource = normalize_resource(raw)
             if resource["uuid"] in seen or (resource["offering_uuid"] and resource["offering_uuid"] != offering_uuid):
                 continue
             seen.add(resource["uuid"])
-            resources.append(resource)
+            resources.append(dict((key, resource[key]) for key in RESOURCE_KEYS))
         orders = executing_orders(client, offering_uuid, now)
     except WaldurApiError as exc:
         module.fail_from_error(exc, msg="could not list what Waldur holds for offering %s" % offering_uuid)

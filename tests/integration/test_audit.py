@@ -261,8 +261,11 @@ def test_cleanup_deletes_only_the_old_orphans_that_carry_the_offerings_mark(tmp_
     assert report(tmp_path, "DigitalOcean VM")["counts"]["deleted"] == 1
     assert report(tmp_path, "Azure VM")["counts"]["deleted"] == 1
 
-    # the next audit no longer finds them; what stays is reported as before
+    # the next audit no longer finds them, deletes nothing; what stays is reported as before
+    since_do, since_azure = len(do.app.calls), len(azure.app.calls)
     run = run_audit(tmp_path, config, audit_cleanup=True)
+    assert do.app.write_calls(since_do) == [] and [c for c in azure.app.write_calls(since_azure)
+                                                   if c["operation"] != "token"] == []
     orphans = {item["object_ids"][0] for data in (report(tmp_path, "DigitalOcean VM"), report(tmp_path, "Azure VM"))
                for item in data["findings"] if item["kind"] == "orphan"}
     assert orphans == {str(young_droplet), str(stranger["id"]), arm(dedicated_group(young_chain, "young-build"))}

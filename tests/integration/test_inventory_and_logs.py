@@ -100,7 +100,7 @@ def test_each_offering_is_a_host_that_runs_with_json_logs(config_file):
     for host, name in OFFERINGS.items():
         # The site_config action found exactly the offering the host stands for, by its name.
         assert by_host[host]["offering"] == name and by_host[host]["offerings"] == 1
-    assert by_host["Azure_VMs"]["roles"] == "membership_sync,order_process"
+    assert by_host["Azure_VMs"]["roles"] == "audit,membership_sync,order_process"
     shown = {r["host"]: r["msg"] for r in records if r.get("task") == "Show the offering this host stands for"}
     assert shown["Lab_6_7"] == "Lab {{ 6 * 7 }} (digitalocean, d0000000000000000000000000000002)"
     assert shown["Azure_VMs"] == "Azure VMs (azure, a0000000000000000000000000000001)"

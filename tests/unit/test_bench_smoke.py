@@ -70,3 +70,19 @@ def test_order_pass_smoke_records_time_calls_memory_and_ansible_work(tmp_path):
 
     page = render.render_markdown({"runs": [result.as_dict()], "latency_s": NO_LATENCY})
     assert "| 3 | order DO | %s |" % render.seconds(result.wall_s) in page
+
+
+def test_audit_scenario_seeds_a_healthy_marked_world_the_audit_finds_clean(tmp_path):
+    assert {s.pass_name for s in build_plan(quick=True, only="ours")} >= {"audit"}
+    with SimulatorSet(latency=NO_LATENCY, lro_seconds=0, workdir=tmp_path) as sims:
+        sims.reset()
+        assert sims.seed("audit", "azure", 3) == {"resources": 3}
+        result = run_ours(sims, "audit", "azure", 3, logs=tmp_path)
+
+    assert result.rc == 0, result.note
+    assert [m["module"] for m in result.modules] == ["waldur_audit_info", "azure_audit"]
+    # listings only: the tagged groups and the machines (twice: sizes, then power states)
+    assert set(result.calls["azure"]["by_operation"]) <= {"token", "openid", "resource_groups.list", "vms.list_all"}
+    azure = result.calls["azure"]
+    assert azure["writes"] == azure["by_operation"].get("token", 0) and result.calls["waldur"]["writes"] == 0
+    assert (tmp_path / "audit" / "Azure-bench.json").exists()

@@ -105,14 +105,16 @@ def normalize_location(value) -> str:
     return str(value or "").replace(" ", "").lower()
 
 
-def page(request: Request, items: list, page_size: int) -> dict:
+def page(request: Request, items: list, page_size: int, render=None) -> dict:
     """One page of a list response, with an absolute ``nextLink`` when more remain
-    (the SDK follows it verbatim, so it carries the api-version and filters)."""
+    (the SDK follows it verbatim, so it carries the api-version and filters). With
+    ``render``, ``items`` are records and only the page's are rendered."""
     try:
         offset = max(0, int(request.args.get("$skiptoken", 0)))
     except ValueError:
         raise ArmError(400, "InvalidSkipToken", "The $skiptoken query parameter is invalid.") from None
-    body = {"value": items[offset:offset + page_size]}
+    chosen = items[offset:offset + page_size]
+    body = {"value": [render(item) for item in chosen] if render else chosen}
     if offset + page_size < len(items):
         args = [(k, v) for k, v in request.args.items(multi=True) if k != "$skiptoken"]
         args.append(("$skiptoken", str(offset + page_size)))

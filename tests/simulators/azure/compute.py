@@ -494,8 +494,8 @@ class ComputeProvider:
     def _list_vms(self, request: Request, sub: str, rg: str) -> Response:
         group = self._require_group(rg)
         expand = request.args.get("$expand", "").lower() == "instanceview"
-        items = [self._render_vm(r, expand) for r in self._children(group["key"], "vm")]
-        return json_response(page(request, items, self.page_size))
+        return json_response(page(request, self._children(group["key"], "vm"), self.page_size,
+                                  lambda record: self._render_vm(record, expand)))
 
     def _list_vms_all(self, request: Request, sub: str) -> Response:
         status_only = request.args.get("statusOnly", "").lower() == "true"
@@ -511,12 +511,11 @@ class ComputeProvider:
         elif expand:
             raise _invalid("The $expand=instanceView option can only be specified together with "
                            "a valid $filter option.", "$expand")
-        items = [self._render_vm(r, status_only or expand) for r in vms]
-        return json_response(page(request, items, self.page_size))
+        return json_response(page(request, vms, self.page_size,
+                                  lambda record: self._render_vm(record, status_only or expand)))
 
     def _list_vms_by_location(self, request: Request, sub: str, loc: str) -> Response:
-        items = [self._render_vm(r) for r in self._vms(normalize_location(loc))]
-        return json_response(page(request, items, self.page_size))
+        return json_response(page(request, self._vms(normalize_location(loc)), self.page_size, self._render_vm))
 
     # ---- VM actions and delete ----------------------------------------------------------
     @staticmethod

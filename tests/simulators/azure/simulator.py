@@ -477,9 +477,8 @@ class AzureSimulator(NetworkProvider, ComputeProvider, Simulator):
 
     def _list_groups(self, request: Request, sub: str) -> Response:
         wanted = parse_filter(request.args.get("$filter"), allow_type=False)
-        groups = [self._render_group(r) for r in self.records.values()
-                  if r["kind"] == "resource_group" and wanted(r)]
-        return json_response(page(request, groups, self.page_size))
+        groups = [r for r in self.records.values() if r["kind"] == "resource_group" and wanted(r)]
+        return json_response(page(request, groups, self.page_size, self._render_group))
 
     def _list_resources(self, request: Request, sub: str, rg: str | None = None) -> Response:
         """Generic resources (``GenericResourceExpanded``): the top-level objects, subscription-wide
@@ -489,14 +488,14 @@ class AzureSimulator(NetworkProvider, ComputeProvider, Simulator):
         wanted = parse_filter(text, allow_type=True)
         by_tag = bool(text) and "tagname" in text.lower()
         expand = {part.strip().lower() for part in request.args.get("$expand", "").split(",") if part.strip()}
-        items = []
+        records = []
         for record in self.records.values():
             if record["kind"] not in GENERIC_TYPES or (parent is not None and record.get("parent") != parent):
                 continue
             if wanted(dict(record, type=GENERIC_TYPES[record["kind"]])):
-                items.append(self._render_generic(record, with_tags=not by_tag,
-                                                  created_time="createdtime" in expand))
-        return json_response(page(request, items, self.page_size))
+                records.append(record)
+        return json_response(page(request, records, self.page_size, lambda record: self._render_generic(
+            record, with_tags=not by_tag, created_time="createdtime" in expand)))
 
     def _render_generic(self, record: dict, with_tags: bool = True, created_time: bool = False) -> dict:
         body = {"id": self._public_id(record), "name": record["name"], "type": GENERIC_TYPES[record["kind"]],

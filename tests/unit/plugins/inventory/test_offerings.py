@@ -110,6 +110,8 @@ def test_groups_by_backend_and_by_pass(config_file):
     assert members(data, "order_process") == ["DigitalOcean_droplets"]
     assert members(data, "report") == ["Azure_VMs", "DigitalOcean_droplets"]
     assert members(data, "membership_sync") == ["DigitalOcean_droplets"]
+    # the audit looks at the offerings that process orders
+    assert members(data, "audit") == ["DigitalOcean_droplets"]
 
 
 def test_no_secret_leaves_the_file(config_file):
