@@ -50,8 +50,8 @@ def pass_offerings(offerings, pass_name, named=False, by_event=False, sweep=Fals
         name = offering.get("name") or offering.get("waldur_offering_uuid")
         if role_key and not offering.get(role_key):
             if named:
-                notes.append("Offering %s has no %s: nothing for the %s pass to do there, skipped"
-                             % (name, role_key, pass_name))
+                # site_config's own words for an offering it leaves out of a pass.
+                notes.append("offering %r has no %s: left out of the %s pass" % (str(name), role_key, pass_name))
             continue
         if served_by_events(offering, pass_name) and not (by_event or sweep):
             notes.append("Offering %s has stomp_enabled: true: the event_process rulebook serves its %s "

@@ -79,6 +79,10 @@ NOT_RUN = {
     "releasing-publish": "git push and a Galaxy API key",
     "releasing-execution-environment": "ansible-builder with podman or docker and a registry",
     "troubleshooting-timers": "systemctl and journalctl on a host with the timers installed",
+    "troubleshooting-audit": "the audit exits non-zero on a world with findings; tests/integration/test_audit.py "
+                             "runs this playbook (report directory and --check cleanup) against a seeded world "
+                             "and asserts the table, the reports and the exit status",
+    "troubleshooting-audit-status": "reads the reports of the audit above (test_audit.py asserts their status field)",
 }
 
 
@@ -362,18 +366,18 @@ def _bold_messages(section: str) -> list[str]:
 
 
 @pytest.mark.parametrize("backend", ["azure", "digitalocean"])
-def test_wrong_cloud_credentials_leave_claimed_orders_executing(backend, site):
+def test_wrong_cloud_credentials_approve_nothing(backend, site):
     """troubleshooting.md: with a wrong Azure secret or DigitalOcean token the order pass fails
-    before settling with the message it quotes, the claimed order stays executing (nothing is
-    erred), diagnostics says what it quotes, the Azure report pass fails alike, and the order is
-    carried out once the credential is fixed."""
+    with the message it quotes before approving anything, so the order stays pending-provider
+    (nothing is erred), diagnostics says what it quotes, the Azure report pass fails alike, and
+    the order is carried out once the credential is fixed."""
     heading, offering, order_uuid, key, right = {
         "azure": ("Azure service principal", "Azure VM", waldur_presets.AZURE_ORDER_UUID, "client_secret",
                   azure_presets.CLIENT_SECRET),
         "digitalocean": ("DigitalOcean token", "DigitalOcean VM", waldur_presets.DO_ORDER_UUID, "token", None),
     }[backend]
     section = _section("docs/troubleshooting.md", heading)
-    assert "the orders stay `executing`" in " ".join(section.split())
+    assert "the orders stay `pending-provider`" in " ".join(section.split())
     pass_message = _bold_messages(section)[0]
     diagnostics_message = re.search(r"`diagnostics` says\s+`([^`]+)`", section).group(1)
 
@@ -390,7 +394,7 @@ def test_wrong_cloud_credentials_leave_claimed_orders_executing(backend, site):
                               expected=[pass_message])
     assert failed.failed_commands == 1 and not failed.missing([pass_message]), failed.output
     assert settings[key] not in failed.output  # the secret itself is never printed
-    assert site.servers["waldur"].app.order(order_uuid)["state"] == "executing"
+    assert site.servers["waldur"].app.order(order_uuid)["state"] == "pending-provider"
     diagnosed = site.session.run("ansible-playbook waldur.site_agent.diagnostics %s" % run_one,
                                  expected=[diagnostics_message])
     assert diagnosed.failed_commands == 1 and not diagnosed.missing([diagnostics_message]), diagnosed.output
@@ -413,7 +417,7 @@ def test_unquoted_offering_name_with_a_space(site):
     """troubleshooting.md: quoted for the shell alone, ``-e waldur_offering_name="DigitalOcean VM"``
     passes only the first word; the forms quoted for Ansible too select the offering."""
     section = _section("docs/troubleshooting.md", "Before anything runs")
-    entry = section[section.index("**`offering: no offering named"):]
+    entry = section[section.index("**`offering: no Azure or DigitalOcean offering named"):]
     entry = entry[:entry.index("\n\n")]
     quoted = re.findall(r"`(-e '[^`]+')`", entry)
     assert len(quoted) == 2, entry

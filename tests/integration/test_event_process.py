@@ -516,6 +516,5 @@ def test_resource_events_of_an_offering_without_membership_backend_are_a_line(tm
                                                     "waldur_offering_name": P.AZURE_OFFERING_UUID,
                                                     "membership_sync_resource_uuids": [P.AZURE_RESOURCE_UUID]})
     assert run.rc == 0, run.output[-4000:]
-    assert "Offering Azure VM has no membership_sync_backend: nothing for the membership_sync pass to do there" \
-        in run.stdout
+    assert "offering 'Azure VM' has no membership_sync_backend: left out of the membership_sync pass" in run.stdout
     assert "resources.list" not in operations(waldur, 0)

@@ -44,7 +44,6 @@ PASSES = ("order_process", "report", "membership_sync")
 PLAYBOOKS = PASSES + ("load_components", "health", "diagnostics", "awx_configure", "schedule")
 
 
-
 def site_config(waldur, do, azure, outcome: str) -> dict:
     config = simulator_site_config(waldur.url, do_url=do.url, azure_url=azure.url)
     config["sentry_dsn"] = SENTRY_DSN

@@ -80,7 +80,8 @@ def test_audit_scenario_seeds_a_healthy_marked_world_the_audit_finds_clean(tmp_p
         result = run_ours(sims, "audit", "azure", 3, logs=tmp_path)
 
     assert result.rc == 0, result.note
-    assert [m["module"] for m in result.modules] == ["waldur_audit_info", "azure_audit"]
+    # the offering check every pass makes first (agent_pass), then the audit's two listings
+    assert [m["module"] for m in result.modules] == ["waldur_offering_info", "waldur_audit_info", "azure_audit"]
     # listings only: the tagged groups and the machines (twice: sizes, then power states)
     assert set(result.calls["azure"]["by_operation"]) <= {"token", "openid", "resource_groups.list", "vms.list_all"}
     azure = result.calls["azure"]
