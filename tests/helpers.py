@@ -114,6 +114,19 @@ def run_playbook(playbook: str | Path | list, extra_vars: dict | None = None, en
     return PlaybookRun(proc.returncode, proc.stdout, proc.stderr)
 
 
+
+def assert_verbose_module_output(output: str) -> None:
+    """The run printed -vvv module output, so a check that a secret is absent from it means
+    something: ansible-core before 2.20 also prints each module's ``invocation`` (its
+    arguments), with no_log options masked; 2.20 and later leave ``invocation`` out."""
+    assert "ESTABLISH LOCAL CONNECTION" in output, "not a -vvv run"
+    if '"invocation"' in output:
+        assert "VALUE_SPECIFIED_IN_NO_LOG_PARAMETER" in output, "module arguments printed unmasked"
+    else:
+        from ansible.release import __version__ as core_version
+        assert tuple(int(part) for part in core_version.split(".")[:2]) >= (2, 20), \
+            "ansible-core %s printed no module invocation at -vvv" % core_version
+
 COMPONENTS = {
     "cpu": {"measured_unit": "Cores", "unit_factor": 1, "accounting_type": "limit", "label": "CPU"},
     "ram": {"measured_unit": "MiB", "unit_factor": 1, "accounting_type": "limit", "label": "RAM"},

@@ -10,6 +10,7 @@ from decimal import Decimal
 import pytest
 import yaml
 
+from tests.helpers import assert_verbose_module_output
 from tests.integration.azure_state import (
     all_vms, arm, arm_ids, arm_writes, dedicated_group, network, owned, vm_id)
 from tests.integration.passes import (
@@ -103,7 +104,7 @@ def test_orders_build_update_and_tear_down_machines_and_hide_every_secret(tmp_pa
     assert third["osProfile"]["linuxConfiguration"]["ssh"]["publicKeys"][0]["keyData"] == KEY_3["public_key"]
 
     # -vvv prints module arguments and results: neither secret is among them
-    assert '"invocation"' in run.output
+    assert_verbose_module_output(run.output)
     assert AZ.CLIENT_SECRET not in run.output
     for machine in (preset_vm, custom_vm, third_vm):
         password = azure.app.vm_admin_password(machine)

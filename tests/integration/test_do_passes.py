@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 import requests
 
-from tests.helpers import run_playbook
+from tests.helpers import assert_verbose_module_output, run_playbook
 from tests.integration.passes import (
     MEMBERSHIP_PASS, ORDER_PASS, REPORT_PASS, assert_done, assert_erred, hold_calls, kill_tree, log_lines,
     order_machine, run_pass, set_flag, start_pass, terminate, update_limits, waldur_writes, write_config)
@@ -138,7 +138,7 @@ def test_orders_create_droplets_as_ordered_and_a_second_pass_changes_nothing(tmp
     assert len(do.app.calls_of("keys.create")) == 2
 
     # -vvv prints module arguments and results: the DigitalOcean token is not among them
-    assert '"invocation"' in run.output
+    assert_verbose_module_output(run.output)
     assert DO.DO_TOKEN not in run.output and W.PROVIDER_TOKEN not in run.output
 
     # a second pass has nothing to do: it writes nowhere and reports no change

@@ -136,7 +136,7 @@ def test_a_vault_encrypted_config_is_decrypted_with_the_vault_password(tmp_path,
 
     without_password = inventory("-i", config_file, "--list", env={"ANSIBLE_INVENTORY_UNPARSED_FAILED": "1"})
     assert without_password.returncode != 0
-    assert "no vault secrets" in without_password.stderr
+    assert "no vault secrets" in unwrapped(without_password.stderr)
 
 
 def test_vault_encrypted_values_inside_the_config(tmp_path):
