@@ -114,7 +114,6 @@ def run_playbook(playbook: str | Path | list, extra_vars: dict | None = None, en
     return PlaybookRun(proc.returncode, proc.stdout, proc.stderr)
 
 
-
 def assert_verbose_module_output(output: str) -> None:
     """The run printed -vvv module output, so a check that a secret is absent from it means
     something: ansible-core before 2.20 also prints each module's ``invocation`` (its
@@ -126,6 +125,7 @@ def assert_verbose_module_output(output: str) -> None:
         from ansible.release import __version__ as core_version
         assert tuple(int(part) for part in core_version.split(".")[:2]) >= (2, 20), \
             "ansible-core %s printed no module invocation at -vvv" % core_version
+
 
 COMPONENTS = {
     "cpu": {"measured_unit": "Cores", "unit_factor": 1, "accounting_type": "limit", "label": "CPU"},
