@@ -164,6 +164,21 @@ def _result_task_fields(result):
     return fields if fields is not None else result._task_fields
 
 
+def _task_name(result):
+    """The task's name without its role: ansible-core 2.21's task_name adds the role
+    ("waldur.site_agent.order_process : Settle ..."), older releases do not, and a log's
+    ``task`` field must not change with the release."""
+    task = _result_task(result)
+    name = to_text(result.task_name) if hasattr(result, "task_name") else to_text(task.get_name())
+    role = getattr(task, "_role", None)
+    if role is not None:
+        for role_name in (role.get_name(), role.get_name(include_role_fqcn=False)):
+            prefix = "%s : " % to_text(role_name)
+            if name.startswith(prefix):
+                return name[len(prefix):]
+    return name
+
+
 def utc_timestamp():
     """ISO 8601 in UTC with an explicit +00:00, like the upstream agent's structlog lines."""
     return datetime.datetime.now(datetime.timezone.utc).isoformat()
@@ -316,7 +331,7 @@ class CallbackModule(CallbackBase):
         return {
             "playbook": self._playbook,
             "play": self._play,
-            "task": to_text(result.task_name) if hasattr(result, "task_name") else to_text(task.get_name()),
+            "task": _task_name(result),
             "host": to_text(host.get_name()),
             "offering": self._offering_of(task, host),
         }

@@ -348,14 +348,13 @@ refused:
   returned: when O(state=settled)
   type: int
 counts:
-  description: How many orders ended in each outcome (C(failed) included, which the top-level keys leave out).
+  description:
+    - How many orders ended in each outcome.
+    - C(failed) and C(skipped) (orders left alone because they were not in a state to settle) are here only,
+      not top-level keys, because both are Ansible's own result keys.
   returned: when O(state=settled)
   type: dict
   sample: {done: 17, erred: 1, retry: 1, refused: 0, failed: 1, skipped: 0}
-skipped:
-  description: Orders left alone because they were not in a state to settle (already terminal, not executing).
-  returned: when O(state=settled)
-  type: int
 unsettled:
   description: Orders refused plus orders failed (RV(results[].failed)); the next pass retries them.
   returned: when O(state=settled)
@@ -904,9 +903,10 @@ def run_settle(module, client, offering_uuid, params):
             result.update(outcome="retry", failed=False)
         counts[result["outcome"]] += 1
     changed = any(result.get("changed") for result in results)
-    # "failed" is Ansible's own result key: the count of failed orders lives in counts only.
+    # "failed" and "skipped" are Ansible's own result keys (a non-zero "skipped" would mark the
+    # task skipped): their counts live in counts only.
     summary = dict(changed=changed, results=results, counts=counts, done=counts["done"], erred=counts["erred"],
-                   retry=counts["retry"], refused=counts["refused"], skipped=counts["skipped"],
+                   retry=counts["retry"], refused=counts["refused"],
                    unsettled=counts["failed"] + counts["refused"])
     if summary["unsettled"] and params["fail_on_item_error"]:
         module.fail_json(msg="%d of %d order(s) could not be settled" % (summary["unsettled"], len(results)),
