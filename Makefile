@@ -1,8 +1,9 @@
 # waldur.site_agent: developer entry points. Every target creates the venv it needs.
 SHELL := /bin/bash
-# make test runs on ansible-core 2.19 (Python 3.11, PATH or pyenv); make test-matrix runs the
-# unit tests, the pass smoke and sanity on every supported release, 2.21 on Python 3.13 included.
-PYTHON ?= $(shell scripts/find-python.sh 3.11 3.12)
+# make test runs on the newest supported ansible-core, 2.21 (Python 3.13, else 3.12; PATH or
+# pyenv); make test-matrix runs the unit tests, the pass smoke and sanity on every supported
+# release, 2.18 on Python 3.11 included.
+PYTHON ?= $(shell scripts/find-python.sh 3.13 3.12)
 VENV ?= .venv
 PY := $(VENV)/bin/python
 BIN := $(VENV)/bin
@@ -21,7 +22,7 @@ help:
 	@echo "make bench       - benchmarks (not part of make test)"
 
 $(STAMP): requirements.txt requirements-dev.txt
-	@test -n "$(PYTHON)" || { echo "no Python 3.11 or 3.12 found: set PYTHON=/path/to/python3.11"; exit 1; }
+	@test -n "$(PYTHON)" || { echo "no Python 3.13 or 3.12 found: set PYTHON=/path/to/python3.13"; exit 1; }
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --disable-pip-version-check --upgrade pip 2>&1 | grep -v "is ignored" || true
 	set -o pipefail; $(PY) -m pip install -q --disable-pip-version-check -r requirements-dev.txt 2>&1 | { grep -v "is ignored" || true; }

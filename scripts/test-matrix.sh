@@ -2,7 +2,7 @@
 # Test every supported ansible-core release, each in its own venv under .cache/matrix:
 # the unit and contract tests and the end-to-end smoke of the three passes on both
 # backends (tests/integration/test_smoke.py, JSON callback); `ansible-test sanity` on the
-# oldest and the newest release (make test runs it on 2.19, the default venv's). Keep MATRIX in step with requires_ansible in
+# oldest and the newest release (make test runs it too, on the default venv's 2.21). Keep MATRIX in step with requires_ansible in
 # meta/runtime.yml (tests/unit/test_repository.py checks that).
 #   MATRIX="2.18:3.11 2.21:3.13" scripts/test-matrix.sh   # a subset
 set -euo pipefail
