@@ -23,15 +23,7 @@ author:
   - Waldur site agent developers (@waldur)
 extends_documentation_fragment:
   - waldur.site_agent.waldur
-attributes:
-  check_mode:
-    description: Can run in check mode and return the changes it would make, without making them.
-    support: full
-    details:
-      - The module only reads.
-  diff_mode:
-    description: Returns details on what has changed (or would change in check mode) with C(--diff).
-    support: none
+  - waldur.site_agent.attributes.read_only
 options:
   offering_uuid:
     description:
