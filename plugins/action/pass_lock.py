@@ -1,7 +1,7 @@
 # -*- coding: utf-8 -*-
 # Copyright: Waldur site agent developers
 # MIT License (see LICENSE)
-"""Take and release a pass's lock on the controller (see plugins/module_utils/pass_lock.py).
+"""Take and release a pass's lock on the controller (see plugins/module_utils/core/pass_lock.py).
 
 An action plugin, because the lock names the ansible-playbook controller process: the
 worker running this task is its child, so ``os.getppid()`` is the process whose life the
@@ -18,7 +18,7 @@ import os
 from ansible.module_utils.common.text.converters import to_text
 from ansible.plugins.action import ActionBase
 
-from ansible_collections.waldur.site_agent.plugins.module_utils.pass_lock import (
+from ansible_collections.waldur.site_agent.plugins.module_utils.core.pass_lock import (
     PassLock,
     default_directory,
     describe_holder,

@@ -8,7 +8,7 @@ __metaclass__ = type
 
 
 class ModuleDocFragment(object):
-    # Options of every DigitalOcean module (module_utils.digitalocean.digitalocean_argument_spec).
+    # Options of every DigitalOcean module (module_utils.digitalocean.client.digitalocean_argument_spec).
     DOCUMENTATION = r"""
 options:
   token:

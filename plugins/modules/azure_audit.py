@@ -176,7 +176,7 @@ import time
 
 from ansible.module_utils.basic import AnsibleModule
 
-from ansible_collections.waldur.site_agent.plugins.module_utils.audit import (
+from ansible_collections.waldur.site_agent.plugins.module_utils.agent.audit import (
     DELETED,
     WOULD_DELETE,
     Auditor,
@@ -186,7 +186,7 @@ from ansible_collections.waldur.site_agent.plugins.module_utils.audit import (
     parse_time,
     power_check,
 )
-from ansible_collections.waldur.site_agent.plugins.module_utils.azure_clients import (
+from ansible_collections.waldur.site_agent.plugins.module_utils.azure.clients import (
     AzureError,
     OperationStillRunning,
     azure_argument_spec,
@@ -194,7 +194,7 @@ from ansible_collections.waldur.site_agent.plugins.module_utils.azure_clients im
     plain,
     power_state,
 )
-from ansible_collections.waldur.site_agent.plugins.module_utils.azure_naming import (
+from ansible_collections.waldur.site_agent.plugins.module_utils.azure.naming import (
     InvalidAzureId,
     build_vm_id,
     is_dedicated_group,
@@ -203,13 +203,13 @@ from ansible_collections.waldur.site_agent.plugins.module_utils.azure_naming imp
     vm_name_of_companion,
     vm_name_of_dedicated_group,
 )
-from ansible_collections.waldur.site_agent.plugins.module_utils.azure_objects import (
+from ansible_collections.waldur.site_agent.plugins.module_utils.azure.objects import (
     KIND_LABELS,
     OWNED_DELETION_ORDER,
     delete_objects,
     kind_of,
 )
-from ansible_collections.waldur.site_agent.plugins.module_utils.azure_ownership import (
+from ansible_collections.waldur.site_agent.plugins.module_utils.azure.ownership import (
     OFFERING_TAG,
     RESOURCE_TAG,
     owner_of,
@@ -217,8 +217,8 @@ from ansible_collections.waldur.site_agent.plugins.module_utils.azure_ownership 
     tag_filter,
     tag_value,
 )
-from ansible_collections.waldur.site_agent.plugins.module_utils.batch import run_batch
-from ansible_collections.waldur.site_agent.plugins.module_utils.naming import is_uuid, normalize_uuid
+from ansible_collections.waldur.site_agent.plugins.module_utils.core.batch import run_batch
+from ansible_collections.waldur.site_agent.plugins.module_utils.digitalocean.naming import is_uuid, normalize_uuid
 
 # Listings run side by side, at most this many at a time.
 MAX_LISTINGS = 4

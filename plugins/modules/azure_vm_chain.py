@@ -280,7 +280,7 @@ import traceback
 
 from ansible.module_utils.basic import AnsibleModule
 
-from ansible_collections.waldur.site_agent.plugins.module_utils.azure_clients import (
+from ansible_collections.waldur.site_agent.plugins.module_utils.azure.clients import (
     AzureError,
     OperationStillRunning,
     SizeCatalog,
@@ -291,7 +291,7 @@ from ansible_collections.waldur.site_agent.plugins.module_utils.azure_clients im
     vm_addresses,
     vm_metadata,
 )
-from ansible_collections.waldur.site_agent.plugins.module_utils.azure_naming import (
+from ansible_collections.waldur.site_agent.plugins.module_utils.azure.naming import (
     InvalidAzureId,
     InvalidImage,
     build_vm_id,
@@ -304,7 +304,7 @@ from ansible_collections.waldur.site_agent.plugins.module_utils.azure_naming imp
     vm_name_of_companion,
     vm_name_of_dedicated_group,
 )
-from ansible_collections.waldur.site_agent.plugins.module_utils.azure_objects import (
+from ansible_collections.waldur.site_agent.plugins.module_utils.azure.objects import (
     DELETION_ORDER,
     KIND_LABELS,
     OWNED_DELETION_ORDER,
@@ -313,7 +313,7 @@ from ansible_collections.waldur.site_agent.plugins.module_utils.azure_objects im
     kind_of,
     object_operations,
 )
-from ansible_collections.waldur.site_agent.plugins.module_utils.azure_ownership import (
+from ansible_collections.waldur.site_agent.plugins.module_utils.azure.ownership import (
     FAILED,
     FOREIGN,
     RESOURCE_TAG,
@@ -327,8 +327,8 @@ from ansible_collections.waldur.site_agent.plugins.module_utils.azure_ownership 
     tag_filter,
     with_owner_tags,
 )
-from ansible_collections.waldur.site_agent.plugins.module_utils.batch import ItemError, run_batch
-from ansible_collections.waldur.site_agent.plugins.module_utils.naming import normalize_uuid
+from ansible_collections.waldur.site_agent.plugins.module_utils.core.batch import ItemError, run_batch
+from ansible_collections.waldur.site_agent.plugins.module_utils.digitalocean.naming import normalize_uuid
 
 DEFAULT_NETWORK_CIDR = "10.0.0.0/16"
 DEFAULT_SUBNET_CIDR = "10.0.0.0/24"

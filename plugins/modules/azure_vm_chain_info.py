@@ -124,7 +124,7 @@ import time
 
 from ansible.module_utils.basic import AnsibleModule
 
-from ansible_collections.waldur.site_agent.plugins.module_utils.azure_clients import (
+from ansible_collections.waldur.site_agent.plugins.module_utils.azure.clients import (
     AzureError,
     SizeCatalog,
     azure_argument_spec,
@@ -136,13 +136,13 @@ from ansible_collections.waldur.site_agent.plugins.module_utils.azure_clients im
     vm_addresses,
     vm_metadata,
 )
-from ansible_collections.waldur.site_agent.plugins.module_utils.azure_naming import (
+from ansible_collections.waldur.site_agent.plugins.module_utils.azure.naming import (
     InvalidAzureId,
     parse_resource_id,
     parse_vm_id,
 )
-from ansible_collections.waldur.site_agent.plugins.module_utils.batch import run_batch
-from ansible_collections.waldur.site_agent.plugins.module_utils.components import figures_to_usages
+from ansible_collections.waldur.site_agent.plugins.module_utils.core.batch import run_batch
+from ansible_collections.waldur.site_agent.plugins.module_utils.agent.components import figures_to_usages
 
 # From this many machines on, the two subscription-wide listings (machines, power
 # states) cost fewer calls than reading each machine with its instance view.

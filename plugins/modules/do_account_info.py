@@ -48,7 +48,7 @@ api_calls:
 
 from ansible.module_utils.basic import AnsibleModule
 
-from ansible_collections.waldur.site_agent.plugins.module_utils.digitalocean import (
+from ansible_collections.waldur.site_agent.plugins.module_utils.digitalocean.client import (
     DigitalOceanError,
     client_from_module,
     digitalocean_argument_spec,

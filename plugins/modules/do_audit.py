@@ -164,7 +164,7 @@ api_calls:
 
 from ansible.module_utils.basic import AnsibleModule
 
-from ansible_collections.waldur.site_agent.plugins.module_utils.audit import (
+from ansible_collections.waldur.site_agent.plugins.module_utils.agent.audit import (
     DELETED,
     WOULD_DELETE,
     Auditor,
@@ -173,14 +173,14 @@ from ansible_collections.waldur.site_agent.plugins.module_utils.audit import (
     finish,
     power_check,
 )
-from ansible_collections.waldur.site_agent.plugins.module_utils.components import size_for_limits, size_matches_limits
-from ansible_collections.waldur.site_agent.plugins.module_utils.digitalocean import (
+from ansible_collections.waldur.site_agent.plugins.module_utils.agent.components import size_for_limits, size_matches_limits
+from ansible_collections.waldur.site_agent.plugins.module_utils.digitalocean.client import (
     DigitalOceanError,
     client_from_module,
     digitalocean_argument_spec,
     resource_tags,
 )
-from ansible_collections.waldur.site_agent.plugins.module_utils.naming import RESOURCE_TAG_PREFIX
+from ansible_collections.waldur.site_agent.plugins.module_utils.digitalocean.naming import RESOURCE_TAG_PREFIX
 
 # A listing that saw the account change while paging is taken again, this many times at most.
 LISTING_ATTEMPTS = 3

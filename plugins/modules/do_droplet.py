@@ -333,8 +333,8 @@ import time
 
 from ansible.module_utils.basic import AnsibleModule
 
-from ansible_collections.waldur.site_agent.plugins.module_utils.batch import ItemError, run_batch
-from ansible_collections.waldur.site_agent.plugins.module_utils.digitalocean import (
+from ansible_collections.waldur.site_agent.plugins.module_utils.core.batch import ItemError, run_batch
+from ansible_collections.waldur.site_agent.plugins.module_utils.digitalocean.client import (
     DigitalOceanError,
     DropletWaiter,
     backend_metadata,
@@ -342,7 +342,7 @@ from ansible_collections.waldur.site_agent.plugins.module_utils.digitalocean imp
     digitalocean_argument_spec,
     resource_tags,
 )
-from ansible_collections.waldur.site_agent.plugins.module_utils.naming import (
+from ansible_collections.waldur.site_agent.plugins.module_utils.digitalocean.naming import (
     droplet_name,
     droplet_tags,
     normalize_uuid,

@@ -129,7 +129,7 @@ api_calls:
 
 from ansible.module_utils.basic import AnsibleModule
 
-from ansible_collections.waldur.site_agent.plugins.module_utils.digitalocean import (
+from ansible_collections.waldur.site_agent.plugins.module_utils.digitalocean.client import (
     DigitalOceanError,
     backend_metadata,
     client_from_module,

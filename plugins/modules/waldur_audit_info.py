@@ -137,8 +137,8 @@ api_calls:
   type: dict
 """
 
-from ansible_collections.waldur.site_agent.plugins.module_utils.audit import age_hours, utc_now
-from ansible_collections.waldur.site_agent.plugins.module_utils.waldur_api import (
+from ansible_collections.waldur.site_agent.plugins.module_utils.agent.audit import age_hours, utc_now
+from ansible_collections.waldur.site_agent.plugins.module_utils.waldur.client import (
     WaldurApiError,
     WaldurModule,
     normalize_order,

@@ -165,7 +165,7 @@ api_calls:
 
 from decimal import Decimal, InvalidOperation
 
-from ansible_collections.waldur.site_agent.plugins.module_utils.waldur_api import (
+from ansible_collections.waldur.site_agent.plugins.module_utils.waldur.client import (
     WaldurApiError,
     WaldurModule,
     provider_offering_path,

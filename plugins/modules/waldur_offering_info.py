@@ -60,7 +60,7 @@ api_calls:
   sample: {reads: 1, writes: 0, retries: 0}
 """
 
-from ansible_collections.waldur.site_agent.plugins.module_utils.waldur_api import (
+from ansible_collections.waldur.site_agent.plugins.module_utils.waldur.client import (
     WaldurApiError,
     WaldurModule,
     hex_uuid,

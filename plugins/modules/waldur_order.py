@@ -187,8 +187,8 @@ api_calls:
 import re
 import time
 
-from ansible_collections.waldur.site_agent.plugins.module_utils.naming import normalize_uuid
-from ansible_collections.waldur.site_agent.plugins.module_utils.waldur_api import (
+from ansible_collections.waldur.site_agent.plugins.module_utils.digitalocean.naming import normalize_uuid
+from ansible_collections.waldur.site_agent.plugins.module_utils.waldur.client import (
     TERMINAL_ORDER_STATES,
     WaldurApiError,
     WaldurModule,

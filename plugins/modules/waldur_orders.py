@@ -371,9 +371,9 @@ import threading
 
 from ansible.module_utils.parsing.convert_bool import boolean
 
-from ansible_collections.waldur.site_agent.plugins.module_utils.batch import ItemError, run_batch
-from ansible_collections.waldur.site_agent.plugins.module_utils.naming import normalize_uuid
-from ansible_collections.waldur.site_agent.plugins.module_utils.waldur_api import (
+from ansible_collections.waldur.site_agent.plugins.module_utils.core.batch import ItemError, run_batch
+from ansible_collections.waldur.site_agent.plugins.module_utils.digitalocean.naming import normalize_uuid
+from ansible_collections.waldur.site_agent.plugins.module_utils.waldur.client import (
     ACTIONABLE_ORDER_STATES,
     TERMINAL_ORDER_STATES,
     WaldurApiError,

@@ -126,8 +126,8 @@ api_calls:
   type: dict
 """
 
-from ansible_collections.waldur.site_agent.plugins.module_utils.batch import run_batch
-from ansible_collections.waldur.site_agent.plugins.module_utils.waldur_api import (
+from ansible_collections.waldur.site_agent.plugins.module_utils.core.batch import run_batch
+from ansible_collections.waldur.site_agent.plugins.module_utils.waldur.client import (
     WaldurApiError,
     WaldurModule,
     error_message,

@@ -207,8 +207,8 @@ import datetime
 import re
 from decimal import Decimal, InvalidOperation, ROUND_HALF_UP
 
-from ansible_collections.waldur.site_agent.plugins.module_utils.batch import run_batch
-from ansible_collections.waldur.site_agent.plugins.module_utils.waldur_api import (
+from ansible_collections.waldur.site_agent.plugins.module_utils.core.batch import run_batch
+from ansible_collections.waldur.site_agent.plugins.module_utils.waldur.client import (
     WaldurApiError,
     WaldurModule,
     error_message,

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from ansible_collections.waldur.site_agent.plugins.module_utils import site_config
+from ansible_collections.waldur.site_agent.plugins.module_utils.agent import site_config
 from scripts import gen_config_reference as generator
 
 REPO = Path(__file__).resolve().parents[2]
@@ -88,7 +88,7 @@ def test_backend_settings_marked_unused_are_unused_in_the_code():
 
 
 def test_component_keys_the_azure_report_reads():
-    components = (REPO / "plugins" / "module_utils" / "components.py").read_text()
+    components = (REPO / "plugins" / "module_utils" / "agent" / "components.py").read_text()
     for key in generator.COMPONENT_KEYS_METERED:
         assert '"%s"' % key in components
 

@@ -1,6 +1,6 @@
-"""module_utils/secrets.py: what the callback (and anything printing data) masks."""
+"""module_utils/core/secrets.py: what the callback (and anything printing data) masks."""
 
-from ansible_collections.waldur.site_agent.plugins.module_utils.secrets import (
+from ansible_collections.waldur.site_agent.plugins.module_utils.core.secrets import (
     MASK,
     collect_secret_values,
     is_secret_key,
@@ -8,7 +8,7 @@ from ansible_collections.waldur.site_agent.plugins.module_utils.secrets import (
     redact_text,
     secret_values_from_environment,
 )
-from ansible_collections.waldur.site_agent.plugins.module_utils.site_config import SECRET_KEYS
+from ansible_collections.waldur.site_agent.plugins.module_utils.agent.site_config import SECRET_KEYS
 
 CONFIG = {
     "sentry_dsn": "https://key@sentry.example.com/3",

@@ -7,7 +7,7 @@ import stat
 
 import pytest
 
-from ansible_collections.waldur.site_agent.plugins.module_utils.audit import (
+from ansible_collections.waldur.site_agent.plugins.module_utils.agent.audit import (
     CLEAN,
     FINDINGS,
     Auditor,

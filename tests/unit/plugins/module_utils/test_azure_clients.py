@@ -13,8 +13,8 @@ from azure.core.credentials import AccessToken
 from azure.core.pipeline.transport import HttpTransport
 from azure.core.rest._requests_basic import RestRequestsTransportResponse
 
-from ansible_collections.waldur.site_agent.plugins.module_utils import azure_clients
-from ansible_collections.waldur.site_agent.plugins.module_utils.azure_clients import (
+from ansible_collections.waldur.site_agent.plugins.module_utils.azure import clients as azure_clients
+from ansible_collections.waldur.site_agent.plugins.module_utils.azure.clients import (
     AzureClients,
     AzureError,
     SizeCatalog,

@@ -2,7 +2,7 @@
 
 import pytest
 
-from ansible_collections.waldur.site_agent.plugins.module_utils.azure_naming import (
+from ansible_collections.waldur.site_agent.plugins.module_utils.azure.naming import (
     InvalidAzureId,
     InvalidImage,
     build_vm_id,

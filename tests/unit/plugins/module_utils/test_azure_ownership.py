@@ -6,7 +6,7 @@ from azure.mgmt.compute import models as compute_models
 from azure.mgmt.network import models as network_models
 from azure.mgmt.resource.resources import models as resource_models
 
-from ansible_collections.waldur.site_agent.plugins.module_utils.azure_ownership import (
+from ansible_collections.waldur.site_agent.plugins.module_utils.azure.ownership import (
     ADOPT,
     FAILED,
     FOREIGN,

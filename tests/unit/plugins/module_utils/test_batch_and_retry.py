@@ -3,8 +3,8 @@
 import threading
 import time
 
-from ansible_collections.waldur.site_agent.plugins.module_utils.batch import ItemError, run_batch
-from ansible_collections.waldur.site_agent.plugins.module_utils.retry import RetryPolicy, parse_retry_after
+from ansible_collections.waldur.site_agent.plugins.module_utils.core.batch import ItemError, run_batch
+from ansible_collections.waldur.site_agent.plugins.module_utils.core.retry import RetryPolicy, parse_retry_after
 
 
 def test_results_come_back_in_input_order_and_a_failure_stays_with_its_item():

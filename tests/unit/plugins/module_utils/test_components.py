@@ -1,6 +1,6 @@
 """Figures onto components (upstream test_metering.py examples) and sizes for limits."""
 
-from ansible_collections.waldur.site_agent.plugins.module_utils.components import (
+from ansible_collections.waldur.site_agent.plugins.module_utils.agent.components import (
     figure_for_component,
     figures_to_usages,
     size_for_limits,

@@ -17,8 +17,8 @@ from urllib.parse import parse_qsl, urlsplit
 
 import pytest
 
-from ansible_collections.waldur.site_agent.plugins.module_utils import digitalocean as do
-from ansible_collections.waldur.site_agent.plugins.module_utils.retry import RetryPolicy
+from ansible_collections.waldur.site_agent.plugins.module_utils.digitalocean import client as do
+from ansible_collections.waldur.site_agent.plugins.module_utils.core.retry import RetryPolicy
 from tests.simulators.digitalocean import presets
 
 TOKEN = "dop_v1_unit-test-token-0123456789abcdef"

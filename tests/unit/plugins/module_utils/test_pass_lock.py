@@ -10,8 +10,8 @@ import sys
 
 import pytest
 
-from ansible_collections.waldur.site_agent.plugins.module_utils import pass_lock
-from ansible_collections.waldur.site_agent.plugins.module_utils.pass_lock import (
+from ansible_collections.waldur.site_agent.plugins.module_utils.core import pass_lock
+from ansible_collections.waldur.site_agent.plugins.module_utils.core.pass_lock import (
     PassLock,
     default_directory,
     process_alive,

@@ -12,8 +12,8 @@ from urllib.parse import parse_qs, urlsplit
 
 import pytest
 
-from ansible_collections.waldur.site_agent.plugins.module_utils.retry import RetryPolicy
-from ansible_collections.waldur.site_agent.plugins.module_utils.waldur_api import (
+from ansible_collections.waldur.site_agent.plugins.module_utils.core.retry import RetryPolicy
+from ansible_collections.waldur.site_agent.plugins.module_utils.waldur.client import (
     WaldurApiError,
     WaldurClient,
     normalize_api_root,
@@ -442,7 +442,7 @@ def test_connection_causes_are_said_in_plain_words(exception, words):
     import requests
     import urllib3
 
-    from ansible_collections.waldur.site_agent.plugins.module_utils.waldur_api import describe_connection_error
+    from ansible_collections.waldur.site_agent.plugins.module_utils.waldur.client import describe_connection_error
 
     reason = urllib3.exceptions.NewConnectionError(object(), "Failed to establish a new connection: [Errno %s] %s"
                                                    % (exception.args[0], exception.args[1]))
@@ -492,7 +492,7 @@ def test_a_ca_path_in_verify_ssl_wins_over_the_environment(tls_waldur, monkeypat
 
 
 def test_verify_ssl_must_be_a_boolean_or_a_ca_file(tmp_path):
-    from ansible_collections.waldur.site_agent.plugins.module_utils.waldur_api import parse_verify_ssl
+    from ansible_collections.waldur.site_agent.plugins.module_utils.waldur.client import parse_verify_ssl
 
     assert parse_verify_ssl("yes") is True and parse_verify_ssl("False") is False and parse_verify_ssl(None) is True
     with pytest.raises(ValueError, match="verify_ssl must be true, false or the path of a CA bundle file"):

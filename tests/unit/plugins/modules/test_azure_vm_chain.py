@@ -16,7 +16,7 @@ from ansible_collections.waldur.site_agent.plugins.modules.azure_vm_chain import
     duplicate_errors,
     ssh_key_problem,
 )
-from ansible_collections.waldur.site_agent.plugins.module_utils.azure_clients import AzureError
+from ansible_collections.waldur.site_agent.plugins.module_utils.azure.clients import AzureError
 from tests.unit.plugins.modules.azure_fake import SUBSCRIPTION, FakeAzure
 
 UUID = "1234abcd5678ef901234abcd5678ef90"

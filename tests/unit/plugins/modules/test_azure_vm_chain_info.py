@@ -91,7 +91,7 @@ def test_a_size_not_listed_in_the_location_is_found_but_not_measured():
 
 
 def test_an_unreadable_machine_is_left_out(monkeypatch):
-    from ansible_collections.waldur.site_agent.plugins.module_utils.azure_clients import AzureError
+    from ansible_collections.waldur.site_agent.plugins.module_utils.azure.clients import AzureError
     fake = FakeAzure()
     [backend_id] = make_machines(fake, 1)
     fake.faults[("get", "vm")] = AzureError("Service unavailable", 503, "ServiceUnavailable")
@@ -100,7 +100,7 @@ def test_an_unreadable_machine_is_left_out(monkeypatch):
 
 
 def test_a_failed_listing_fails_the_module():
-    from ansible_collections.waldur.site_agent.plugins.module_utils.azure_clients import AzureError
+    from ansible_collections.waldur.site_agent.plugins.module_utils.azure.clients import AzureError
     fake = FakeAzure()
     ids = make_machines(fake, 2)
     fake.faults[("list_all", "vm")] = AzureError("Service unavailable", 503, "ServiceUnavailable")

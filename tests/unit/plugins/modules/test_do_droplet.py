@@ -9,8 +9,8 @@ from types import SimpleNamespace
 import pytest
 from tests.unit.compat import patch_module_args
 
-from ansible_collections.waldur.site_agent.plugins.module_utils.batch import run_batch
-from ansible_collections.waldur.site_agent.plugins.module_utils.digitalocean import (
+from ansible_collections.waldur.site_agent.plugins.module_utils.core.batch import run_batch
+from ansible_collections.waldur.site_agent.plugins.module_utils.digitalocean.client import (
     DigitalOceanClient,
     DigitalOceanError,
 )

@@ -8,7 +8,7 @@ import json
 import pytest
 from tests.unit.compat import patch_module_args
 
-from ansible_collections.waldur.site_agent.plugins.module_utils.waldur_api import WaldurApiError
+from ansible_collections.waldur.site_agent.plugins.module_utils.waldur.client import WaldurApiError
 from ansible_collections.waldur.site_agent.plugins.modules import waldur_orders
 from tests.simulators.waldur import presets as P
 

@@ -38,9 +38,9 @@ from urllib.parse import parse_qsl, urlsplit
 from ansible.module_utils.basic import AnsibleModule, env_fallback, missing_required_lib
 from ansible.module_utils.parsing.convert_bool import BOOLEANS_FALSE, BOOLEANS_TRUE
 
-from ansible_collections.waldur.site_agent.plugins.module_utils.batch import ItemError
-from ansible_collections.waldur.site_agent.plugins.module_utils.naming import normalize_uuid
-from ansible_collections.waldur.site_agent.plugins.module_utils.retry import (
+from ansible_collections.waldur.site_agent.plugins.module_utils.core.batch import ItemError
+from ansible_collections.waldur.site_agent.plugins.module_utils.digitalocean.naming import normalize_uuid
+from ansible_collections.waldur.site_agent.plugins.module_utils.core.retry import (
     RETRYABLE_STATUSES,
     RetryPolicy,
     parse_retry_after,

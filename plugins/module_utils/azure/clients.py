@@ -27,7 +27,7 @@ import traceback
 
 from ansible.module_utils.basic import env_fallback, missing_required_lib
 
-from ansible_collections.waldur.site_agent.plugins.module_utils.azure_naming import parse_resource_id
+from ansible_collections.waldur.site_agent.plugins.module_utils.azure.naming import parse_resource_id
 
 AZURE_IMPORT_ERROR = None
 try:

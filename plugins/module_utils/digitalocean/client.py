@@ -40,8 +40,8 @@ from urllib.parse import urljoin, urlsplit, urlunsplit
 
 from ansible.module_utils.basic import env_fallback, missing_required_lib
 
-from ansible_collections.waldur.site_agent.plugins.module_utils.naming import RESOURCE_TAG_PREFIX
-from ansible_collections.waldur.site_agent.plugins.module_utils.retry import RetryPolicy, parse_retry_after
+from ansible_collections.waldur.site_agent.plugins.module_utils.digitalocean.naming import RESOURCE_TAG_PREFIX
+from ansible_collections.waldur.site_agent.plugins.module_utils.core.retry import RetryPolicy, parse_retry_after
 
 try:
     import requests
