@@ -159,11 +159,6 @@ class SimulatorSet:
     def calls_since(self, marks: dict) -> dict:
         return {name: sim.counts(marks[name]) for name, sim in self.sims.items()}
 
-    def set_latency(self, latency: dict) -> None:
-        for name, seconds in latency.items():
-            self[name].control("POST", "/_sim/latency", {"seconds": seconds})
-        self.latency.update(latency)
-
     # ---- workloads ----------------------------------------------------------------
     def seed(self, pass_name: str, backend: str, n: int) -> dict:
         """Put one offering's workload of size ``n`` into the (freshly reset) simulators."""
