@@ -21,8 +21,8 @@ from ansible.errors import AnsibleFilterError
 
 from ansible_collections.waldur.site_agent.plugins.module_utils.agent.components import size_for_limits
 from ansible_collections.waldur.site_agent.plugins.module_utils.digitalocean.naming import (
-    RESOURCE_TAG_PREFIX,
     droplet_name,
+    is_resource_tag,
     normalize_uuid,
 )
 
@@ -195,7 +195,7 @@ def _droplet_create_params(order, resource, settings, ssh_keys):
         "user_data": _first(attributes, "user_data", "cloud_init") or settings.get("default_user_data"),
     }
     tags = _as_list(attributes.get("tags")) if _present(attributes.get("tags")) else _as_list(settings.get("default_tags"))
-    dropped = [tag for tag in tags if str(tag).startswith(RESOURCE_TAG_PREFIX)]
+    dropped = [tag for tag in tags if is_resource_tag(tag)]
     params["tags"] = [str(tag) for tag in tags if tag not in dropped]
     notes = []
     if dropped:

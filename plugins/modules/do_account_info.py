@@ -48,11 +48,8 @@ api_calls:
 
 from ansible.module_utils.basic import AnsibleModule
 
-from ansible_collections.waldur.site_agent.plugins.module_utils.digitalocean.client import (
-    DigitalOceanError,
-    client_from_module,
-    digitalocean_argument_spec,
-)
+from ansible_collections.waldur.site_agent.plugins.module_utils.digitalocean.client import client_from_module, digitalocean_argument_spec
+from ansible_collections.waldur.site_agent.plugins.module_utils.digitalocean.errors import DigitalOceanError
 
 KEYS = ("uuid", "status", "status_message", "droplet_limit")
 

@@ -174,12 +174,9 @@ from ansible_collections.waldur.site_agent.plugins.module_utils.agent.audit impo
     power_check,
 )
 from ansible_collections.waldur.site_agent.plugins.module_utils.agent.components import size_for_limits, size_matches_limits
-from ansible_collections.waldur.site_agent.plugins.module_utils.digitalocean.client import (
-    DigitalOceanError,
-    client_from_module,
-    digitalocean_argument_spec,
-    resource_tags,
-)
+from ansible_collections.waldur.site_agent.plugins.module_utils.digitalocean.client import client_from_module, digitalocean_argument_spec
+from ansible_collections.waldur.site_agent.plugins.module_utils.digitalocean.errors import DigitalOceanError
+from ansible_collections.waldur.site_agent.plugins.module_utils.digitalocean.facts import resource_tags
 from ansible_collections.waldur.site_agent.plugins.module_utils.digitalocean.naming import RESOURCE_TAG_PREFIX
 
 # A listing that saw the account change while paging is taken again, this many times at most.

@@ -334,14 +334,10 @@ import time
 from ansible.module_utils.basic import AnsibleModule
 
 from ansible_collections.waldur.site_agent.plugins.module_utils.core.batch import ItemError, run_batch
-from ansible_collections.waldur.site_agent.plugins.module_utils.digitalocean.client import (
-    DigitalOceanError,
-    DropletWaiter,
-    backend_metadata,
-    client_from_module,
-    digitalocean_argument_spec,
-    resource_tags,
-)
+from ansible_collections.waldur.site_agent.plugins.module_utils.digitalocean.client import client_from_module, digitalocean_argument_spec
+from ansible_collections.waldur.site_agent.plugins.module_utils.digitalocean.errors import DigitalOceanError
+from ansible_collections.waldur.site_agent.plugins.module_utils.digitalocean.facts import backend_metadata, resource_tags
+from ansible_collections.waldur.site_agent.plugins.module_utils.digitalocean.waiter import DropletWaiter
 from ansible_collections.waldur.site_agent.plugins.module_utils.digitalocean.naming import (
     droplet_name,
     droplet_tags,

@@ -129,12 +129,9 @@ api_calls:
 
 from ansible.module_utils.basic import AnsibleModule
 
-from ansible_collections.waldur.site_agent.plugins.module_utils.digitalocean.client import (
-    DigitalOceanError,
-    backend_metadata,
-    client_from_module,
-    digitalocean_argument_spec,
-)
+from ansible_collections.waldur.site_agent.plugins.module_utils.digitalocean.client import client_from_module, digitalocean_argument_spec
+from ansible_collections.waldur.site_agent.plugins.module_utils.digitalocean.errors import DigitalOceanError
+from ansible_collections.waldur.site_agent.plugins.module_utils.digitalocean.facts import backend_metadata
 
 
 def droplet_entries(backend_ids, found):

@@ -54,8 +54,14 @@ def droplet_name(name=None, slug=None, resource_uuid=None):
 
 
 def is_resource_tag(tag):
-    """True for a ``waldur-resource:`` tag (any case): a prefix reserved for the agent."""
-    return str(tag).lower().startswith(RESOURCE_TAG_PREFIX)
+    """True for a tag reserved for the agent: ``waldur-resource:`` in any case, once stripped.
+
+    The one rule for every caller (do_droplet, the order filters, ownership reads). Any
+    case, because the tag is the agent's mark of ownership and DigitalOcean keeps a tag's
+    first capitalisation as canonical: a user's ``Waldur-Resource:<uuid>`` must not claim
+    (or shadow) a resource's droplet. Stripped, because do_droplet strips tags before use.
+    """
+    return str(tag).strip().lower().startswith(RESOURCE_TAG_PREFIX)
 
 
 def droplet_tags(tags, resource_uuid):

@@ -18,6 +18,12 @@ from urllib.parse import parse_qsl, urlsplit
 import pytest
 
 from ansible_collections.waldur.site_agent.plugins.module_utils.digitalocean import client as do
+from ansible_collections.waldur.site_agent.plugins.module_utils.digitalocean.binding import BoundSSHKey
+from ansible_collections.waldur.site_agent.plugins.module_utils.digitalocean.errors import DigitalOceanError, DigitalOceanNotFound
+from ansible_collections.waldur.site_agent.plugins.module_utils.digitalocean.facts import backend_metadata, droplet_facts, resource_tags
+from ansible_collections.waldur.site_agent.plugins.module_utils.digitalocean.keys import classify_ssh_key, ssh_fingerprint
+from ansible_collections.waldur.site_agent.plugins.module_utils.digitalocean.pacing import RequestPacer
+from ansible_collections.waldur.site_agent.plugins.module_utils.digitalocean.waiter import DropletWaiter
 from ansible_collections.waldur.site_agent.plugins.module_utils.core.retry import RetryPolicy
 from tests.simulators.digitalocean import presets
 
@@ -235,7 +241,7 @@ def test_one_keep_alive_connection_for_many_objects(api):
 
 def test_burst_of_250_then_one_request_per_quarter_second():
     fake = FakeTime()
-    pacer = do.RequestPacer(clock=fake.clock, sleep=fake.sleep)
+    pacer = RequestPacer(clock=fake.clock, sleep=fake.sleep)
     for _attempt in range(250):
         assert pacer.acquire() == 0.0
     assert pacer.acquire() == pytest.approx(60.0 / 250)
@@ -245,7 +251,7 @@ def test_burst_of_250_then_one_request_per_quarter_second():
 
 def test_hourly_allowance_of_5000():
     fake = FakeTime()
-    pacer = do.RequestPacer(clock=fake.clock, sleep=fake.sleep)
+    pacer = RequestPacer(clock=fake.clock, sleep=fake.sleep)
     for _attempt in range(5000):
         pacer.acquire()
     # 5,000 requests at the minute bucket's pace took about (5000-250)/250 minutes;
@@ -269,7 +275,7 @@ def test_hourly_allowance_of_5000():
 
 def test_a_429_pauses_everyone_then_resumes_at_the_sustained_rate():
     fake = FakeTime()
-    pacer = do.RequestPacer(clock=fake.clock, sleep=fake.sleep)
+    pacer = RequestPacer(clock=fake.clock, sleep=fake.sleep)
     pacer.acquire()
     pacer.throttled(3.0)
     # the pause, then a fresh token: no burst allowance is left after a 429
@@ -279,13 +285,13 @@ def test_a_429_pauses_everyone_then_resumes_at_the_sustained_rate():
 
 def test_ratelimit_remaining_caps_the_hourly_bucket():
     fake = FakeTime()
-    pacer = do.RequestPacer(clock=fake.clock, sleep=fake.sleep)
+    pacer = RequestPacer(clock=fake.clock, sleep=fake.sleep)
     pacer.observe_remaining(0)
     assert pacer.acquire() == pytest.approx(3600.0 / 5000)
 
 
 def test_pacer_is_shared_by_threads():
-    pacer = do.RequestPacer(limits=((10, 1.0),))
+    pacer = RequestPacer(limits=((10, 1.0),))
     started = time.monotonic()
     threads = [threading.Thread(target=lambda: [pacer.acquire() for _request in range(5)]) for _thread in range(4)]
     for thread in threads:
@@ -326,7 +332,7 @@ def test_429_gives_up_at_max_retry_seconds(api):
                (429, {"id": "too_many_requests", "message": "API Rate limit exceeded."}, {"Retry-After": "10"}))
     fake = FakeTime()
     client = make_client(api.url, fake, max_retry_seconds=35)
-    with pytest.raises(do.DigitalOceanError) as caught:
+    with pytest.raises(DigitalOceanError) as caught:
         client.get_droplet(7)
     assert "rate limit still exceeded after 4 attempts (429 API Rate limit exceeded)" in str(caught.value)
     assert caught.value.status == 429
@@ -348,7 +354,7 @@ def test_server_errors_give_up_within_the_bound(api):
     fake = FakeTime()
     client = make_client(api.url, fake, max_retry_seconds=120,
                          retry_policy=RetryPolicy(max_attempts=4, max_retry_seconds=120, clock=fake.clock))
-    with pytest.raises(do.DigitalOceanError) as caught:
+    with pytest.raises(DigitalOceanError) as caught:
         client.get_droplet(7)
     assert str(caught.value) == "DigitalOcean server error after 4 attempts (500 Oops): GET /v2/droplets/7"
     assert len(api.app.requests) == 4
@@ -381,7 +387,7 @@ def test_a_post_to_a_dead_port_is_retried_because_it_never_left():
         port = sock.getsockname()[1]
     fake = FakeTime()
     client = make_client("http://127.0.0.1:%d" % port, fake, max_retry_seconds=5)
-    with pytest.raises(do.DigitalOceanError) as caught:
+    with pytest.raises(DigitalOceanError) as caught:
         client.droplet_action(1, "power_on")
     assert "cannot reach DigitalOcean at http://127.0.0.1:%d after" % port in str(caught.value)
     assert client.stats.retries >= 2
@@ -393,7 +399,7 @@ def test_a_post_to_a_dead_port_is_retried_because_it_never_left():
 def test_401_names_the_token_problem_without_the_token(api):
     api.app.on("GET", "/v2/droplets", (401, {"id": "unauthorized", "message": "Unable to authenticate you."}))
     client = make_client(api.url)
-    with pytest.raises(do.DigitalOceanError) as caught:
+    with pytest.raises(DigitalOceanError) as caught:
         client.list_droplets()
     assert str(caught.value) == ("DigitalOcean rejected the token (401 Unable to authenticate you): "
                                  "GET /v2/droplets/")
@@ -404,7 +410,7 @@ def test_401_names_the_token_problem_without_the_token(api):
 def test_403_says_the_token_lacks_scope(api):
     api.app.on("POST", "/v2/droplets/5/actions",
                (403, {"id": "forbidden", "message": "You do not have access for the attempted action."}))
-    with pytest.raises(do.DigitalOceanError) as caught:
+    with pytest.raises(DigitalOceanError) as caught:
         make_client(api.url).droplet_action(5, "shutdown")
     assert str(caught.value) == ("the DigitalOcean token lacks the scope for this call (403 You do not have "
                                  "access for the attempted action): POST /v2/droplets/5/actions/")
@@ -413,7 +419,7 @@ def test_403_says_the_token_lacks_scope(api):
 def test_422_carries_digitaloceans_message_and_never_the_token(api):
     api.app.on("POST", "/v2/droplets/5/actions",
                (422, {"id": "unprocessable_entity", "message": "Bad token %s in request." % TOKEN}))
-    with pytest.raises(do.DigitalOceanError) as caught:
+    with pytest.raises(DigitalOceanError) as caught:
         make_client(api.url).droplet_action(5, "resize", size="s-2vcpu-2gb")
     message = str(caught.value)
     assert message.startswith("DigitalOcean refused the request (422 Bad token ******** in request)")
@@ -424,7 +430,7 @@ def test_422_carries_digitaloceans_message_and_never_the_token(api):
 def test_error_body_without_id_does_not_crash_the_library(api):
     # python-digitalocean indexes [id, message][1] and dies on bodies lacking one of them
     api.app.on("GET", "/v2/droplets/5", (400, {"message": "Bad request."}))
-    with pytest.raises(do.DigitalOceanError, match=r"DigitalOcean answered 400 Bad request"):
+    with pytest.raises(DigitalOceanError, match=r"DigitalOcean answered 400 Bad request"):
         make_client(api.url).get_droplet(5)
 
 
@@ -432,41 +438,41 @@ def test_404_reads_as_absent(api):
     client = make_client(api.url)
     assert client.get_droplet(404404) is None
     assert client.destroy_droplet(404404) is False
-    with pytest.raises(do.DigitalOceanNotFound):
+    with pytest.raises(DigitalOceanNotFound):
         client.droplet_action(404404, "power_on")
 
 
 # ---- facts ----------------------------------------------------------------------------
 
 def test_facts_and_backend_metadata():
-    facts = do.droplet_facts(droplet_json(3, status="off", size="s-2vcpu-2gb"))
+    facts = droplet_facts(droplet_json(3, status="off", size="s-2vcpu-2gb"))
     assert facts == {
         "id": 3, "name": "web-3", "status": "off", "region": "ams3", "size_slug": "s-2vcpu-2gb",
         "image": "ubuntu-22-04-x64", "vcpus": 1, "memory": 1024, "disk": 25,
         "networks": {"public_ipv4": "203.0.113.5", "private_ipv4": "10.0.0.5", "public_ipv6": "2001:db8::5"},
         "tags": [TAG], "created_at": "2026-01-02T03:04:05Z"}
-    assert do.backend_metadata(facts) == {"backend_type": "digitalocean", "droplet": {
+    assert backend_metadata(facts) == {"backend_type": "digitalocean", "droplet": {
         "id": 3, "name": "web-3", "status": "off", "region": "ams3", "size_slug": "s-2vcpu-2gb",
         "image": "ubuntu-22-04-x64", "created_at": "2026-01-02T03:04:05Z",
         "networks": {"public_ipv4": "203.0.113.5", "private_ipv4": "10.0.0.5", "public_ipv6": "2001:db8::5"}}}
 
 
 def test_facts_of_a_new_droplet_have_empty_networks():
-    facts = do.droplet_facts(dict(droplet_json(4, status="new"), networks={"v4": [], "v6": []}))
+    facts = droplet_facts(dict(droplet_json(4, status="new"), networks={"v4": [], "v6": []}))
     assert facts["networks"] == {"public_ipv4": None, "private_ipv4": None, "public_ipv6": None}
 
 
 def test_resource_tags_are_compared_lower_case():
-    assert do.resource_tags(["web", "Waldur-Resource:ABC", TAG]) == {"waldur-resource:abc", TAG}
+    assert resource_tags(["web", "Waldur-Resource:ABC", TAG]) == {"waldur-resource:abc", TAG}
 
 
 # ---- SSH keys -------------------------------------------------------------------------
 
 def test_fingerprint_is_the_md5_of_the_key_blob():
-    assert do.ssh_fingerprint(presets.OPS_PUBLIC_KEY) == presets.OPS_KEY_FINGERPRINT
-    assert do.ssh_fingerprint(presets.ADMIN_PUBLIC_KEY) == presets.ADMIN_KEY_FINGERPRINT
-    assert do.ssh_fingerprint("ssh-ed25519 not*base64") is None
-    assert do.ssh_fingerprint("hello") is None
+    assert ssh_fingerprint(presets.OPS_PUBLIC_KEY) == presets.OPS_KEY_FINGERPRINT
+    assert ssh_fingerprint(presets.ADMIN_PUBLIC_KEY) == presets.ADMIN_KEY_FINGERPRINT
+    assert ssh_fingerprint("ssh-ed25519 not*base64") is None
+    assert ssh_fingerprint("hello") is None
 
 
 @pytest.mark.parametrize("entry, kind", [
@@ -474,7 +480,7 @@ def test_fingerprint_is_the_md5_of_the_key_blob():
     (presets.NEW_PUBLIC_KEY, "public_key"), ("waldur-ops", None), (True, None),
 ])
 def test_ssh_key_entries_are_classified(entry, kind):
-    assert do.classify_ssh_key(entry)[0] == kind
+    assert classify_ssh_key(entry)[0] == kind
 
 
 def test_keys_by_id_fingerprint_and_public_key(do_sim):
@@ -506,7 +512,7 @@ def test_a_missing_public_key_is_created_once_for_many_threads(do_sim):
 def test_a_key_added_since_the_listing_is_found_after_a_422(do_sim):
     client = sim_client(do_sim)
     client.account_keys()  # cached before the key exists
-    key = client.build(do._SSHKey, name="someone else", public_key=presets.NEW_PUBLIC_KEY)
+    key = client.build(BoundSSHKey, name="someone else", public_key=presets.NEW_PUBLIC_KEY)
     key.create()
     ids, notes = client.resolve_ssh_keys([presets.NEW_PUBLIC_KEY], "waldur-aaaaaaaa")
     assert ids == [key.id] and notes == []  # found, not added
@@ -598,7 +604,7 @@ def test_scan_droplets_gives_up_when_the_account_changes_while_paging(api):
 def test_one_droplet_is_waited_for_with_gets_and_many_with_the_listing(do_sim):
     do_sim.app.configure(boot_seconds=0.3)
     client = sim_client(do_sim)
-    waiter = do.DropletWaiter(client, min_interval=0.1)
+    waiter = DropletWaiter(client, min_interval=0.1)
     deadline = time.monotonic() + 10
     alone = client.create_droplet("alone", "ams3", "s-1vcpu-1gb", "ubuntu-22-04-x64")
     assert waiter.wait(alone, ("active", "off"), deadline)["status"] == "active"
@@ -625,7 +631,7 @@ def test_a_droplet_gone_while_waited_for_reads_as_none(do_sim):
     client = sim_client(do_sim)
     facts = client.create_droplet("gone", "ams3", "s-1vcpu-1gb", "ubuntu-22-04-x64")
     client.destroy_droplet(facts["id"])
-    assert do.DropletWaiter(client).wait(facts, ("active",), time.monotonic() + 10) is None
+    assert DropletWaiter(client).wait(facts, ("active",), time.monotonic() + 10) is None
 
 
 def test_the_wait_ends_at_the_deadline_with_the_last_facts_and_backs_off(do_sim):
@@ -633,7 +639,7 @@ def test_the_wait_ends_at_the_deadline_with_the_last_facts_and_backs_off(do_sim)
     client = sim_client(do_sim)
     facts = client.create_droplet("stuck", "ams3", "s-1vcpu-1gb", "ubuntu-22-04-x64")
     started = time.monotonic()
-    latest = do.DropletWaiter(client, min_interval=0.05, max_interval=0.4).wait(facts, ("active",), started + 1.5)
+    latest = DropletWaiter(client, min_interval=0.05, max_interval=0.4).wait(facts, ("active",), started + 1.5)
     assert latest["status"] == "new" and 1.5 <= time.monotonic() - started < 2.5
     polls = len(do_sim.app.calls_of("droplets.get"))
     assert 4 <= polls <= 8  # 0.05, 0.1, 0.2, 0.4, 0.4 ... apart, not every 0.05 s
@@ -643,6 +649,6 @@ def test_a_failed_refresh_fails_the_waits_it_was_for(api):
     api.app.on("GET", "/v2/droplets/5",
                (403, {"id": "forbidden", "message": "You do not have access for the attempted action."}))
     client = make_client(api.url)
-    with pytest.raises(do.DigitalOceanError) as caught:
-        do.DropletWaiter(client).wait(droplet_json(5, status="new"), ("active",), time.monotonic() + 10)
+    with pytest.raises(DigitalOceanError) as caught:
+        DropletWaiter(client).wait(droplet_json(5, status="new"), ("active",), time.monotonic() + 10)
     assert caught.value.status == 403 and TOKEN not in str(caught.value)

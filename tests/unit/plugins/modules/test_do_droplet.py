@@ -10,10 +10,8 @@ import pytest
 from tests.unit.compat import patch_module_args
 
 from ansible_collections.waldur.site_agent.plugins.module_utils.core.batch import run_batch
-from ansible_collections.waldur.site_agent.plugins.module_utils.digitalocean.client import (
-    DigitalOceanClient,
-    DigitalOceanError,
-)
+from ansible_collections.waldur.site_agent.plugins.module_utils.digitalocean.client import DigitalOceanClient
+from ansible_collections.waldur.site_agent.plugins.module_utils.digitalocean.errors import DigitalOceanError
 from ansible_collections.waldur.site_agent.plugins.modules import do_droplet
 from tests.simulators.digitalocean import presets
 

@@ -7,7 +7,7 @@ import json
 import pytest
 from tests.unit.compat import patch_module_args
 
-from ansible_collections.waldur.site_agent.plugins.module_utils.digitalocean.client import DigitalOceanError
+from ansible_collections.waldur.site_agent.plugins.module_utils.digitalocean.errors import DigitalOceanError
 from ansible_collections.waldur.site_agent.plugins.modules import do_droplet_info
 from tests.unit.plugins.modules.test_do_droplet import FakeClient, facts
 

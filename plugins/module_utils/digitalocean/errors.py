@@ -1,0 +1,47 @@
+# -*- coding: utf-8 -*-
+# Copyright: Waldur site agent developers
+# MIT License (see LICENSE)
+"""Errors of DigitalOcean calls, worded for the operator (never the token)."""
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+
+class DigitalOceanError(Exception):
+    """A failed call. ``str()`` is a message for the operator: method, path, status,
+    DigitalOcean's message; never headers or the token."""
+
+    def __init__(self, message, status=None, method=None, path=None, error_id=None,
+                 service_message=None, ambiguous=False):
+        super(DigitalOceanError, self).__init__(message)
+        self.status = status
+        self.method = method
+        self.path = path
+        self.error_id = error_id
+        self.service_message = service_message
+        # a write that may or may not have happened (5xx, lost connection after sending)
+        self.ambiguous = ambiguous
+
+
+class DigitalOceanNotFound(DigitalOceanError):
+    """404: the object does not exist (reads turn this into None)."""
+
+
+def describe_failure(status, service_message, method, path, attempts=1):
+    reason = service_message or "no message"
+    if status == 401:
+        summary = "DigitalOcean rejected the token (401 %s)" % reason
+    elif status == 403:
+        summary = "the DigitalOcean token lacks the scope for this call (403 %s)" % reason
+    elif status == 404:
+        summary = "not found on DigitalOcean (404 %s)" % reason
+    elif status == 422:
+        summary = "DigitalOcean refused the request (422 %s)" % reason
+    elif status == 429:
+        summary = "DigitalOcean rate limit still exceeded after %d attempts (429 %s)" % (attempts, reason)
+    elif status is not None and status >= 500:
+        summary = "DigitalOcean server error after %d attempts (%d %s)" % (attempts, status, reason)
+    else:
+        summary = "DigitalOcean answered %s %s" % (status, reason)
+    return "%s: %s %s" % (summary, method, path)
