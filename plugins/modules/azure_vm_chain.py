@@ -280,6 +280,17 @@ import traceback
 
 from ansible.module_utils.basic import AnsibleModule
 
+from ansible_collections.waldur.site_agent.plugins.module_utils.azure.bodies import (
+    disk_tags_body,
+    group_body,
+    group_tags,
+    nic_body,
+    nsg_body,
+    public_ip_body,
+    subnet_body,
+    vm_body,
+    vnet_body,
+)
 from ansible_collections.waldur.site_agent.plugins.module_utils.azure.clients import (
     AzureError,
     OperationStillRunning,
@@ -334,8 +345,6 @@ DEFAULT_NETWORK_CIDR = "10.0.0.0/16"
 DEFAULT_SUBNET_CIDR = "10.0.0.0/24"
 DEFAULT_ADMIN_USERNAME = "waldur"
 PASSWORD_LENGTH = 24
-SSH_RULE_NAME = "default-allow-ssh"
-SSH_RULE_PRIORITY = 1000
 # The key types Azure accepts for Linux machines.
 _SSH_KEY = re.compile(r"^(?:ssh-rsa|ssh-ed25519|ecdsa-sha2-nistp(?:256|384|521))\s+(?P<data>[A-Za-z0-9+/]+={0,3})(?:\s.*)?$")
 _ADMIN_USERNAME = re.compile(r"^[a-z_][a-z0-9_.-]{0,31}$")
@@ -790,109 +799,33 @@ class VmChain:
         names = state.names
         group = names["group"]
         network = self.clients.network
-        resources = self.clients.resource.resource_groups
         tags = self._tags(item)
-        if names["dedicated"]:
-            group_tags = tags
-        else:  # a shared group made for the offering belongs to no single resource
-            group_tags = dict((key, value) for key, value in tags.items() if key != RESOURCE_TAG)
+        network_cidr = item.get("network_cidr") or DEFAULT_NETWORK_CIDR
+        subnet_cidr = item.get("subnet_cidr") or DEFAULT_SUBNET_CIDR
 
-        self._step(state, "group", lambda: resources.create_or_update(group, {
-            "location": location, "tags": group_tags}))
-        self._step(state, "vnet", lambda: network.virtual_networks.begin_create_or_update(group, names["vnet"], {
-            "location": location,
-            "tags": tags,
-            "properties": {"addressSpace": {"addressPrefixes": [item.get("network_cidr") or DEFAULT_NETWORK_CIDR]}},
-        }))
-        # Subnets cannot carry tags: a subnet belongs to its (tagged) network.
+        self._step(state, "group", lambda: self.clients.resource.resource_groups.create_or_update(
+            group, group_body(location, group_tags(tags, names["dedicated"]))))
+        self._step(state, "vnet", lambda: network.virtual_networks.begin_create_or_update(
+            group, names["vnet"], vnet_body(location, tags, network_cidr)))
         subnet = self._step(state, "subnet", lambda: network.subnets.begin_create_or_update(
-            group, names["vnet"], names["subnet"],
-            {"properties": {"addressPrefix": item.get("subnet_cidr") or DEFAULT_SUBNET_CIDR}}))
+            group, names["vnet"], names["subnet"], subnet_body(subnet_cidr)))
         public_ip = self._step(state, "public_ip", lambda: network.public_ip_addresses.begin_create_or_update(
-            group, names["public_ip"], {
-                "location": location,
-                "tags": tags,
-                "sku": {"name": "Standard"},
-                "properties": {"publicIPAllocationMethod": "Static", "publicIPAddressVersion": "IPv4"},
-            }))
-
+            group, names["public_ip"], public_ip_body(location, tags)))
         nsg = None
         ranges = ssh_ranges(item)
         if ranges:
             nsg = self._step(state, "nsg", lambda: network.network_security_groups.begin_create_or_update(
-                group, names["nsg"], {
-                    "location": location,
-                    "tags": tags,
-                    "properties": {"securityRules": [{
-                        "name": SSH_RULE_NAME,
-                        "properties": {
-                            "protocol": "Tcp",
-                            "sourcePortRange": "*",
-                            "destinationPortRange": "22",
-                            "sourceAddressPrefixes": ranges,
-                            "destinationAddressPrefix": "*",
-                            "access": "Allow",
-                            "priority": SSH_RULE_PRIORITY,
-                            "direction": "Inbound",
-                        },
-                    }]},
-                }))
-
-        def nic_body():
-            body = {
-                "location": location,
-                "tags": tags,
-                "properties": {"ipConfigurations": [{
-                    "name": names["ip_config"],
-                    "properties": {
-                        "privateIPAllocationMethod": "Dynamic",
-                        "subnet": {"id": subnet.id},
-                        "publicIPAddress": {"id": public_ip.id},
-                    },
-                }]},
-            }
-            if nsg is not None:
-                body["properties"]["networkSecurityGroup"] = {"id": nsg.id}
-            return body
-
+                group, names["nsg"], nsg_body(location, tags, ranges)))
         nic = self._step(state, "nic", lambda: network.network_interfaces.begin_create_or_update(
-            group, names["nic"], nic_body()))
+            group, names["nic"], nic_body(location, tags, names["ip_config"], subnet.id, public_ip.id,
+                                          nsg.id if nsg is not None else None)))
 
-        def vm_body():
-            username = item.get("admin_username") or DEFAULT_ADMIN_USERNAME
+        def new_vm_body():
             password = admin_password()
             self._hide(password)
-            os_profile = {
-                "computerName": names["vm"],
-                "adminUsername": username,
-                "adminPassword": password,
-                "linuxConfiguration": {
-                    "disablePasswordAuthentication": True,
-                    "ssh": {"publicKeys": [{
-                        "path": "/home/%s/.ssh/authorized_keys" % username,
-                        "keyData": item["ssh_public_key"].strip(),
-                    }]},
-                },
-            }
-            if item.get("custom_data"):
-                os_profile["customData"] = base64.b64encode(
-                    item["custom_data"].encode("utf-8")).decode("ascii")
-            return {
-                "location": location,
-                "tags": tags,
-                "properties": {
-                    "hardwareProfile": {"vmSize": size.name},
-                    "storageProfile": {
-                        "imageReference": dict(image),
-                        "osDisk": {"createOption": "FromImage", "deleteOption": "Delete"},
-                    },
-                    "osProfile": os_profile,
-                    "networkProfile": {"networkInterfaces": [{
-                        "id": nic.id,
-                        "properties": {"primary": True, "deleteOption": "Delete"},
-                    }]},
-                },
-            }
+            return vm_body(location, tags, names["vm"], size.name, image, nic.id,
+                           item.get("admin_username") or DEFAULT_ADMIN_USERNAME, password,
+                           item["ssh_public_key"], item.get("custom_data"))
 
         def accepted():
             state.vm_accepted = True
@@ -900,7 +833,7 @@ class VmChain:
 
         compute = self.clients.compute.virtual_machines
         # The survey found no machine, so this PUT makes one (a PUT on an existing VM would change it).
-        self._step(state, "vm", lambda: compute.begin_create_or_update(group, names["vm"], vm_body()),
+        self._step(state, "vm", lambda: compute.begin_create_or_update(group, names["vm"], new_vm_body()),
                    on_accepted=accepted)
 
     def _tag_os_disk(self, vm, item, fresh=False):
@@ -924,7 +857,7 @@ class VmChain:
             return
         tags = with_owner_tags(current_tags, item["resource_uuid"], item.get("offering_uuid"))
         self._call("tagging OS disk %s" % parts["name"], disks.begin_update, parts["group"], parts["name"],
-                   {"tags": tags})
+                   disk_tags_body(tags))
 
     def _still_running(self, state):
         """Whether the object whose write failed is still being provisioned by ARM (a failed
