@@ -2,7 +2,7 @@
 
 import pytest
 
-from ansible_collections.waldur.site_agent.plugins.modules.azure_vm_chain import VmChain
+from ansible_collections.waldur.site_agent.plugins.module_utils.azure.chain import VmChain
 from ansible_collections.waldur.site_agent.plugins.modules.azure_vm_chain_info import Reader
 from tests.unit.plugins.modules.azure_fake import SUBSCRIPTION, FakeAzure
 
