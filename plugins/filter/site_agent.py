@@ -19,7 +19,10 @@ __metaclass__ = type
 
 from ansible.errors import AnsibleFilterError
 
-from ansible_collections.waldur.site_agent.plugins.module_utils.agent.components import size_for_limits
+from ansible_collections.waldur.site_agent.plugins.module_utils.agent.components import (
+    limits_equal,
+    size_for_limits,
+)
 from ansible_collections.waldur.site_agent.plugins.module_utils.digitalocean.naming import (
     RESOURCE_TAG_PREFIX,
     droplet_name,
@@ -66,16 +69,6 @@ def _order_base(order):
                       "resource_uuid": normalize_uuid(resource_uuid)}
 
 
-def _limits_equal(left, right):
-    left, right = left or {}, right or {}
-    if set(left) != set(right):
-        return False
-    try:
-        return all(float(left[key]) == float(right[key]) for key in left)
-    except (TypeError, ValueError):
-        return left == right
-
-
 def _provider_key(ssh_keys, wanted):
     """The service provider key whose UUID matches ``wanted`` in any form."""
     try:
@@ -95,7 +88,7 @@ def _update_skip_or_none(order, resource):
     target = order.get("target_limits") or order.get("limits") or {}
     if not target:
         return "the order carries no limits and the plan has no quotas; nothing to change"
-    if _limits_equal(target, resource.get("limits")):
+    if limits_equal(target, resource.get("limits")):
         return "limits are unchanged; nothing to do on the backend"
     return None
 
