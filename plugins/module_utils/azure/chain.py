@@ -1,9 +1,12 @@
 # -*- coding: utf-8 -*-
 # Copyright: Waldur site agent developers
 # MIT License (see LICENSE)
-"""Creating or adopting one machine's chain (``state: present``): survey every object
-first, refuse what is not this resource's, build the rest in order, roll back what this
-run made when it fails before the machine exists.
+"""``VmChain``: one machine item of ``azure_vm_chain``, end to end.
+
+Here is ``state: present`` (create or adopt: survey every object first, refuse what is
+not this resource's, build the rest in order, roll back what this run made when it
+fails before the machine exists); deletion and rollback come from ``removal``, reads
+and power from ``machine``.
 """
 
 from __future__ import absolute_import, division, print_function

@@ -41,7 +41,7 @@ class ChainRemoval(MachineWork):
         return True
 
     def _delete_objects(self, group, vnet_name, targets, resource_uuid=None):
-        """Delete ``[(kind, name)]`` in order, tolerating 404 (see ``azure_objects.delete_objects``).
+        """Delete ``[(kind, name)]`` in order, tolerating 404 (see ``objects.delete_objects``).
         Returns ``(deleted labels, left labels)``."""
         return delete_objects(self.clients, group, vnet_name, targets, resource_uuid=resource_uuid,
                               check_mode=self.check_mode, deadline=self.deadline)
