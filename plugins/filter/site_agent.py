@@ -19,7 +19,11 @@ __metaclass__ = type
 
 from ansible.errors import AnsibleFilterError
 
-from ansible_collections.waldur.site_agent.plugins.module_utils.agent.components import size_for_limits
+from ansible_collections.waldur.site_agent.plugins.module_utils.agent.components import (
+    figures_to_usages,
+    limits_equal,
+    size_for_limits,
+)
 from ansible_collections.waldur.site_agent.plugins.module_utils.digitalocean.naming import (
     droplet_name,
     is_resource_tag,
@@ -66,16 +70,6 @@ def _order_base(order):
                       "resource_uuid": normalize_uuid(resource_uuid)}
 
 
-def _limits_equal(left, right):
-    left, right = left or {}, right or {}
-    if set(left) != set(right):
-        return False
-    try:
-        return all(float(left[key]) == float(right[key]) for key in left)
-    except (TypeError, ValueError):
-        return left == right
-
-
 def _provider_key(ssh_keys, wanted):
     """The service provider key whose UUID matches ``wanted`` in any form."""
     try:
@@ -95,7 +89,7 @@ def _update_skip_or_none(order, resource):
     target = order.get("target_limits") or order.get("limits") or {}
     if not target:
         return "the order carries no limits and the plan has no quotas; nothing to change"
-    if _limits_equal(target, resource.get("limits")):
+    if limits_equal(target, resource.get("limits")):
         return "limits are unchanged; nothing to do on the backend"
     return None
 
@@ -324,9 +318,12 @@ def metadata_updates(results, resources):
     return updates
 
 
-def usage_rows(machines, resources):
-    """Backend info (``backend_id`` + ``usages``) + Waldur resources -> ``waldur_usage`` rows.
+def usage_rows(machines, resources, components=None):
+    """Backend info + Waldur resources -> ``waldur_usage`` rows.
 
+    A machine's ``figures`` (cores, ram_mb, disk_mb) are mapped onto ``components``
+    (the offering's ``backend_components``) here, so the backend need not know Waldur's
+    components; a machine that carries ``usages`` instead is taken as already mapped.
     Machines that were not found or have no usages are left out (never zeros)."""
     by_backend_id = {}
     for resource in resources or []:
@@ -335,9 +332,15 @@ def usage_rows(machines, resources):
     rows = []
     for machine in machines or []:
         resource = by_backend_id.get(str(machine.get("backend_id") or "").lower())
-        if resource and machine.get("found") and machine.get("usages"):
+        if not (resource and machine.get("found")):
+            continue
+        if machine.get("figures"):
+            usages = figures_to_usages(machine["figures"], components)
+        else:
+            usages = machine.get("usages")
+        if usages:
             rows.append({"resource_uuid": normalize_uuid(resource["uuid"]), "resource_name": resource.get("name") or "",
-                         "usages": machine["usages"]})
+                         "usages": usages})
     return rows
 
 

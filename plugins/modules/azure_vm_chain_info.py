@@ -13,16 +13,17 @@ module: azure_vm_chain_info
 short_description: Read Azure virtual machines by ARM id and measure what they are allocated
 version_added: 0.1.0
 description:
-  - For every ARM id, whether the virtual machine exists, its location, size and power state, the cores,
-    memory and disk of its size, and those figures mapped onto the offering's components.
+  - For every ARM id, whether the virtual machine exists, its location, size and power state, and the cores,
+    memory and disk of its size (the figures).
+  - The figures are not mapped onto the offering's components here; the P(waldur.site_agent.usage_rows#filter)
+    filter does that with the offering's C(backend_components).
   - Reports allocation, not consumption; the Azure Consumption API is not read.
   - Disk is the size's OS disk plus its resource (temporary) disk, in MiB.
   - Several machines are read with the subscription-wide paged listings of machines and of their power
     states, and their network interfaces and public addresses with one listing per resource group, which
     takes fewer calls than reading each machine; a single machine is read directly. VM sizes are listed
     once per location.
-  - A machine that is missing or cannot be read is reported with RV(machines[].found=false) and no usage; a
-    component no figure describes is left out rather than reported as zero.
+  - A machine that is missing or cannot be read is reported with RV(machines[].found=false) and no figures.
 author:
   - Waldur site agent developers (@waldur)
 extends_documentation_fragment:
@@ -34,13 +35,6 @@ options:
     type: list
     elements: str
     required: true
-  components:
-    description:
-      - The offering's C(backend_components) mapping. A component is measured by its C(backend_name)
-        (C(cores), C(ram_mb), C(disk_mb)) or else by its name (C(cpu), C(cores), C(vcpu), C(vcores);
-        C(ram), C(mem), C(memory); C(disk), C(storage)), divided by its C(unit_factor).
-    type: dict
-    default: {}
   max_workers:
     description:
       - How many machines are read at the same time when they are read one by one.
@@ -59,11 +53,11 @@ EXAMPLES = r"""
 - name: Measure the machines of an offering
   waldur.site_agent.azure_vm_chain_info:
     backend_ids: "{{ resources | map(attribute='backend_id') | list }}"
-    components:
-      cpu: {measured_unit: Cores, unit_factor: 1}
-      ram: {measured_unit: GiB, unit_factor: 1024}
-      disk: {measured_unit: MiB, unit_factor: 1}
   register: measured
+
+- name: Their usage rows, the figures mapped onto the offering's components
+  ansible.builtin.set_fact:
+    rows: "{{ measured.machines | waldur.site_agent.usage_rows(resources, backend_components) }}"
 """
 
 RETURN = r"""
@@ -103,10 +97,12 @@ machines:
         - OS disk plus resource disk, MiB. The OS disk is the machine's own (C(diskSizeGB)) when Azure
           reports it, else the largest OS disk of the size.
       type: int
-    usages:
-      description: The figures mapped onto O(components); empty when the machine could not be measured.
+    figures:
+      description:
+        - C(cores), C(ram_mb) and C(disk_mb), as in RV(machines[].cores), RV(machines[].memory_mb) and
+          RV(machines[].disk_mb); empty when the machine could not be measured.
       type: dict
-      sample: {cpu: 2, ram: 4096, disk: 38912}
+      sample: {cores: 2, ram_mb: 4096, disk_mb: 38912}
     backend_metadata:
       description: What Waldur stores as the resource's backend metadata; null when not found.
       type: dict
@@ -142,7 +138,6 @@ from ansible_collections.waldur.site_agent.plugins.module_utils.azure.naming imp
     parse_vm_id,
 )
 from ansible_collections.waldur.site_agent.plugins.module_utils.core.batch import run_batch
-from ansible_collections.waldur.site_agent.plugins.module_utils.agent.components import figures_to_usages
 
 # From this many machines on, the two subscription-wide listings (machines, power
 # states) cost fewer calls than reading each machine with its instance view.
@@ -161,7 +156,6 @@ class Reader:
         self.clients = clients
         self.deadline = deadline
         self.sizes = SizeCatalog(clients, deadline)
-        self.components = module.params["components"] or {}
         self.max_workers = module.params["max_workers"]
 
     # ---- subscription-wide listings -------------------------------------------------------
@@ -292,7 +286,7 @@ class Reader:
         os_disk = getattr(getattr(vm, "storage_profile", None), "os_disk", None)
         figures = size_figures(size, getattr(os_disk, "disk_size_gb", None))
         entry.update(cores=figures["cores"], memory_mb=figures["ram_mb"], disk_mb=figures["disk_mb"],
-                     usages=figures_to_usages(figures, self.components))
+                     figures=dict((key, figures[key]) for key in ("cores", "ram_mb", "disk_mb")))
 
     def run(self, backend_ids):
         entries = []
@@ -300,7 +294,7 @@ class Reader:
         originals = {}
         for backend_id in backend_ids:
             entry = {"backend_id": backend_id, "found": False, "name": None, "location": None, "size": None,
-                     "power_state": None, "cores": None, "memory_mb": None, "disk_mb": None, "usages": {},
+                     "power_state": None, "cores": None, "memory_mb": None, "disk_mb": None, "figures": {},
                      "backend_metadata": None, "msg": ""}
             entries.append(entry)
             if not backend_id:
@@ -364,7 +358,6 @@ def main():
     argument_spec = azure_argument_spec()
     argument_spec.update(
         backend_ids=dict(type="list", elements="str", required=True),
-        components=dict(type="dict", default={}),
         max_workers=dict(type="int", default=8),
         deadline=dict(type="float", default=900),
     )

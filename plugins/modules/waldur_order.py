@@ -187,6 +187,7 @@ api_calls:
 import re
 import time
 
+from ansible_collections.waldur.site_agent.plugins.module_utils.agent.components import limits_cover
 from ansible_collections.waldur.site_agent.plugins.module_utils.digitalocean.naming import normalize_uuid
 from ansible_collections.waldur.site_agent.plugins.module_utils.waldur.client import (
     TERMINAL_ORDER_STATES,
@@ -212,17 +213,6 @@ def reference_uuid(module, value, name):
 
 def resource_path(uuid, action=None):
     return "marketplace-resources/%s/%s" % (normalize_uuid(uuid), "%s/" % action if action else "")
-
-
-def limits_equal(wanted, current):
-    current = current or {}
-    for key, value in wanted.items():
-        try:
-            if float(current.get(key)) != float(value):
-                return False
-        except (TypeError, ValueError):
-            return False
-    return True
 
 
 def wait_for(module, client, order_uuid, timeout, interval):
@@ -300,7 +290,7 @@ def main():
                 module.exit_json(changed=False, order=None, order_uuid=None, resource=None,
                                  msg="resource %s does not exist; nothing to terminate" % resource_uuid)
             if state == "updated":
-                if limits_equal(params["limits"], current_resource.get("limits")):
+                if limits_cover(params["limits"], current_resource.get("limits")):
                     module.exit_json(changed=False, order=None, order_uuid=None, resource=current_resource,
                                      msg="the resource already has these limits")
                 request = {"limits": params["limits"]}

@@ -9,6 +9,7 @@ import uuid
 
 import pytest
 
+from ansible_collections.waldur.site_agent.plugins.module_utils.agent.components import figures_to_usages
 from tests.helpers import assert_verbose_module_output, run_playbook
 from tests.simulators.azure import presets as P
 
@@ -424,7 +425,7 @@ def test_info_measures_many_machines_from_listings(azure_sim, tmp_path):
     sim.app.set_vm_power_state(ids[1], "deallocated")
     gone = ids[0].replace("/vm0", "/vm-gone")
     result, run = run_module(sim, tmp_path, "azure_vm_chain_info", {
-        "backend_ids": ids + [gone, "droplet-1234"], "components": COMPONENTS})
+        "backend_ids": ids + [gone, "droplet-1234"]})
     machines = result["machines"]
     assert [m["found"] for m in machines] == [True, True, True, True, False, False]
     # The machine's own 30 GiB OS disk plus the size's resource disk (osDiskSizeInMB is
@@ -433,10 +434,11 @@ def test_info_measures_many_machines_from_listings(azure_sim, tmp_path):
     assert disk == 38912
     for entry in machines[:4]:
         assert (entry["cores"], entry["memory_mb"], entry["disk_mb"]) == (2, 4096, disk)
-        assert entry["usages"] == {"cpu": 2, "ram": 4, "disk": disk}
+        assert entry["figures"] == {"cores": 2, "ram_mb": 4096, "disk_mb": disk} and "usages" not in entry
+        assert figures_to_usages(entry["figures"], COMPONENTS) == {"cpu": 2, "ram": 4, "disk": disk}
         assert entry["backend_metadata"]["virtual_machine"]["public_ip"]
     assert machines[1]["power_state"] == "deallocated" and machines[0]["power_state"] == "running"
-    assert machines[4]["usages"] == {} and "does not exist" in machines[4]["msg"]
+    assert machines[4]["figures"] == {} and "does not exist" in machines[4]["msg"]
     assert "Not an Azure virtual machine id" in machines[5]["msg"]
     operations = [call["operation"] for call in sim.app.calls]
     assert "vms.get" not in operations and operations.count("vms.list_all") == 2
@@ -448,9 +450,11 @@ def test_info_reads_a_single_machine_directly(azure_sim, tmp_path):
     sim = azure_sim
     vm_id = sim.app.seed_vm("single", size="Standard_D2s_v5")
     result, run = run_module(sim, tmp_path, "azure_vm_chain_info", {
-        "backend_ids": [vm_id], "components": {"vcpu": {}, "memory": {}, "storage": {"backend_name": "disk_mb"}}})
+        "backend_ids": [vm_id]})
     [entry] = result["machines"]
     size = P.VM_SIZES["standard_d2s_v5"]
-    assert entry["usages"] == {"vcpu": 2, "memory": 8192, "storage": 30 * 1024 + size.resource_disk_mb}
+    components = {"vcpu": {}, "memory": {}, "storage": {"backend_name": "disk_mb"}}
+    assert figures_to_usages(entry["figures"], components) == {
+        "vcpu": 2, "memory": 8192, "storage": 30 * 1024 + size.resource_disk_mb}
     operations = [call["operation"] for call in sim.app.calls]
     assert "vms.list_all" not in operations and operations.count("vms.get") == 1

@@ -5,7 +5,8 @@
 
 ``figures_to_usages`` maps what a backend measured (cores, MiB of memory, MiB of
 disk) onto the offering's components; ``size_for_limits`` picks the backend
-size whose component values equal a resource's limits.
+size whose component values equal a resource's limits; ``limits_equal`` and
+``limits_cover`` are the one way two limit mappings are compared.
 """
 
 from __future__ import absolute_import, division, print_function
@@ -71,17 +72,33 @@ def figures_to_usages(figures, backend_components):
     return usages
 
 
-def _equal(left, right):
+def limit_values_equal(left, right):
+    """The one rule for two limit values: numbers by value (``2 == 2.0 == "2"``), anything else as text."""
     try:
         return float(left) == float(right)
     except (TypeError, ValueError):
         return str(left) == str(right)
 
 
+def limits_cover(wanted, current):
+    """Whether ``current`` holds every key of ``wanted`` with an equal value.
+
+    A key missing from ``current`` is not 0: Waldur leaves out what it never set, and a
+    missing limit must not pass for a zero one (nor the other way round).
+    """
+    current = current or {}
+    return all(key in current and limit_values_equal(value, current[key]) for key, value in (wanted or {}).items())
+
+
+def limits_equal(left, right):
+    """Whether two limit mappings have the same keys with equal values (None is empty)."""
+    left, right = left or {}, right or {}
+    return set(left) == set(right) and limits_cover(left, right)
+
+
 def size_matches_limits(values, limits):
-    """Whether a ``size_mapping`` entry's every component value equals ``limits``."""
-    limits = limits or {}
-    return bool(values) and all(key in limits and _equal(value, limits[key]) for key, value in values.items())
+    """Whether a ``size_mapping`` entry's every component value equals ``limits`` (limits may hold more)."""
+    return bool(values) and limits_cover(values, limits)
 
 
 def size_for_limits(size_mapping, limits):

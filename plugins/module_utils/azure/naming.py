@@ -234,8 +234,3 @@ def parse_image(image):
     if len(parts) != 4 or not all(part.strip() for part in parts):
         raise InvalidImage("Azure image %r is not of the form publisher:offer:sku:version" % (image,))
     return dict(zip(IMAGE_KEYS, (part.strip() for part in parts)))
-
-
-def image_text(image):
-    """``publisher:offer:sku:version`` for a parsed image."""
-    return ":".join(image[key] for key in IMAGE_KEYS)

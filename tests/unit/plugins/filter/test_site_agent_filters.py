@@ -216,6 +216,21 @@ def test_usage_rows_leave_out_unmeasured_machines():
                                                 "usages": {"cpu": 2}}]
 
 
+def test_usage_rows_map_the_figures_onto_the_offerings_components():
+    resources = [{"uuid": "a" * 32, "name": "vm1", "backend_id": "/vm1"}, {"uuid": "b" * 32, "backend_id": "/vm2"},
+                 {"uuid": "c" * 32, "backend_id": "/vm3"}]
+    machines = [{"backend_id": "/vm1", "found": True, "figures": {"cores": 2, "ram_mb": 4096, "disk_mb": 38912}},
+                {"backend_id": "/vm2", "found": False, "figures": {}},
+                {"backend_id": "/vm3", "found": True, "figures": {"cores": 1, "ram_mb": None, "disk_mb": None}}]
+    components = {"cpu": {"unit_factor": 1}, "ram": {"unit_factor": 1024}, "licenses": {}}
+    assert usage_rows(machines, resources, components) == [
+        {"resource_uuid": "a" * 32, "resource_name": "vm1", "usages": {"cpu": 2, "ram": 4}},
+        {"resource_uuid": "c" * 32, "resource_name": "", "usages": {"cpu": 1}}]
+    # no component a figure describes: nothing is reported, not even zeros
+    assert usage_rows(machines, resources, {"licenses": {}}) == []
+    assert usage_rows(machines, resources) == []
+
+
 def test_api_call_count_sums_waldur_and_backend_figures_and_ignores_skipped_tasks():
     from ansible_collections.waldur.site_agent.plugins.filter.site_agent import api_call_count
 

@@ -1,9 +1,13 @@
-"""Figures onto components (upstream test_metering.py examples) and sizes for limits."""
+"""Figures onto components (upstream test_metering.py examples), sizes for limits, and the one limits rule."""
 
 from ansible_collections.waldur.site_agent.plugins.module_utils.agent.components import (
     figure_for_component,
     figures_to_usages,
+    limit_values_equal,
+    limits_cover,
+    limits_equal,
     size_for_limits,
+    size_matches_limits,
 )
 
 # Standard_B2s: 2 cores, 4096 MiB, OS disk 30720 MiB + resource disk 8192 MiB
@@ -73,3 +77,31 @@ def test_size_for_limits_none_when_nothing_matches():
     assert size_for_limits(MAPPING, {"cpu": 2}) is None  # every key of the entry must be in the limits
     assert size_for_limits({}, {"cpu": 1}) is None
     assert size_for_limits({"empty": {}}, {"cpu": 1}) is None
+
+
+def test_limit_values_compare_numbers_by_value_and_the_rest_as_text():
+    assert limit_values_equal(2, 2.0) and limit_values_equal("2", 2) and limit_values_equal("2.0", 2)
+    assert not limit_values_equal(2, 3) and not limit_values_equal("2", 2.5)
+    assert limit_values_equal("gold", "gold") and not limit_values_equal("gold", "silver")
+    assert not limit_values_equal(None, 0) and not limit_values_equal("", 0)
+
+
+def test_limits_equal_needs_the_same_keys_and_a_missing_key_is_not_zero():
+    assert limits_equal({"cpu": 2, "ram": "4096"}, {"cpu": 2.0, "ram": 4096})
+    assert limits_equal(None, {}) and limits_equal({}, None)
+    assert not limits_equal({"cpu": 2}, {"cpu": 2, "ram": 0})
+    assert not limits_equal({"cpu": 2, "ram": 0}, {"cpu": 2})
+    assert not limits_equal({"cpu": 2}, {"cpu": 3})
+
+
+def test_limits_cover_asks_only_for_the_wanted_keys():
+    assert limits_cover({"cpu": 2}, {"cpu": "2", "ram": 4096})
+    assert not limits_cover({"cpu": 2, "ram": 0}, {"cpu": 2})
+    assert not limits_cover({"cpu": 2}, None)
+    assert limits_cover({}, {"cpu": 1})
+
+
+def test_size_matches_limits_is_limits_cover_of_a_non_empty_entry():
+    assert size_matches_limits({"cpu": 2, "ram": 2048}, {"cpu": "2", "ram": 2048.0, "disk": 25})
+    assert not size_matches_limits({"cpu": 2, "ram": 2048}, {"cpu": 2})
+    assert not size_matches_limits({}, {"cpu": 2})

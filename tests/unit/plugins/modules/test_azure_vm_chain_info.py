@@ -1,8 +1,9 @@
-"""azure_vm_chain_info: figures, usages, not-found handling and the number of calls."""
+"""azure_vm_chain_info: figures (mapped onto components by the glue), not-found handling and the number of calls."""
 
 import pytest
 
-from ansible_collections.waldur.site_agent.plugins.modules.azure_vm_chain import VmChain
+from ansible_collections.waldur.site_agent.plugins.module_utils.agent.components import figures_to_usages
+from ansible_collections.waldur.site_agent.plugins.module_utils.azure.chain import VmChain
 from ansible_collections.waldur.site_agent.plugins.modules.azure_vm_chain_info import Reader
 from tests.unit.plugins.modules.azure_fake import SUBSCRIPTION, FakeAzure
 
@@ -13,9 +14,9 @@ COMPONENTS = {"cpu": {"unit_factor": 1}, "ram": {"unit_factor": 1024}, "disk": {
 class FakeModule:
     check_mode = False
 
-    def __init__(self, components=None):
+    def __init__(self):
         self.no_log_values = set()
-        self.params = {"components": components if components is not None else COMPONENTS, "max_workers": 4}
+        self.params = {"max_workers": 4}
 
     def fail_json(self, **kwargs):
         raise SystemExit(kwargs)
@@ -32,21 +33,24 @@ def make_machines(fake, count, size="Standard_B2s"):
     return ids
 
 
-def read(fake, backend_ids, components=None):
-    module = FakeModule(components)
+def read(fake, backend_ids):
+    module = FakeModule()
     before = len(fake.calls)
     entries = Reader(module, fake, None).run(backend_ids)
     return entries, fake.calls[before:]
 
 
-def test_one_machine_is_read_directly_with_figures_and_usages():
+def test_one_machine_is_read_directly_with_figures_that_map_onto_components():
     fake = FakeAzure()
     [backend_id] = make_machines(fake, 1)
     [entry], calls = read(fake, [backend_id])
     assert entry["found"] and entry["size"] == "Standard_B2s" and entry["power_state"] == "running"
     assert (entry["cores"], entry["memory_mb"], entry["disk_mb"]) == (2, 4096, 30720 + 8192)
-    assert entry["usages"] == {"cpu": 2, "ram": 4, "disk": 38912}
-    assert "licenses" not in entry["usages"]
+    assert entry["figures"] == {"cores": 2, "ram_mb": 4096, "disk_mb": 30720 + 8192}
+    assert "usages" not in entry  # the backend knows no Waldur components
+    usages = figures_to_usages(entry["figures"], COMPONENTS)
+    assert usages == {"cpu": 2, "ram": 4, "disk": 38912}
+    assert "licenses" not in usages
     assert entry["backend_metadata"]["virtual_machine"]["public_ip"].startswith("20.0.0.")
     assert not any(verb.startswith("list_all") for verb, kind, name in calls)
 
@@ -77,7 +81,7 @@ def test_missing_and_malformed_ids_are_not_found_and_not_measured():
         SUBSCRIPTION.upper(), SUBSCRIPTION)])
     found = [entry["found"] for entry in entries]
     assert found == [True, False, False, False, False, True]
-    assert entries[1]["msg"] == "the virtual machine does not exist" and entries[1]["usages"] == {}
+    assert entries[1]["msg"] == "the virtual machine does not exist" and entries[1]["figures"] == {}
     assert "Not an Azure virtual machine id" in entries[2]["msg"]
     assert "subscription" in entries[4]["msg"]
 
@@ -87,7 +91,7 @@ def test_a_size_not_listed_in_the_location_is_found_but_not_measured():
     [backend_id] = make_machines(fake, 1)
     fake.body("vm", "vm0")["properties"]["hardwareProfile"]["vmSize"] = "Standard_Z9"
     [entry], calls = read(fake, [backend_id])
-    assert entry["found"] and entry["usages"] == {} and "not listed" in entry["msg"]
+    assert entry["found"] and entry["figures"] == {} and "not listed" in entry["msg"]
 
 
 def test_an_unreadable_machine_is_left_out(monkeypatch):
@@ -96,7 +100,7 @@ def test_an_unreadable_machine_is_left_out(monkeypatch):
     [backend_id] = make_machines(fake, 1)
     fake.faults[("get", "vm")] = AzureError("Service unavailable", 503, "ServiceUnavailable")
     [entry], calls = read(fake, [backend_id])
-    assert not entry["found"] and entry["usages"] == {} and "Service unavailable" in entry["msg"]
+    assert not entry["found"] and entry["figures"] == {} and "Service unavailable" in entry["msg"]
 
 
 def test_a_failed_listing_fails_the_module():
