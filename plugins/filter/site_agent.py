@@ -20,10 +20,10 @@ __metaclass__ = type
 from ansible.errors import AnsibleFilterError
 
 from ansible_collections.waldur.site_agent.plugins.module_utils.agent.components import size_for_limits
+from ansible_collections.waldur.site_agent.plugins.module_utils.core.uuids import normalize_uuid
 from ansible_collections.waldur.site_agent.plugins.module_utils.digitalocean.naming import (
     RESOURCE_TAG_PREFIX,
     droplet_name,
-    normalize_uuid,
 )
 
 CREATE_TYPES = ("Create", "Restore")

@@ -328,7 +328,7 @@ from ansible_collections.waldur.site_agent.plugins.module_utils.azure.ownership 
     with_owner_tags,
 )
 from ansible_collections.waldur.site_agent.plugins.module_utils.core.batch import ItemError, run_batch
-from ansible_collections.waldur.site_agent.plugins.module_utils.digitalocean.naming import normalize_uuid
+from ansible_collections.waldur.site_agent.plugins.module_utils.core.uuids import normalize_uuid
 
 DEFAULT_NETWORK_CIDR = "10.0.0.0/16"
 DEFAULT_SUBNET_CIDR = "10.0.0.0/24"

@@ -342,10 +342,10 @@ from ansible_collections.waldur.site_agent.plugins.module_utils.digitalocean.cli
     digitalocean_argument_spec,
     resource_tags,
 )
+from ansible_collections.waldur.site_agent.plugins.module_utils.core.uuids import normalize_uuid
 from ansible_collections.waldur.site_agent.plugins.module_utils.digitalocean.naming import (
     droplet_name,
     droplet_tags,
-    normalize_uuid,
     resource_tag,
     ssh_key_name,
 )
