@@ -95,7 +95,7 @@ def normalize_api_root(api_url):
         raise ValueError("api_url must be an http(s) URL such as https://waldur.example.com/api/")
     text = api_url.strip()
     parts = urlsplit(text)
-    if parts.scheme not in ("http", "https") or not parts.netloc:
+    if parts.scheme not in ("http", "https") or not parts.hostname:
         raise ValueError("api_url must be an http(s) URL such as https://waldur.example.com/api/, got %r" % text)
     path = parts.path.rstrip("/")
     if path.endswith("/api"):
