@@ -127,6 +127,7 @@ from ansible_collections.waldur.site_agent.plugins.module_utils.core.secrets imp
     redact_text,
     secret_values_from_environment,
 )
+from ansible_collections.waldur.site_agent.plugins.module_utils.core.uuids import UUID_WORD_PATTERN
 from ansible_collections.waldur.site_agent.plugins.module_utils.agent.site_config import (
     SECRET_KEYS,
     config_file_problem,
@@ -136,7 +137,6 @@ _DEBUG_ACTIONS = frozenset(("debug", "ansible.builtin.debug", "ansible.legacy.de
 _SUMMARY_KEY = re.compile(r"(?:^|\s)([A-Za-z_][A-Za-z0-9_]*)=")
 _INTEGER = re.compile(r"^-?\d+$")
 _DECIMAL = re.compile(r"^-?\d+\.\d+$")
-_UUID = re.compile(r"\b[0-9a-fA-F]{8}-?[0-9a-fA-F]{4}-?[0-9a-fA-F]{4}-?[0-9a-fA-F]{4}-?[0-9a-fA-F]{12}\b")
 _LONG_HEX = re.compile(r"\b(?=[0-9a-fA-F]*\d)[0-9a-fA-F]{12,}\b")
 _RECORD_KEYS = ("event", "level", "logger", "timestamp")
 # Keys of a batch module's item result that are worth a log line (never free-form data).
@@ -208,7 +208,7 @@ def parse_summary(text):
 
 def normalise_message(text):
     """A message with its UUIDs and long hex numbers replaced, for grouping in Sentry."""
-    text = _UUID.sub("<uuid>", to_text(text))
+    text = UUID_WORD_PATTERN.sub("<uuid>", to_text(text))
     return _LONG_HEX.sub("<hex>", text)
 
 

@@ -24,10 +24,10 @@ from ansible_collections.waldur.site_agent.plugins.module_utils.agent.components
     limits_equal,
     size_for_limits,
 )
+from ansible_collections.waldur.site_agent.plugins.module_utils.core.uuids import normalize_uuid
 from ansible_collections.waldur.site_agent.plugins.module_utils.digitalocean.naming import (
     droplet_name,
     is_resource_tag,
-    normalize_uuid,
 )
 
 CREATE_TYPES = ("Create", "Restore")

@@ -104,7 +104,7 @@ from ansible.errors import AnsibleError, AnsibleParserError
 from ansible.module_utils.common.text.converters import to_bytes, to_native, to_text
 from ansible.plugins.inventory import BaseInventoryPlugin, Constructable
 
-from ansible_collections.waldur.site_agent.plugins.module_utils.digitalocean.naming import normalize_uuid
+from ansible_collections.waldur.site_agent.plugins.module_utils.core.uuids import normalize_uuid
 from ansible_collections.waldur.site_agent.plugins.module_utils.core.secrets import error_message_without_source
 from ansible_collections.waldur.site_agent.plugins.module_utils.agent.site_config import (
     PASS_ROLES,

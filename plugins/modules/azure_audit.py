@@ -218,7 +218,7 @@ from ansible_collections.waldur.site_agent.plugins.module_utils.azure.ownership 
     tag_value,
 )
 from ansible_collections.waldur.site_agent.plugins.module_utils.core.batch import run_batch
-from ansible_collections.waldur.site_agent.plugins.module_utils.digitalocean.naming import is_uuid, normalize_uuid
+from ansible_collections.waldur.site_agent.plugins.module_utils.core.uuids import is_uuid, normalize_uuid
 
 # Listings run side by side, at most this many at a time.
 MAX_LISTINGS = 4

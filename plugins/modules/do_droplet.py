@@ -338,10 +338,10 @@ from ansible_collections.waldur.site_agent.plugins.module_utils.digitalocean.cli
 from ansible_collections.waldur.site_agent.plugins.module_utils.digitalocean.errors import DigitalOceanError
 from ansible_collections.waldur.site_agent.plugins.module_utils.digitalocean.facts import backend_metadata, resource_tags
 from ansible_collections.waldur.site_agent.plugins.module_utils.digitalocean.waiter import DropletWaiter
+from ansible_collections.waldur.site_agent.plugins.module_utils.core.uuids import normalize_uuid
 from ansible_collections.waldur.site_agent.plugins.module_utils.digitalocean.naming import (
     droplet_name,
     droplet_tags,
-    normalize_uuid,
     resource_tag,
     ssh_key_name,
 )

@@ -138,12 +138,12 @@ api_calls:
 """
 
 from ansible_collections.waldur.site_agent.plugins.module_utils.agent.audit import age_hours, utc_now
-from ansible_collections.waldur.site_agent.plugins.module_utils.waldur.client import (
-    WaldurApiError,
-    WaldurModule,
+from ansible_collections.waldur.site_agent.plugins.module_utils.waldur.client import WaldurApiError
+from ansible_collections.waldur.site_agent.plugins.module_utils.waldur.marketplace import (
     normalize_order,
     normalize_resource,
 )
+from ansible_collections.waldur.site_agent.plugins.module_utils.waldur.module import WaldurModule
 
 
 # Only what the audit reads (Waldur's ``field=``): a resource is otherwise a few kilobytes.

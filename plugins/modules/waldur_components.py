@@ -165,11 +165,9 @@ api_calls:
 
 from decimal import Decimal, InvalidOperation
 
-from ansible_collections.waldur.site_agent.plugins.module_utils.waldur.client import (
-    WaldurApiError,
-    WaldurModule,
-    provider_offering_path,
-)
+from ansible_collections.waldur.site_agent.plugins.module_utils.waldur.client import WaldurApiError
+from ansible_collections.waldur.site_agent.plugins.module_utils.waldur.marketplace import provider_offering_path
+from ansible_collections.waldur.site_agent.plugins.module_utils.waldur.module import WaldurModule
 
 REQUIRED_KEYS = ("measured_unit", "accounting_type", "label")
 BILLING_TYPES = ("usage", "limit", "one", "fixed", "few")

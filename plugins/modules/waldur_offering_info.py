@@ -60,12 +60,10 @@ api_calls:
   sample: {reads: 1, writes: 0, retries: 0}
 """
 
-from ansible_collections.waldur.site_agent.plugins.module_utils.waldur.client import (
-    WaldurApiError,
-    WaldurModule,
-    hex_uuid,
-    provider_offering_path,
-)
+from ansible_collections.waldur.site_agent.plugins.module_utils.core.uuids import hex_uuid
+from ansible_collections.waldur.site_agent.plugins.module_utils.waldur.client import WaldurApiError
+from ansible_collections.waldur.site_agent.plugins.module_utils.waldur.marketplace import provider_offering_path
+from ansible_collections.waldur.site_agent.plugins.module_utils.waldur.module import WaldurModule
 
 FIELDS = ["uuid", "name", "type", "state", "customer_uuid", "customer_name"]
 

@@ -184,27 +184,23 @@ api_calls:
   type: dict
 """
 
-import re
 import time
 
 from ansible_collections.waldur.site_agent.plugins.module_utils.agent.components import limits_cover
-from ansible_collections.waldur.site_agent.plugins.module_utils.digitalocean.naming import normalize_uuid
-from ansible_collections.waldur.site_agent.plugins.module_utils.waldur.client import (
+from ansible_collections.waldur.site_agent.plugins.module_utils.core.uuids import find_uuids, hex_uuid, normalize_uuid
+from ansible_collections.waldur.site_agent.plugins.module_utils.waldur.client import WaldurApiError
+from ansible_collections.waldur.site_agent.plugins.module_utils.waldur.marketplace import (
     TERMINAL_ORDER_STATES,
-    WaldurApiError,
-    WaldurModule,
-    hex_uuid,
     order_path,
 )
-
-_UUID_IN_PATH = re.compile(r"([0-9a-fA-F]{8}-?[0-9a-fA-F]{4}-?[0-9a-fA-F]{4}-?[0-9a-fA-F]{4}-?[0-9a-fA-F]{12})")
+from ansible_collections.waldur.site_agent.plugins.module_utils.waldur.module import WaldurModule
 
 
 def reference_uuid(module, value, name):
     """The UUID of a UUID-or-URL option: the value itself, or the last UUID in the URL's path."""
     text = str(value).strip()
     if "/" in text:
-        found = _UUID_IN_PATH.findall(text.split("?", 1)[0])
+        found = find_uuids(text.split("?", 1)[0])
         if not found:
             module.fail_json(msg="%s must be a UUID or a Waldur URL ending in one, got %r" % (name, value))
         text = found[-1]

@@ -372,21 +372,19 @@ import threading
 from ansible.module_utils.parsing.convert_bool import boolean
 
 from ansible_collections.waldur.site_agent.plugins.module_utils.core.batch import ItemError, run_batch
-from ansible_collections.waldur.site_agent.plugins.module_utils.digitalocean.naming import normalize_uuid
-from ansible_collections.waldur.site_agent.plugins.module_utils.waldur.client import (
+from ansible_collections.waldur.site_agent.plugins.module_utils.core.ssh_keys import ssh_key_fingerprint
+from ansible_collections.waldur.site_agent.plugins.module_utils.core.uuids import hex_uuid, normalize_uuid
+from ansible_collections.waldur.site_agent.plugins.module_utils.waldur.client import WaldurApiError, error_message
+from ansible_collections.waldur.site_agent.plugins.module_utils.waldur.marketplace import (
     ACTIONABLE_ORDER_STATES,
     TERMINAL_ORDER_STATES,
-    WaldurApiError,
-    WaldurModule,
-    error_message,
-    hex_uuid,
     normalize_order,
     normalize_resource,
     order_path,
     provider_offering_path,
     provider_resource_path,
-    ssh_key_fingerprint,
 )
+from ansible_collections.waldur.site_agent.plugins.module_utils.waldur.module import WaldurModule
 
 CREATE_TYPES = ("Create", "Restore")
 # Orders that build or change a machine: never carried out for a resource Waldur gave up on.

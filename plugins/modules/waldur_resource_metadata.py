@@ -111,11 +111,9 @@ api_calls:
 """
 
 from ansible_collections.waldur.site_agent.plugins.module_utils.core.batch import run_batch
-from ansible_collections.waldur.site_agent.plugins.module_utils.waldur.client import (
-    WaldurModule,
-    error_message,
-    provider_resource_path,
-)
+from ansible_collections.waldur.site_agent.plugins.module_utils.waldur.client import error_message
+from ansible_collections.waldur.site_agent.plugins.module_utils.waldur.marketplace import provider_resource_path
+from ansible_collections.waldur.site_agent.plugins.module_utils.waldur.module import WaldurModule
 
 
 def main():

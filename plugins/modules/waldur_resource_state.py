@@ -127,12 +127,9 @@ api_calls:
 """
 
 from ansible_collections.waldur.site_agent.plugins.module_utils.core.batch import run_batch
-from ansible_collections.waldur.site_agent.plugins.module_utils.waldur.client import (
-    WaldurApiError,
-    WaldurModule,
-    error_message,
-    provider_resource_path,
-)
+from ansible_collections.waldur.site_agent.plugins.module_utils.waldur.client import WaldurApiError, error_message
+from ansible_collections.waldur.site_agent.plugins.module_utils.waldur.marketplace import provider_resource_path
+from ansible_collections.waldur.site_agent.plugins.module_utils.waldur.module import WaldurModule
 
 # Statuses of a POST to an action the server's version does not have.
 MISSING_ACTION_STATUSES = (404, 405)

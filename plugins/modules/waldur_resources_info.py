@@ -154,12 +154,12 @@ api_calls:
 """
 
 from ansible_collections.waldur.site_agent.plugins.module_utils.core.batch import run_batch
-from ansible_collections.waldur.site_agent.plugins.module_utils.waldur.client import (
-    WaldurApiError,
-    WaldurModule,
+from ansible_collections.waldur.site_agent.plugins.module_utils.waldur.client import WaldurApiError
+from ansible_collections.waldur.site_agent.plugins.module_utils.waldur.marketplace import (
     normalize_resource,
     provider_resource_path,
 )
+from ansible_collections.waldur.site_agent.plugins.module_utils.waldur.module import WaldurModule
 
 
 def read_one(client, uuid, offering_uuid, states):

@@ -208,13 +208,10 @@ import re
 from decimal import Decimal, InvalidOperation, ROUND_HALF_UP
 
 from ansible_collections.waldur.site_agent.plugins.module_utils.core.batch import run_batch
-from ansible_collections.waldur.site_agent.plugins.module_utils.waldur.client import (
-    WaldurApiError,
-    WaldurModule,
-    error_message,
-    hex_uuid,
-    offering_components,
-)
+from ansible_collections.waldur.site_agent.plugins.module_utils.core.uuids import hex_uuid
+from ansible_collections.waldur.site_agent.plugins.module_utils.waldur.client import WaldurApiError, error_message
+from ansible_collections.waldur.site_agent.plugins.module_utils.waldur.marketplace import offering_components
+from ansible_collections.waldur.site_agent.plugins.module_utils.waldur.module import WaldurModule
 
 try:
     from zoneinfo import ZoneInfo, ZoneInfoNotFoundError

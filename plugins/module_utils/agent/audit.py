@@ -33,7 +33,7 @@ import os
 import re
 import tempfile
 
-from ansible_collections.waldur.site_agent.plugins.module_utils.digitalocean.naming import normalize_uuid
+from ansible_collections.waldur.site_agent.plugins.module_utils.core.uuids import normalize_uuid
 
 ORPHAN = "orphan"
 VANISHED = "vanished"

@@ -23,6 +23,8 @@ __metaclass__ = type
 import os
 import re
 
+from ansible_collections.waldur.site_agent.plugins.module_utils.core.uuids import UUID_FULL_PATTERN
+
 
 SUPPORTED_BACKENDS = ("azure", "digitalocean")
 # Files larger than this are not read: a site agent configuration is a few KiB.
@@ -77,7 +79,7 @@ COMMON_BACKEND_SETTINGS = {
 }
 
 _URL = re.compile(r"^https?://[^\s/:]+(:\d+)?(/\S*)?$")
-_UUID = re.compile(r"^[0-9a-fA-F]{8}-?[0-9a-fA-F]{4}-?[0-9a-fA-F]{4}-?[0-9a-fA-F]{4}-?[0-9a-fA-F]{12}$")
+_UUID = UUID_FULL_PATTERN
 _CIDR = re.compile(r"^\d{1,3}(\.\d{1,3}){3}/\d{1,2}$")
 
 

@@ -28,6 +28,7 @@ import traceback
 from ansible.module_utils.basic import env_fallback, missing_required_lib
 
 from ansible_collections.waldur.site_agent.plugins.module_utils.azure.naming import parse_resource_id
+from ansible_collections.waldur.site_agent.plugins.module_utils.core.secrets import redact_text
 
 AZURE_IMPORT_ERROR = None
 try:
@@ -142,9 +143,7 @@ def translate_error(exc, what=None, secrets=()):
         error = AzureError(message, status=status, code=code)
     if what:
         error = error.retitled("%s: %s" % (what, error.message))
-    for secret in secrets:
-        if secret and secret in error.message:
-            error.message = error.message.replace(secret, "********")
+    error.message = redact_text(error.message, secrets)
     return error
 
 

@@ -22,7 +22,7 @@ __metaclass__ = type
 import re
 import unicodedata
 
-from ansible_collections.waldur.site_agent.plugins.module_utils.digitalocean.naming import normalize_uuid
+from ansible_collections.waldur.site_agent.plugins.module_utils.core.uuids import normalize_uuid
 
 MAX_NAME_LENGTH = 50
 UNIQUE_SUFFIX_LENGTH = 8

@@ -28,7 +28,7 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
-from ansible_collections.waldur.site_agent.plugins.module_utils.digitalocean.naming import is_uuid, normalize_uuid
+from ansible_collections.waldur.site_agent.plugins.module_utils.core.uuids import is_uuid, normalize_uuid
 
 RESOURCE_TAG = "waldur-resource-uuid"
 OFFERING_TAG = "waldur-offering-uuid"

@@ -16,7 +16,7 @@ import secrets
 import string
 
 from ansible_collections.waldur.site_agent.plugins.module_utils.azure.naming import InvalidImage, parse_image
-from ansible_collections.waldur.site_agent.plugins.module_utils.digitalocean.naming import normalize_uuid
+from ansible_collections.waldur.site_agent.plugins.module_utils.core.uuids import normalize_uuid
 
 DEFAULT_NETWORK_CIDR = "10.0.0.0/16"
 DEFAULT_SUBNET_CIDR = "10.0.0.0/24"

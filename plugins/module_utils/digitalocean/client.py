@@ -34,6 +34,13 @@ from urllib.parse import urljoin, urlsplit, urlunsplit
 
 from ansible.module_utils.basic import env_fallback, missing_required_lib
 
+from ansible_collections.waldur.site_agent.plugins.module_utils.core.http import (
+    DONE,
+    NOT_RESENDABLE,
+    Retry,
+    send_with_retries,
+)
+from ansible_collections.waldur.site_agent.plugins.module_utils.core.secrets import redact_text
 from ansible_collections.waldur.site_agent.plugins.module_utils.core.retry import RetryPolicy, parse_retry_after
 from ansible_collections.waldur.site_agent.plugins.module_utils.digitalocean.binding import (
     DIGITALOCEAN_IMPORT_ERROR,
@@ -52,7 +59,6 @@ from ansible_collections.waldur.site_agent.plugins.module_utils.digitalocean.pac
 try:
     import requests
     from requests.adapters import HTTPAdapter
-    from urllib3.exceptions import NewConnectionError
 except ImportError:
     pass  # python-digitalocean needs requests: HAS_DIGITALOCEAN is False then
 
@@ -168,8 +174,7 @@ class DigitalOceanClient:
         return urlunsplit(self._origin + (urlsplit(self.endpoint).path + relative, parts.query, ""))
 
     def _scrub(self, text):
-        text = str(text or "")
-        return text.replace(self._token, "********") if self._token else text
+        return redact_text(str(text or ""), [self._token] if self._token else ())
 
     def _service_message(self, response):
         try:
@@ -200,54 +205,53 @@ class DigitalOceanClient:
             kwargs["data"] = json.dumps(params)
             kwargs["headers"] = {"Content-Type": "application/json"}
         idempotent = method in ("GET", "PUT", "DELETE") or retry_writes
-        deadline = self.retry_policy.start()
-        attempt = throttles = 0
-        while True:
+        throttles = [0]
+
+        def before_attempt(attempt):
             self.pacer.acquire()
             self.stats.add("calls")
-            attempt += 1
-            try:
-                response = self.session.request(method, full_url, **kwargs)
-            except (requests.ConnectionError, requests.Timeout) as exc:
-                not_sent = _request_never_sent(exc)
-                wait = self.retry_policy.delay(attempt, deadline) if (idempotent or not_sent) else None
-                if wait is None:
-                    raise DigitalOceanError(
-                        "cannot reach DigitalOcean at %s after %d attempts (%s): %s %s"
-                        % (urlunsplit(self._origin + ("", "", "")), attempt, type(exc).__name__, method, path),
-                        method=method, path=path, ambiguous=not (idempotent or not_sent))
-                self.stats.add("retries")
-                self._sleep(wait)
-                continue
+
+        def classify(response, attempt):
             status = response.status_code
             if status < 400:
                 remaining = response.headers.get("ratelimit-remaining")
                 if remaining is not None and str(remaining).strip().isdigit():
                     self.pacer.observe_remaining(int(remaining))
-                return response
+                return DONE
+
+            def give_up():
+                message, error_id = self._service_message(response)
+                error_class = DigitalOceanNotFound if status == 404 else DigitalOceanError
+                error = error_class(describe_failure(status, message, method, path, attempt),
+                                    status=status, method=method, path=path, error_id=error_id,
+                                    service_message=message, ambiguous=status >= 500 and not idempotent)
+                if status == 401:
+                    self.auth_error = error
+                return error
+
             retry_after = parse_retry_after(response.headers.get("Retry-After"))
             if status == 429:
-                throttles += 1
+                throttles[0] += 1
                 self.stats.add("throttled")
-                pause = retry_after if retry_after is not None else min(30.0, 2.0 ** throttles)
-                if self.throttle_policy.delay(throttles, deadline, retry_after=pause) is not None:
-                    self.pacer.throttled(pause)  # the next acquire() waits it out, for every thread
-                    self.stats.add("retries")
-                    continue
-            elif status >= 500 and idempotent:
-                wait = self.retry_policy.delay(attempt, deadline, retry_after=retry_after)
-                if wait is not None:
-                    self.stats.add("retries")
-                    self._sleep(wait)
-                    continue
-            message, error_id = self._service_message(response)
-            error_class = DigitalOceanNotFound if status == 404 else DigitalOceanError
-            error = error_class(describe_failure(status, message, method, path, attempt),
-                                status=status, method=method, path=path, error_id=error_id,
-                                service_message=message, ambiguous=status >= 500 and not idempotent)
-            if status == 401:
-                self.auth_error = error
-            raise error
+                pause = retry_after if retry_after is not None else min(30.0, 2.0 ** throttles[0])
+                # the pacer waits the pause out, for every thread
+                return Retry(give_up, retry_after=pause, policy=self.throttle_policy, count=throttles[0],
+                             wait_with=self.pacer.throttled)
+            if status >= 500 and idempotent:
+                return Retry(give_up, retry_after=retry_after)
+            raise give_up()
+
+        def connection_error(failure):
+            return DigitalOceanError(
+                "cannot reach DigitalOcean at %s after %d attempts (%s): %s %s"
+                % (urlunsplit(self._origin + ("", "", "")), failure.attempt, type(failure.exc).__name__,
+                   method, path),
+                method=method, path=path, ambiguous=failure.reason == NOT_RESENDABLE)
+
+        return send_with_retries(
+            lambda attempt: self.session.request(method, full_url, **kwargs), classify, connection_error,
+            self.retry_policy, idempotent, connection_errors=(requests.ConnectionError, requests.Timeout),
+            before_attempt=before_attempt, on_retry=lambda attempt: self.stats.add("retries"), sleep=self._sleep)
 
     # ---- account ------------------------------------------------------------------
     def account(self):
@@ -414,14 +418,6 @@ class DigitalOceanClient:
         """Key ids for a droplet from ids, fingerprints or public keys: ``(ids, notes)``
         (see ``AccountKeys.resolve``)."""
         return self.keys.resolve(entries, key_name, check_mode=check_mode)
-
-
-def _request_never_sent(exc):
-    """True when a connection error happened before the request left (safe to repeat a POST)."""
-    if isinstance(exc, requests.exceptions.ConnectTimeout):
-        return True
-    reason = getattr(exc.args[0], "reason", None) if exc.args else None
-    return isinstance(reason, NewConnectionError)
 
 
 def client_from_module(module, max_connections=10):

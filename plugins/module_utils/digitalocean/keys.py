@@ -8,34 +8,20 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
-import base64
-import binascii
-import hashlib
 import re
 import threading
 
+from ansible_collections.waldur.site_agent.plugins.module_utils.core.ssh_keys import ssh_key_fingerprint
 from ansible_collections.waldur.site_agent.plugins.module_utils.digitalocean.binding import BoundSSHKey
 from ansible_collections.waldur.site_agent.plugins.module_utils.digitalocean.errors import DigitalOceanError, DigitalOceanNotFound
 
 _FINGERPRINT = re.compile(r"^([0-9a-f]{2}:){15}[0-9a-f]{2}$")
-_PUBLIC_KEY = re.compile(r"^(ssh-[a-z0-9-]+|ecdsa-sha2-[a-z0-9-]+|sk-[a-z0-9@.-]+)\s+([A-Za-z0-9+/=]+)(\s.*)?$")
 
 
 def ssh_fingerprint(public_key):
     """DigitalOcean's fingerprint of an OpenSSH public key (MD5 of the key blob, colon hex),
-    or None if ``public_key`` is not one."""
-    match = _PUBLIC_KEY.match((public_key or "").strip())
-    if not match:
-        return None
-    try:
-        blob = base64.b64decode(match.group(2).encode("ascii"), validate=True)
-    except (binascii.Error, ValueError):
-        return None
-    try:
-        digest = hashlib.md5(blob, usedforsecurity=False).hexdigest()
-    except TypeError:  # Python < 3.9
-        digest = hashlib.md5(blob).hexdigest()  # nosec - a key fingerprint, not security
-    return ":".join(digest[i:i + 2] for i in range(0, 32, 2))
+    or None if ``public_key`` is not one (the rule of ``core/ssh_keys``)."""
+    return ssh_key_fingerprint(public_key)
 
 
 def classify_ssh_key(entry):

@@ -1,7 +1,7 @@
 # -*- coding: utf-8 -*-
 # Copyright: Waldur site agent developers
 # MIT License (see LICENSE)
-"""Names derived from Waldur identifiers: normalised UUIDs, DigitalOcean tags and names."""
+"""Names derived from Waldur identifiers: DigitalOcean tags and names."""
 
 from __future__ import absolute_import, division, print_function
 
@@ -9,36 +9,9 @@ __metaclass__ = type
 
 import re
 
+from ansible_collections.waldur.site_agent.plugins.module_utils.core.uuids import normalize_uuid
+
 RESOURCE_TAG_PREFIX = "waldur-resource:"
-_HEX32 = re.compile(r"^[0-9a-f]{32}$")
-
-
-def normalize_uuid(value):
-    """32 lower-case hex digits for a dashed or undashed UUID (any case); None stays None.
-
-    Raises ValueError for anything that is not a UUID, so callers can name the bad key.
-    """
-    if value is None:
-        return None
-    text = str(value).strip().lower().replace("-", "").replace("{", "").replace("}", "")
-    if text.startswith("urn:uuid:"):
-        text = text[len("urn:uuid:"):]
-    if not _HEX32.match(text):
-        raise ValueError("%r is not a UUID" % (value,))
-    return text
-
-
-def is_uuid(value):
-    try:
-        normalize_uuid(value)
-    except ValueError:
-        return False
-    return value is not None
-
-
-def dashed_uuid(value):
-    text = normalize_uuid(value)
-    return "%s-%s-%s-%s-%s" % (text[:8], text[8:12], text[12:16], text[16:20], text[20:])
 
 
 def resource_tag(resource_uuid):

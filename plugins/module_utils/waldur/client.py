@@ -1,12 +1,12 @@
 # -*- coding: utf-8 -*-
 # Copyright: Waldur site agent developers
 # MIT License (see LICENSE)
-"""The collection's only HTTP client for Waldur, and the shared module plumbing.
+"""The collection's only HTTP client for Waldur: transport and error model.
 
 ``WaldurClient`` keeps one ``requests.Session`` (keep-alive) with
 ``Authorization: Token <token>``, follows Waldur's ``Link`` pagination,
 retries transient failures (connection errors, 5xx, 429 + ``Retry-After``)
-through :class:`retry.RetryPolicy` within ``max_retry_seconds`` (and a Waldur
+through ``core/http.py``'s loop within ``max_retry_seconds`` (and a Waldur
 that cannot be reached at all within ``unreachable_timeout``), and turns every
 other failure into a :class:`WaldurApiError` whose text carries the method,
 path, status and Waldur's own message, never the token.
@@ -17,34 +17,36 @@ or E(CURL_CA_BUNDLE) when set, else the bundled CAs. (requests merges the
 environment into a session's ``verify=False``; passing it on every request
 keeps the operator's choice.)
 
-``WaldurModule`` builds an ``AnsibleModule`` with the common options
-(``waldur_argument_spec()``, documented by the ``waldur.site_agent.waldur``
-doc fragment) and renders client errors consistently.
+Waldur's data shapes and paths are in ``marketplace.py``, the module wrapper
+(``WaldurModule``) in ``module.py``.
 """
 
 from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
-import base64
-import binascii
-import hashlib
 import os
 import re
 import threading
 import traceback
 from urllib.parse import parse_qsl, urlsplit
 
-from ansible.module_utils.basic import AnsibleModule, env_fallback, missing_required_lib
+from ansible.module_utils.basic import missing_required_lib
 from ansible.module_utils.parsing.convert_bool import BOOLEANS_FALSE, BOOLEANS_TRUE
 
 from ansible_collections.waldur.site_agent.plugins.module_utils.core.batch import ItemError
-from ansible_collections.waldur.site_agent.plugins.module_utils.digitalocean.naming import normalize_uuid
+from ansible_collections.waldur.site_agent.plugins.module_utils.core.http import (
+    DONE,
+    EXHAUSTED,
+    Retry,
+    send_with_retries,
+)
 from ansible_collections.waldur.site_agent.plugins.module_utils.core.retry import (
     RETRYABLE_STATUSES,
     RetryPolicy,
     parse_retry_after,
 )
+from ansible_collections.waldur.site_agent.plugins.module_utils.core.secrets import redact_text
 
 try:
     import requests
@@ -64,24 +66,9 @@ DEFAULT_PAGE_SIZE = 100
 MAX_PAGES = 10000
 # Statuses a non-idempotent POST may be retried on: the request was refused before any work was done.
 UNPROCESSED_STATUSES = frozenset((429, 503))
-TERMINAL_ORDER_STATES = frozenset(("done", "erred", "canceled", "rejected"))
-ACTIONABLE_ORDER_STATES = ("pending-provider", "executing")
 # Seconds to keep trying a Waldur that cannot be reached at all (refused, unknown host, no answer
 # to connect): a pass fails each such offering within about this long.
 DEFAULT_UNREACHABLE_TIMEOUT = 10.0
-
-
-def waldur_argument_spec():
-    """Options shared by every Waldur module (doc fragment ``waldur.site_agent.waldur``)."""
-    return dict(
-        api_url=dict(type="str", required=True, fallback=(env_fallback, ["WALDUR_API_URL"])),
-        api_token=dict(type="str", required=True, no_log=True, fallback=(env_fallback, ["WALDUR_API_TOKEN"])),
-        verify_ssl=dict(type="raw", default=True, fallback=(env_fallback, ["WALDUR_VERIFY_SSL"])),
-        timeout=dict(type="float", default=30.0),
-        max_retry_seconds=dict(type="float", default=120.0),
-        unreachable_timeout=dict(type="float", default=DEFAULT_UNREACHABLE_TIMEOUT,
-                                 fallback=(env_fallback, ["WALDUR_UNREACHABLE_TIMEOUT"])),
-    )
 
 
 def parse_verify_ssl(value):
@@ -108,7 +95,7 @@ def normalize_api_root(api_url):
         raise ValueError("api_url must be an http(s) URL such as https://waldur.example.com/api/")
     text = api_url.strip()
     parts = urlsplit(text)
-    if parts.scheme not in ("http", "https") or not parts.netloc:
+    if parts.scheme not in ("http", "https") or not parts.hostname:
         raise ValueError("api_url must be an http(s) URL such as https://waldur.example.com/api/, got %r" % text)
     path = parts.path.rstrip("/")
     if path.endswith("/api"):
@@ -336,76 +323,57 @@ class WaldurClient:
         deadline = self.retry_policy.start()
         # A Waldur that cannot be reached at all is given up on sooner than one answering 5xx.
         reach_deadline = min(deadline, started + self.unreachable_timeout)
-        attempt = 0
-        while True:
-            attempt += 1
-            self._count(method, retry=attempt > 1)
-            retry_after = None
+
+        def send_once(attempt):
             # No connect attempt may run past the bound (a host that drops packets never refuses).
             connect_timeout = max(0.5, min(self.timeout, reach_deadline - self.retry_policy.clock()))
-            try:
-                response = self.session.request(
-                    method, url, params=self._encode_params(params), json=json,
-                    timeout=(connect_timeout, self.timeout), allow_redirects=False,
-                    # Given on every request: the session's value would lose to REQUESTS_CA_BUNDLE.
-                    verify=self.verify)
-            except requests.exceptions.RequestException as exc:
-                never_sent = self._never_sent(exc)
-                if never_sent:
-                    error = WaldurApiError(None, method, api_path, self._scrub(describe_connection_error(exc)),
-                                           api_url=self.root + "api/")
-                    if isinstance(exc, requests.exceptions.SSLError):
-                        raise error  # a certificate does not change between attempts
-                    if self.retry_policy.clock() >= reach_deadline:
-                        raise self._gave_up(error, attempt, started)
-                else:
-                    error = WaldurApiError(None, method, api_path, self._scrub(describe_connection_error(exc)))
-                # A request that never reached the server is safe to resend; after a lost reply a
-                # non-idempotent POST may have been applied, so it is not resent.
-                if not (idempotent or never_sent):
-                    raise error
-                wait = self.retry_policy.delay(attempt, reach_deadline if never_sent else deadline)
-                if wait is None:
-                    raise self._gave_up(error, attempt, started)
-                self.retry_policy.sleep(wait)
-                continue
-            else:
-                status = response.status_code
-                if 200 <= status < 300:
-                    return response
-                error = self._error_from_response(method, api_path, response)
-                retryable = status in RETRYABLE_STATUSES if idempotent else status in UNPROCESSED_STATUSES
-                if not retryable:
-                    raise error
-                retry_after = parse_retry_after(response.headers.get("Retry-After"))
-            wait = self.retry_policy.delay(attempt, deadline, retry_after)
-            if wait is None:
+            return self.session.request(
+                method, url, params=self._encode_params(params), json=json,
+                timeout=(connect_timeout, self.timeout), allow_redirects=False,
+                # Given on every request: the session's value would lose to REQUESTS_CA_BUNDLE.
+                verify=self.verify)
+
+        def classify(response, attempt):
+            status = response.status_code
+            if 200 <= status < 300:
+                return DONE
+            error = self._error_from_response(method, api_path, response)
+            # A non-idempotent POST is resent only when Waldur refused it before doing any work.
+            retryable = status in RETRYABLE_STATUSES if idempotent else status in UNPROCESSED_STATUSES
+            if not retryable:
+                raise error
+            retry_after = parse_retry_after(response.headers.get("Retry-After"))
+
+            def give_up():
                 if retry_after is not None and attempt < self.retry_policy.max_attempts:
                     error.message = "%s (Retry-After %ss is beyond max_retry_seconds=%s)" % (
                         error.message, retry_after, self.retry_policy.max_retry_seconds)
                 else:
                     error.message = "%s (gave up after %d attempts)" % (error.message, attempt)
-                raise error
-            self.retry_policy.sleep(wait)
+                return error
+            return Retry(give_up, retry_after=retry_after)
 
-    def _gave_up(self, error, attempt, started):
-        error.message = "%s; gave up after %d attempt%s in %.0f s" % (
-            error.message, attempt, "" if attempt == 1 else "s", self.retry_policy.clock() - started)
-        return error
+        def connection_error(failure):
+            message = self._scrub(describe_connection_error(failure.exc))
+            if not failure.never_sent:
+                error = WaldurApiError(None, method, api_path, message)
+            else:
+                error = WaldurApiError(None, method, api_path, message, api_url=self.root + "api/")
+            if failure.reason == EXHAUSTED:
+                error.message = "%s; gave up after %d attempt%s in %.0f s" % (
+                    error.message, failure.attempt, "" if failure.attempt == 1 else "s", failure.elapsed)
+            return error
 
-    @staticmethod
-    def _never_sent(exc):
-        """True when the connection could not even be opened (nothing reached Waldur)."""
-        if isinstance(exc, (requests.exceptions.ConnectTimeout, requests.exceptions.SSLError)):
-            return True
-        reason = getattr(exc.args[0], "reason", None) if exc.args else None
-        return isinstance(reason, (urllib3.exceptions.NewConnectionError, urllib3.exceptions.SSLError))
+        return send_with_retries(
+            send_once, classify, connection_error, self.retry_policy, idempotent,
+            deadline=deadline, connection_deadline=reach_deadline,
+            # a certificate does not change between attempts
+            fatal=lambda exc: isinstance(exc, requests.exceptions.SSLError),
+            before_attempt=lambda attempt: self._count(method, retry=attempt > 1))
 
     def _scrub(self, text):
         """Belt and braces: a token can only leak through an echoing proxy, but never let it through."""
-        if self._token and text:
-            return text.replace(self._token, "********")
-        return text
+        return redact_text(text, [self._token] if self._token else ())
 
     def _error_from_response(self, method, api_path, response):
         status = response.status_code
@@ -444,167 +412,3 @@ def error_message(exc):
     if isinstance(exc, (WaldurApiError, ItemError)):
         return str(exc)
     return "%s: %s" % (type(exc).__name__, exc)
-
-
-def hex_uuid(value):
-    """32-hex form of a UUID Waldur returned; empty stays None, anything odd is kept as given."""
-    if value in (None, ""):
-        return None
-    try:
-        return normalize_uuid(value)
-    except ValueError:
-        return str(value)
-
-
-def _mapping(value):
-    return value if isinstance(value, dict) else {}
-
-
-def normalize_resource(raw):
-    """A provider resource in the shape of the data contract (``orders[].resource``)."""
-    raw = raw or {}
-    return {
-        "uuid": hex_uuid(raw.get("uuid")),
-        "name": raw.get("name") or "",
-        "slug": raw.get("slug") or "",
-        "state": raw.get("state"),
-        "backend_id": raw.get("backend_id") or "",
-        "limits": _mapping(raw.get("limits")),
-        "attributes": _mapping(raw.get("attributes")),
-        "options": _mapping(raw.get("options")),
-        "paused": bool(raw.get("paused")),
-        "downscaled": bool(raw.get("downscaled")),
-        "backend_metadata": _mapping(raw.get("backend_metadata")),
-        "project_uuid": hex_uuid(raw.get("project_uuid")),
-        "project_slug": raw.get("project_slug") or "",
-        "customer_uuid": hex_uuid(raw.get("customer_uuid")),
-        "customer_slug": raw.get("customer_slug") or "",
-        "offering_uuid": hex_uuid(raw.get("offering_uuid")),
-        "plan_uuid": hex_uuid(raw.get("plan_uuid")),
-        "offering_plugin_options": _mapping(raw.get("offering_plugin_options")),
-    }
-
-
-def normalize_order(raw):
-    """An order in the shape of the data contract (``orders[]`` without ``resource``)."""
-    raw = raw or {}
-    return {
-        "uuid": hex_uuid(raw.get("uuid")),
-        "type": raw.get("type"),
-        "state": raw.get("state"),
-        "offering_uuid": hex_uuid(raw.get("offering_uuid")),
-        "marketplace_resource_uuid": hex_uuid(raw.get("marketplace_resource_uuid")),
-        "resource_name": raw.get("resource_name") or "",
-        "project_uuid": hex_uuid(raw.get("project_uuid")),
-        "project_slug": raw.get("project_slug") or "",
-        "plan_uuid": hex_uuid(raw.get("plan_uuid")),
-        "attributes": _mapping(raw.get("attributes")),
-        "limits": _mapping(raw.get("limits")),
-        "created": raw.get("created"),
-        "modified": raw.get("modified"),
-    }
-
-
-def ssh_key_fingerprint(public_key):
-    """OpenSSH MD5 fingerprint (``aa:bb:...``) of a public key line; None if it is not one."""
-    parts = (public_key or "").split()
-    blob = None
-    for index, part in enumerate(parts):
-        # the blob follows the key type; options before the type (authorized_keys style) are skipped
-        if part.startswith("ssh-") or part.startswith("ecdsa-") or part.startswith("sk-"):
-            if index + 1 < len(parts):
-                blob = parts[index + 1]
-            break
-    if blob is None and len(parts) >= 2:
-        blob = parts[1]
-    if not blob:
-        return None
-    try:
-        raw = base64.b64decode(blob.encode("ascii"), validate=True)
-    except (ValueError, binascii.Error):
-        return None
-    try:
-        digest = hashlib.md5(raw, usedforsecurity=False).hexdigest()  # a key label, not security
-    except TypeError:  # Python < 3.9
-        digest = hashlib.md5(raw).hexdigest()  # nosec - fingerprint format, not security
-    return ":".join(digest[i:i + 2] for i in range(0, len(digest), 2))
-
-
-def order_path(order_uuid, action=None):
-    return "marketplace-orders/%s/%s" % (normalize_uuid(order_uuid), "%s/" % action if action else "")
-
-
-def provider_resource_path(resource_uuid, action=None):
-    return "marketplace-provider-resources/%s/%s" % (
-        normalize_uuid(resource_uuid), "%s/" % action if action else "")
-
-
-def provider_offering_path(offering_uuid, action=None):
-    return "marketplace-provider-offerings/%s/%s" % (
-        normalize_uuid(offering_uuid), "%s/" % action if action else "")
-
-
-def offering_components(client, offering_uuid):
-    """The offering's components as Waldur lists them (``GET provider offering?field=components``)."""
-    body = client.get(provider_offering_path(offering_uuid), params={"field": ["components"]}) or {}
-    return [component for component in body.get("components") or [] if isinstance(component, dict)]
-
-
-class WaldurModule:
-    """``AnsibleModule`` with the common Waldur options, a lazily built client and error rendering."""
-
-    def __init__(self, argument_spec=None, supports_check_mode=True, **kwargs):
-        spec = waldur_argument_spec()
-        spec.update(argument_spec or {})
-        self.module = AnsibleModule(argument_spec=spec, supports_check_mode=supports_check_mode, **kwargs)
-        if not HAS_REQUESTS:
-            self.module.fail_json(msg=missing_required_lib("requests"), exception=REQUESTS_IMPORT_ERROR)
-        self._client = None
-
-    def __getattr__(self, name):
-        # params, check_mode, warn, exit_json ... come from the wrapped AnsibleModule
-        return getattr(self.module, name)
-
-    def client(self, pool_size=16):
-        if self._client is None:
-            params = self.module.params
-            try:
-                self._client = WaldurClient(
-                    params["api_url"], params["api_token"], verify_ssl=params["verify_ssl"],
-                    timeout=params["timeout"], max_retry_seconds=params["max_retry_seconds"],
-                    pool_size=pool_size, unreachable_timeout=params["unreachable_timeout"])
-            except ValueError as exc:
-                self.module.fail_json(msg=str(exc))
-        return self._client
-
-    def uuid_param(self, value, name):
-        """``value`` as 32 hex digits, or fail naming the option/key (``outcomes[3].order_uuid``)."""
-        try:
-            text = normalize_uuid(value)
-        except ValueError:
-            text = None
-        if text is None:
-            self.fail_json(msg="%s must be a UUID (32 hex digits, dashes optional), got %r" % (name, value))
-        return text
-
-    def api_calls(self):
-        return dict(self._client.calls) if self._client is not None else {"reads": 0, "writes": 0, "retries": 0}
-
-    def exit_json(self, **result):
-        result.setdefault("api_calls", self.api_calls())
-        self.module.exit_json(**result)
-
-    def fail_json(self, msg, **result):
-        result.setdefault("api_calls", self.api_calls())
-        self.module.fail_json(msg=msg, **result)
-
-    def fail_from_error(self, exc, msg=None, **result):
-        """Fail the task from a WaldurApiError (or any exception), naming what was being done."""
-        text = str(exc)
-        if isinstance(exc, WaldurApiError):
-            result.setdefault("status", exc.status)
-            if exc.status == 401:
-                text += " (check api_token)"
-            elif exc.status == 403:
-                text += " (the api_token's user lacks permission for this call)"
-        self.fail_json(msg="%s: %s" % (msg, text) if msg else text, **result)

@@ -276,11 +276,17 @@ EVENT, IGNORED, MALFORMED = "event", "ignored", "malformed"
 # ---------------------------------------------------------------------------------------------
 # Pure helpers
 # ---------------------------------------------------------------------------------------------
+# The helpers below copy the collection's rules (module_utils core/uuids.uuid_or_none,
+# waldur/client.normalize_api_root, core/secrets.redact_text for known values): this file is
+# loaded on its own and cannot import them. tests/unit/eda/test_parity.py keeps them equal.
 def normalize_uuid(value):
-    """32 lower-case hex digits for a dashed or undashed UUID, else None."""
-    if not isinstance(value, str):
+    """32 lower-case hex digits for a dashed or undashed UUID (braces or ``urn:uuid:``
+    allowed), else None."""
+    if value is None:
         return None
-    text = value.strip().lower().replace("-", "")
+    text = str(value).strip().lower().replace("-", "").replace("{", "").replace("}", "")
+    if text.startswith("urn:uuid:"):
+        text = text[len("urn:uuid:"):]
     return text if _HEX32.match(text) else None
 
 
@@ -622,9 +628,11 @@ def is_cancelled(headers, subscription_id):
 
 
 def redact(text, secrets):
+    """``text`` with every known secret value masked, the longest first (so a secret that
+    contains another one is masked whole)."""
     text = str(text)
-    for secret in secrets:
-        if secret:
+    for secret in sorted(secrets, key=len, reverse=True):
+        if secret and secret in text:
             text = text.replace(secret, "********")
     return text
 

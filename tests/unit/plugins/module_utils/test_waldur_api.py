@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import socket
-import subprocess
 import threading
 import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -17,9 +16,8 @@ from ansible_collections.waldur.site_agent.plugins.module_utils.waldur.client im
     WaldurApiError,
     WaldurClient,
     normalize_api_root,
-    normalize_resource,
-    ssh_key_fingerprint,
 )
+from ansible_collections.waldur.site_agent.plugins.module_utils.waldur.marketplace import normalize_resource
 
 TOKEN = "tok-3f9a1c77-never-shown"
 
@@ -315,17 +313,6 @@ def test_boolean_params_are_sent_as_waldur_expects(server):
 def test_empty_token_is_refused_before_any_call():
     with pytest.raises(ValueError, match="api_token is empty"):
         WaldurClient("https://waldur.example.com/api/", "")
-
-
-def test_md5_fingerprint_matches_ssh_keygen(tmp_path):
-    public_key = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIBEuTwxJTYm/Nsv8VbRz/qmlHdTN0o05Qz481oLSKeBv alice@example"
-    key_file = tmp_path / "key.pub"
-    key_file.write_text(public_key + "\n")
-    output = subprocess.run(["ssh-keygen", "-l", "-E", "md5", "-f", str(key_file)],
-                            capture_output=True, text=True, check=True).stdout
-    expected = output.split()[1][len("MD5:"):]
-    assert ssh_key_fingerprint(public_key) == expected
-    assert ssh_key_fingerprint("not a key") is None
 
 
 def test_resources_are_normalised_to_the_contract_shape():

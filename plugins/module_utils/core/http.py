@@ -1,0 +1,134 @@
+# -*- coding: utf-8 -*-
+# Copyright: Waldur site agent developers
+# MIT License (see LICENSE)
+"""The one HTTP retry loop of the collection's clients (Waldur and DigitalOcean).
+
+The loop knows the rules every client follows: transient failures are retried with the
+waits of a :class:`retry.RetryPolicy` (jittered backoff, ``Retry-After``, a deadline); a
+request that surely never reached the service is safe to send again, while a
+non-idempotent write whose reply was lost is not (it may have been applied). What a
+response means, which error to raise and how to word it stay with each client, through
+hooks:
+
+* ``send_once(attempt)`` sends one attempt and returns the response;
+* ``classify(response, attempt)`` returns :data:`DONE`, a :class:`Retry`, or raises the
+  client's own error;
+* ``connection_error(failure)`` returns the client's exception for a failed connection
+  (a :class:`ConnectionFailure` says why the loop stops);
+* ``before_attempt(attempt)`` and ``on_retry(attempt)`` keep the client's counters (and pacing).
+"""
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+try:
+    import requests
+    import urllib3
+except ImportError:  # the clients report the missing library themselves
+    requests = urllib3 = None
+
+DONE = "done"
+# Why the loop stops on a connection failure (ConnectionFailure.reason).
+NOT_RESENDABLE = "not_resendable"  # a write whose reply was lost: it may have been applied
+EXHAUSTED = "exhausted"  # attempts or time used up
+FATAL = "fatal"  # the client's ``fatal`` test said retrying cannot help (a certificate)
+
+
+def request_never_sent(exc):
+    """True when a requests exception happened before the request left: the connection (or
+    its TLS handshake) could not be opened, so nothing reached the service and even a
+    non-idempotent write is safe to send again."""
+    if requests is None:
+        return False
+    if isinstance(exc, (requests.exceptions.ConnectTimeout, requests.exceptions.SSLError)):
+        return True
+    reason = getattr(exc.args[0], "reason", None) if exc.args else None
+    return isinstance(reason, (urllib3.exceptions.NewConnectionError, urllib3.exceptions.SSLError))
+
+
+class Retry:
+    """``classify``'s answer for a response worth another attempt.
+
+    ``policy``/``count``: the policy and attempt number that decide the wait (default: the
+    loop's policy and the attempt number); ``retry_after``: the service's ``Retry-After``;
+    ``wait_with``: what waits (default: the loop's sleep; e.g. a pacer that holds every
+    thread); ``give_up``: returns the exception to raise when no retry is left.
+    """
+
+    def __init__(self, give_up, retry_after=None, policy=None, count=None, wait_with=None):
+        self.give_up = give_up
+        self.retry_after = retry_after
+        self.policy = policy
+        self.count = count
+        self.wait_with = wait_with
+
+
+class ConnectionFailure:
+    """A failed connection the loop gives up on, as ``connection_error`` sees it: ``reason``
+    says why (:data:`NOT_RESENDABLE`, :data:`EXHAUSTED` or :data:`FATAL`)."""
+
+    def __init__(self, exc, attempt, never_sent, started, clock):
+        self.exc = exc
+        self.attempt = attempt
+        self.never_sent = never_sent
+        self.reason = None
+        self._started = started
+        self._clock = clock
+
+    @property
+    def elapsed(self):
+        return self._clock() - self._started
+
+
+def send_with_retries(send_once, classify, connection_error, policy, idempotent,
+                      connection_errors=None, deadline=None, connection_deadline=None, fatal=None,
+                      before_attempt=None, on_retry=None, sleep=None):
+    """Send until ``classify`` says :data:`DONE` (the response is returned) or raises, or no
+    retry is left. ``deadline`` defaults to ``policy.start()``; ``connection_deadline`` bounds
+    retrying a service that cannot be reached at all (never past ``deadline``);
+    ``fatal(exc)`` marks connection errors not worth retrying; ``connection_errors`` are the
+    exceptions of ``send_once`` that mean a failed connection (default: any requests error)."""
+    if connection_errors is None:
+        connection_errors = (requests.exceptions.RequestException,)
+    sleep = sleep or policy.sleep
+    started = policy.clock()
+    deadline = policy.start() if deadline is None else deadline
+    reach_deadline = deadline if connection_deadline is None else min(deadline, connection_deadline)
+    attempt = 0
+    while True:
+        attempt += 1
+        if before_attempt is not None:
+            before_attempt(attempt)
+        try:
+            response = send_once(attempt)
+        except connection_errors as exc:
+            failure = ConnectionFailure(exc, attempt, request_never_sent(exc), started, policy.clock)
+            wait = None
+            if fatal is not None and fatal(exc):
+                failure.reason = FATAL
+            elif not (idempotent or failure.never_sent):
+                failure.reason = NOT_RESENDABLE
+            elif failure.never_sent and policy.clock() >= reach_deadline:
+                failure.reason = EXHAUSTED
+            else:
+                wait = policy.delay(attempt, reach_deadline if failure.never_sent else deadline)
+                if wait is None:
+                    failure.reason = EXHAUSTED
+            if wait is None:
+                raise connection_error(failure)
+            if on_retry is not None:
+                on_retry(attempt)
+            sleep(wait)
+            continue
+        verdict = classify(response, attempt)
+        if verdict == DONE:
+            return response
+        retry_policy = verdict.policy or policy
+        wait = retry_policy.delay(attempt if verdict.count is None else verdict.count, deadline,
+                                  retry_after=verdict.retry_after)
+        if wait is None:
+            raise verdict.give_up()
+        if on_retry is not None:
+            on_retry(attempt)
+        (verdict.wait_with or sleep)(wait)
