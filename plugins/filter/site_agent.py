@@ -342,8 +342,9 @@ def usage_rows(machines, resources):
 
 
 def api_call_count(results):
-    """Total API calls reported by registered module results (Waldur modules report
-    ``{reads, writes, retries}``, backend modules a number); skipped tasks count nothing."""
+    """Total API calls reported by registered module results: batch modules report
+    ``{reads, writes, retries}`` (reads and writes count), the backend info and audit modules
+    still a number; skipped tasks count nothing."""
     total = 0
     for result in results or []:
         calls = result.get("api_calls") if isinstance(result, dict) else None

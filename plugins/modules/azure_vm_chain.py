@@ -58,6 +58,7 @@ author:
   - Waldur site agent developers (@waldur)
 extends_documentation_fragment:
   - waldur.site_agent.azure
+  - waldur.site_agent.batch
 options:
   machines:
     description:
@@ -155,11 +156,6 @@ options:
         description:
           - Appended to the item's message.
         type: str
-  max_workers:
-    description:
-      - How many machines are worked on at the same time.
-    type: int
-    default: 8
   deadline:
     description:
       - Seconds for the whole batch. Machines not finished by then are a C(retry) with a message saying so
@@ -167,11 +163,15 @@ options:
         still working on an operation, and the next run picks them up.
     type: float
     default: 900
-  fail_on_item_error:
-    description:
-      - Fail the task when any item failed. By default only the items fail.
-    type: bool
-    default: false
+attributes:
+  check_mode:
+    description: Can run in check mode and return the changes it would make, without making them.
+    support: full
+    details:
+      - Everything is read, nothing is written, and each result says what would change.
+  diff_mode:
+    description: Returns details on what has changed (or would change in check mode) with C(--diff).
+    support: none
 notes:
   - Supports check mode. Everything is read, nothing is written, and each result says what would change.
 """
@@ -263,10 +263,12 @@ results:
       returned: when such an error happened
       type: str
 api_calls:
-  description: ARM requests sent by this task (retries and long-running-operation polls included).
+  description: ARM requests sent by this task (retries and long-running-operation polls included), as
+    C(reads) (GETs) and C(writes) (the other methods); C(retries) is 0, because the SDK's own retries
+    are counted as reads and writes.
   returned: always
-  type: int
-  sample: 42
+  type: dict
+  sample: {reads: 30, writes: 12, retries: 0}
 """
 
 import base64
@@ -327,7 +329,12 @@ from ansible_collections.waldur.site_agent.plugins.module_utils.azure.ownership 
     tag_filter,
     with_owner_tags,
 )
-from ansible_collections.waldur.site_agent.plugins.module_utils.core.batch import ItemError, run_batch
+from ansible_collections.waldur.site_agent.plugins.module_utils.core.batch import (
+    BatchRunner,
+    ItemError,
+    api_call_counts,
+    batch_argument_spec,
+)
 from ansible_collections.waldur.site_agent.plugins.module_utils.digitalocean.naming import normalize_uuid
 
 DEFAULT_NETWORK_CIDR = "10.0.0.0/16"
@@ -1205,40 +1212,36 @@ def main():
     argument_spec = azure_argument_spec()
     argument_spec.update(
         machines=dict(type="list", elements="dict", required=True, options=machine_options),
-        max_workers=dict(type="int", default=8),
-        deadline=dict(type="float", default=900),
-        fail_on_item_error=dict(type="bool", default=False),
     )
+    argument_spec.update(batch_argument_spec())
     module = AnsibleModule(argument_spec=argument_spec, supports_check_mode=True)
+
+    BatchRunner(module, None)  # the batch options, before any call
     items = normalized_items(module)
     duplicate_errors(items)
     clients = clients_from_module(module)
+
+    def api_calls():
+        # azure-core retries inside the SDK: each attempt counts as a read or a write, not as a retry
+        return api_call_counts(clients.counter.reads, clients.counter.writes, 0)
+
+    runner = BatchRunner(module, None, echo=("resource_uuid", "order_uuid"), api_calls=api_calls)
     if any(not item.get("error") and not item.get("skip") for item in items):
         try:
             clients.authenticate()
         except AzureError as error:
-            module.fail_json(msg="%s; no machine was touched" % error)
+            runner.fail("%s; no machine was touched" % error)
     deadline_seconds = module.params["deadline"]
-    chain = VmChain(module, clients, time.monotonic() + deadline_seconds if deadline_seconds else None)
+    chain = VmChain(module, clients, time.monotonic() + deadline_seconds)
 
-    results = run_batch(items, chain.run, max_workers=module.params["max_workers"],
-                        deadline_seconds=deadline_seconds)
+    results = runner.run(items, chain.run)
     for item, result in zip(items, results):
-        # items cut off by the deadline come back with only failed/changed/msg
-        result.setdefault("resource_uuid", item["resource_uuid"])
-        result.setdefault("order_uuid", item.get("order_uuid"))
+        # items cut off by the deadline come back with only failed/changed/retry/msg
         result.setdefault("backend_id", item.get("backend_id") or chain.accepted_vms.get(item["resource_uuid"]))
-        result.setdefault("retry", False)
         result.setdefault("action", "none")
         result.setdefault("backend_metadata", None)
-
-    changed = any(result.get("changed") for result in results)
-    failed = [result for result in results if result.get("failed")]
-    if failed and module.params["fail_on_item_error"]:
-        module.fail_json(msg="%d of %d machine(s) failed: %s" % (len(failed), len(results), failed[0]["msg"]),
-                         changed=changed, results=results)
-    module.exit_json(changed=changed, results=results, msg=summary(results), api_calls=clients.api_calls)
-
+    runner.finish(results, msg=summary(results), fail_msg=lambda failures, results: "%d of %d machine(s) failed: %s" % (
+        len(failures), len(results), failures[0]["msg"]))
 
 if __name__ == "__main__":
     main()

@@ -142,17 +142,6 @@ options:
       - Seconds one item may spend waiting for DigitalOcean (create, power actions, resize).
     type: int
     default: 300
-  max_workers:
-    description:
-      - How many items are worked on at the same time.
-    type: int
-    default: 8
-  deadline:
-    description:
-      - Seconds for the whole batch. Items not finished by then fail with a message saying so; the next
-        run picks them up.
-    type: float
-    default: 900
   duplicate_window:
     description:
       - Seconds within which droplets carrying the same resource tag, name and size count as copies
@@ -160,13 +149,18 @@ options:
         pass uses its deadline).
     type: float
     default: 900
-  fail_on_item_error:
-    description:
-      - Fail the task when any item fails.
-    type: bool
-    default: false
 extends_documentation_fragment:
   - waldur.site_agent.digitalocean
+  - waldur.site_agent.batch
+attributes:
+  check_mode:
+    description: Can run in check mode and return the changes it would make, without making them.
+    support: full
+    details:
+      - Reads are made; nothing is created, changed or deleted.
+  diff_mode:
+    description: Returns details on what has changed (or would change in check mode) with C(--diff).
+    support: none
 notes:
   - Supports check mode. Reads are made; nothing is created, changed or deleted, and the results say
     what would be done.
@@ -312,10 +306,11 @@ failed_count:
   type: int
   sample: 0
 api_calls:
-  description: HTTP requests sent to DigitalOcean, retries included.
+  description: HTTP requests sent to DigitalOcean, retries included, as C(reads) (GETs), C(writes) (the
+    other methods) and C(retries) (requests repeated).
   returned: always
-  type: int
-  sample: 12
+  type: dict
+  sample: {reads: 9, writes: 3, retries: 0}
 api_retries:
   description: Requests repeated after a rate-limit answer, a server error or a lost connection.
   returned: always
@@ -333,7 +328,12 @@ import time
 
 from ansible.module_utils.basic import AnsibleModule
 
-from ansible_collections.waldur.site_agent.plugins.module_utils.core.batch import ItemError, run_batch
+from ansible_collections.waldur.site_agent.plugins.module_utils.core.batch import (
+    BatchRunner,
+    ItemError,
+    api_call_counts,
+    batch_argument_spec,
+)
 from ansible_collections.waldur.site_agent.plugins.module_utils.digitalocean.client import (
     DigitalOceanError,
     DropletWaiter,
@@ -884,15 +884,14 @@ def main():
         )),
         wait=dict(type="bool", default=True),
         wait_timeout=dict(type="int", default=300),
-        max_workers=dict(type="int", default=8),
-        deadline=dict(type="float", default=900),
         duplicate_window=dict(type="float", default=900),
-        fail_on_item_error=dict(type="bool", default=False),
     )
+    argument_spec.update(batch_argument_spec())
     module = AnsibleModule(argument_spec=argument_spec, supports_check_mode=True)
-    for option in ("wait_timeout", "max_workers", "deadline", "duplicate_window"):
+    for option in ("wait_timeout", "duplicate_window"):
         if module.params[option] <= 0:
             module.fail_json(msg="%s must be a positive number, got %s" % (option, module.params[option]))
+    BatchRunner(module, None)  # the batch options, before any call
     items = prepare_items(module)
     client = client_from_module(module, max_connections=module.params["max_workers"])
     worker = DropletWorker(client, check_mode=module.check_mode, wait=module.params["wait"],
@@ -904,32 +903,28 @@ def main():
         result.update(failed=True, msg="%s: %s" % (type(exc).__name__, exc))
         return result
 
+    def api_calls():
+        return api_call_counts(client.stats.reads, client.stats.writes, client.stats.retries)
+
+    runner = BatchRunner(module, worker, echo=(), on_error=on_error, api_calls=api_calls)
     try:
         worker.prefetch(items)
     except DigitalOceanError:
         worker.known, worker.by_tag = {}, {}  # each item reads itself (and a 401 fails them all)
-    raw_results = run_batch(items, worker, max_workers=module.params["max_workers"],
-                            deadline_seconds=module.params["deadline"], on_error=on_error)
-    results = []
-    for item, raw in zip(items, raw_results):
-        result = base_result(item)
-        result.update(raw)  # items cut off by the deadline come back without their keys
-        results.append(result)
+    # items cut off by the deadline come back without their keys: base_result gives them
+    results = [dict(base_result(item), **result) for item, result in zip(items, runner.run(items))]
     summary, failed = summarize(results)
-    outcome = dict(
-        changed=any(result["changed"] for result in results), results=results, failed_count=failed,
-        api_calls=client.api_calls, api_retries=client.stats.retries, msg=summary)
     if client.auth_error is not None:
         # One line for the whole task (every item failed the same way): no per-item results
         # in the failure, which the default callback would print whole.
-        module.fail_json(msg=str(client.auth_error), changed=outcome["changed"], failed_count=failed,
-                         api_calls=client.api_calls, api_retries=client.stats.retries)
-    if failed and module.params["fail_on_item_error"]:
-        first = next(result for result in results if result["failed"])
-        outcome["msg"] = "%s; first failure (resource %s): %s" % (summary, first["resource_uuid"], first["msg"])
-        module.fail_json(**outcome)
-    module.exit_json(**outcome)
+        runner.fail(str(client.auth_error), changed=any(result["changed"] for result in results),
+                    failed_count=failed, api_retries=client.stats.retries)
 
+    def first_failure(failures, results):
+        return "%s; first failure (resource %s): %s" % (summary, failures[0]["resource_uuid"], failures[0]["msg"])
+
+    runner.finish(results, fail_msg=first_failure, failed_count=failed, api_retries=client.stats.retries,
+                  msg=summary)
 
 if __name__ == "__main__":
     main()

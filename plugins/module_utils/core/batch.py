@@ -169,5 +169,6 @@ class BatchRunner:
         summary["results"] = results
         failures = [result for result in results if failed(result)]
         if failures and self.module.params.get("fail_on_item_error"):
+            summary.pop("msg", None)  # the failure's msg replaces the summary's
             self.fail((fail_msg or self.failure_summary)(failures, results), **summary)
         self.module.exit_json(**self._calls(summary))

@@ -344,6 +344,8 @@ class _Counter:
     def __init__(self):
         self._lock = threading.Lock()
         self.calls = 0
+        self.reads = 0  # calls split by method, for the batch modules' api_calls
+        self.writes = 0
         self.retries = 0
         self.throttled = 0
 
@@ -461,6 +463,7 @@ class DigitalOceanClient:
         while True:
             self.pacer.acquire()
             self.stats.add("calls")
+            self.stats.add("reads" if method == "GET" else "writes")
             attempt += 1
             try:
                 response = self.session.request(method, full_url, **kwargs)

@@ -3,6 +3,7 @@
 import base64
 import copy
 import json
+from types import SimpleNamespace
 
 import pytest
 
@@ -17,6 +18,7 @@ from ansible_collections.waldur.site_agent.plugins.modules.azure_vm_chain import
     ssh_key_problem,
 )
 from ansible_collections.waldur.site_agent.plugins.module_utils.azure.clients import AzureError
+from ansible_collections.waldur.site_agent.plugins.module_utils.core.batch import ItemError
 from tests.unit.plugins.modules.azure_fake import SUBSCRIPTION, FakeAzure
 
 UUID = "1234abcd5678ef901234abcd5678ef90"
@@ -455,6 +457,26 @@ def run_module(capsys, **args):
     return json.loads(capsys.readouterr().out)
 
 
+class CountingClients:
+    """What main() asks of AzureClients when the chain itself is replaced."""
+
+    def __init__(self):
+        self.counter = SimpleNamespace(reads=5, writes=2)
+
+    def authenticate(self):
+        pass
+
+
+def with_chain(monkeypatch, outcome):
+    monkeypatch.setattr(azure_vm_chain, "clients_from_module", lambda module: CountingClients())
+
+    def run(self, item):
+        if isinstance(outcome, Exception):
+            raise outcome
+        return dict(outcome, resource_uuid=item["resource_uuid"], order_uuid=item.get("order_uuid"))
+    monkeypatch.setattr(azure_vm_chain.VmChain, "run", run)
+
+
 def test_error_skip_and_comment_items_make_no_call(capsys):
     output = run_module(capsys, machines=[
         {"resource_uuid": UUID, "order_uuid": "0f0e0d0c-0b0a-0908-0706-050403020100",
@@ -470,9 +492,21 @@ def test_error_skip_and_comment_items_make_no_call(capsys):
     assert not output.get("failed") and "module-secret" not in json.dumps(output)
 
 
-def test_fail_on_item_error_fails_the_task(capsys):
-    output = run_module(capsys, fail_on_item_error=True, machines=[{"resource_uuid": UUID, "error": "nope"}])
+def test_results_are_shaped_and_api_calls_are_reads_writes_and_retries(capsys, monkeypatch):
+    with_chain(monkeypatch, {"changed": True, "failed": False, "msg": "created", "action": "created"})
+    output = run_module(capsys, machines=[{"resource_uuid": UUID, "order_uuid": "0f0e0d0c-0b0a-0908-0706-050403020100"}])
+    [result] = output["results"]
+    assert (result["order_uuid"], result["retry"], result["backend_metadata"]) == (
+        "0f0e0d0c0b0a09080706050403020100", False, None)
+    assert output["api_calls"] == {"reads": 5, "writes": 2, "retries": 0}
+    assert output["changed"] and not output.get("failed")
+
+
+def test_fail_on_item_error_fails_the_task(capsys, monkeypatch):
+    with_chain(monkeypatch, ItemError("nope"))
+    output = run_module(capsys, fail_on_item_error=True, machines=[{"resource_uuid": UUID}])
     assert output["failed"] and "1 of 1 machine(s) failed: nope" in output["msg"]
+    assert output["results"][0]["failed"] and output["api_calls"]["reads"] == 5
 
 
 def test_a_malformed_uuid_fails_the_module_naming_the_key(capsys):

@@ -40,7 +40,7 @@ class FakeClient:
         self.outcomes = outcomes or {}  # action type -> status wait_for_action reports
         self.auth_error = None
         self.api_calls = 0
-        self.stats = SimpleNamespace(retries=0)
+        self.stats = SimpleNamespace(reads=0, writes=0, retries=0)
         self.next_id = 900
 
     def writes(self):
@@ -539,6 +539,22 @@ def test_module_fails_when_the_token_is_rejected(run_module):
     assert out["msg"] == str(error)
     # one line for the whole task: the items' results (all failing alike) are not repeated
     assert "results" not in out and out["failed_count"] == 1
+
+
+def test_module_returns_api_calls_as_reads_writes_and_retries(run_module):
+    client = FakeClient(facts(7))
+    client.stats = SimpleNamespace(reads=4, writes=2, retries=1)
+    out = run_module({"droplets": [{"resource_uuid": UUID, "backend_id": "7", "state": "off"}]}, client)
+    assert out["api_calls"] == {"reads": 4, "writes": 2, "retries": 1}
+    assert out["api_retries"] == 1
+    assert out["results"][0]["retry"] is False
+
+
+def test_module_checks_the_batch_options_before_any_call(run_module):
+    client = FakeClient(facts(7))
+    out = run_module({"max_workers": 0, "droplets": [{"resource_uuid": UUID, "backend_id": "7"}]}, client)
+    assert out["failed"] is True and out["msg"] == "max_workers must be a positive number, got 0"
+    assert client.calls == []
 
 
 # ---- many creates against the simulator ---------------------------------------------------
