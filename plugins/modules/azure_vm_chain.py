@@ -144,18 +144,6 @@ options:
             one inbound rule admitting exactly these is created; none, and no inbound traffic is admitted.
         type: list
         elements: str
-      error:
-        description:
-          - Fail this item with exactly this message, calling nothing.
-        type: str
-      skip:
-        description:
-          - Report this item done and unchanged with this message, calling nothing.
-        type: str
-      comment:
-        description:
-          - Appended to the item's message.
-        type: str
   deadline:
     description:
       - Seconds for the whole batch. Machines not finished by then are a C(retry) with a message saying so
@@ -1205,9 +1193,6 @@ def main():
         network_cidr=dict(type="str", default=DEFAULT_NETWORK_CIDR),
         subnet_cidr=dict(type="str", default=DEFAULT_SUBNET_CIDR),
         allowed_ssh_ranges=dict(type="list", elements="str"),
-        error=dict(type="str"),
-        skip=dict(type="str"),
-        comment=dict(type="str"),
     )
     argument_spec = azure_argument_spec()
     argument_spec.update(
@@ -1226,7 +1211,7 @@ def main():
         return api_call_counts(clients.counter.reads, clients.counter.writes, 0)
 
     runner = BatchRunner(module, None, echo=("resource_uuid", "order_uuid"), api_calls=api_calls)
-    if any(not item.get("error") and not item.get("skip") for item in items):
+    if any(not item.get("error") for item in items):  # duplicates carry an error and need no call
         try:
             clients.authenticate()
         except AzureError as error:

@@ -115,19 +115,6 @@ options:
         type: list
         elements: str
         default: []
-      error:
-        description:
-          - When set, the item fails with exactly this message and no API call is made.
-        type: str
-      skip:
-        description:
-          - When set (and O(droplets[].error) is not), the item succeeds unchanged with this text as its
-            C(msg) and no API call is made; for example an update whose limits did not change.
-        type: str
-      comment:
-        description:
-          - Text appended to the item's C(msg).
-        type: str
   wait:
     description:
       - Wait for created droplets to become C(active) and for power actions to complete.
@@ -878,9 +865,6 @@ def main():
             user_data=dict(type="str"),
             tags=dict(type="list", elements="str", default=[]),
             running=dict(type="bool"),
-            error=dict(type="str"),
-            skip=dict(type="str"),
-            comment=dict(type="str"),
         )),
         wait=dict(type="bool", default=True),
         wait_timeout=dict(type="int", default=300),

@@ -469,27 +469,29 @@ class CountingClients:
 
 def with_chain(monkeypatch, outcome):
     monkeypatch.setattr(azure_vm_chain, "clients_from_module", lambda module: CountingClients())
+    real_run = azure_vm_chain.VmChain.run
 
     def run(self, item):
+        if item.get("error"):  # the module's own error (a duplicate): the real chain, which calls nothing
+            return real_run(self, item)
         if isinstance(outcome, Exception):
             raise outcome
         return dict(outcome, resource_uuid=item["resource_uuid"], order_uuid=item.get("order_uuid"))
     monkeypatch.setattr(azure_vm_chain.VmChain, "run", run)
 
 
-def test_error_skip_and_comment_items_make_no_call(capsys):
-    output = run_module(capsys, machines=[
-        {"resource_uuid": UUID, "order_uuid": "0f0e0d0c-0b0a-0908-0706-050403020100",
-         "error": "resizing is not supported on Azure"},
-        {"resource_uuid": OTHER_UUID, "skip": "limits are unchanged", "backend_id": dedicated_id(),
-         "comment": "noted"},
-    ])
-    first, second = output["results"]
-    assert first["failed"] and first["msg"] == "resizing is not supported on Azure"
-    assert first["order_uuid"] == "0f0e0d0c0b0a09080706050403020100"
-    assert not second["failed"] and second["msg"] == "limits are unchanged; noted"
-    assert second["backend_id"] == dedicated_id() and not second["changed"]
-    assert not output.get("failed") and "module-secret" not in json.dumps(output)
+@pytest.mark.parametrize("plumbing", ["error", "skip", "comment"])
+def test_items_carry_desired_state_only(capsys, plumbing):
+    """Orders the filter errs or skips go straight to settle (vm_outcomes): no such option."""
+    output = run_module(capsys, machines=[{"resource_uuid": UUID, plumbing: "x"}])
+    assert output["failed"] and plumbing in output["msg"] and "results" not in output
+
+
+def test_a_second_item_for_one_resource_fails_with_no_call(capsys, monkeypatch):
+    with_chain(monkeypatch, {"changed": False, "failed": False, "msg": "checked"})
+    first, second = run_module(capsys, machines=[{"resource_uuid": UUID}, {"resource_uuid": UUID}])["results"]
+    assert not first["failed"]
+    assert second["failed"] and second["msg"] == "machines[0] acts on resource %s too; one item per resource and batch" % UUID
 
 
 def test_results_are_shaped_and_api_calls_are_reads_writes_and_retries(capsys, monkeypatch):
@@ -510,7 +512,7 @@ def test_fail_on_item_error_fails_the_task(capsys, monkeypatch):
 
 
 def test_a_malformed_uuid_fails_the_module_naming_the_key(capsys):
-    output = run_module(capsys, machines=[{"resource_uuid": UUID, "skip": "x"}, {"resource_uuid": "web"}])
+    output = run_module(capsys, machines=[{"resource_uuid": UUID}, {"resource_uuid": "web"}])
     assert output["failed"] and output["msg"] == "machines[1].resource_uuid: 'web' is not a UUID"
 
 

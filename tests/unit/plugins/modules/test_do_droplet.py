@@ -550,6 +550,13 @@ def test_module_returns_api_calls_as_reads_writes_and_retries(run_module):
     assert out["results"][0]["retry"] is False
 
 
+@pytest.mark.parametrize("plumbing", ["error", "skip", "comment"])
+def test_module_items_carry_desired_state_only(run_module, plumbing):
+    """Orders the filter errs or skips go straight to settle (droplet_outcomes): no such option."""
+    out = run_module({"droplets": [{"resource_uuid": UUID, "backend_id": "7", plumbing: "x"}]}, FakeClient())
+    assert out["failed"] is True and plumbing in out["msg"] and "results" not in out
+
+
 def test_module_checks_the_batch_options_before_any_call(run_module):
     client = FakeClient(facts(7))
     out = run_module({"max_workers": 0, "droplets": [{"resource_uuid": UUID, "backend_id": "7"}]}, client)
