@@ -59,6 +59,7 @@ author:
 extends_documentation_fragment:
   - waldur.site_agent.azure
   - waldur.site_agent.batch
+  - waldur.site_agent.batch.BACKEND_ATTRIBUTES
 options:
   machines:
     description:
@@ -151,15 +152,6 @@ options:
         still working on an operation, and the next run picks them up.
     type: float
     default: 900
-attributes:
-  check_mode:
-    description: Can run in check mode and return the changes it would make, without making them.
-    support: full
-    details:
-      - Everything is read, nothing is written, and each result says what would change.
-  diff_mode:
-    description: Returns details on what has changed (or would change in check mode) with C(--diff).
-    support: none
 notes:
   - Supports check mode. Everything is read, nothing is written, and each result says what would change.
 """

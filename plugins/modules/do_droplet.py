@@ -139,15 +139,7 @@ options:
 extends_documentation_fragment:
   - waldur.site_agent.digitalocean
   - waldur.site_agent.batch
-attributes:
-  check_mode:
-    description: Can run in check mode and return the changes it would make, without making them.
-    support: full
-    details:
-      - Reads are made; nothing is created, changed or deleted.
-  diff_mode:
-    description: Returns details on what has changed (or would change in check mode) with C(--diff).
-    support: none
+  - waldur.site_agent.batch.BACKEND_ATTRIBUTES
 notes:
   - Supports check mode. Reads are made; nothing is created, changed or deleted, and the results say
     what would be done.
