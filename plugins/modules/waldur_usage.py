@@ -223,6 +223,8 @@ TOLERANCE = Decimal("0.000001")
 METERED_BILLING_TYPES = ("usage", "limit")
 # Older servers word a closed past period in the message only; current ones name the date field.
 PAST_PERIOD_MARKERS = ("backfilling past billing periods", "usage of a past month")
+# DRF's keys of an error that is about no field.
+NO_FIELD_KEYS = frozenset(("detail", "non_field_errors"))
 STATE_HINT = " (Waldur takes usage only for resources in state OK, Updating or Terminating)"
 _PERIOD = re.compile(r"^(\d{4})-(\d{2})(?:-01)?$")
 
@@ -263,10 +265,15 @@ def is_current_month(year, month, tzinfo):
 
 
 def is_closed_period_refusal(exc):
-    """A 400 refusing the month itself: the ``date`` field named, or the old servers' words."""
+    """A 400 refusing the month itself: by the ``date`` field its body names. A body that names
+    no field (``detail`` or ``non_field_errors`` only) is matched by the old servers' words: the
+    recorded samples (tests/simulators/waldur/real-waldur-samples.md) hold no such refusal."""
     if exc.status != 400:
         return False
-    return "date" in exc.fields() or any(marker in exc.message.lower() for marker in PAST_PERIOD_MARKERS)
+    fields = exc.fields() - NO_FIELD_KEYS
+    if fields:
+        return "date" in fields
+    return any(marker in exc.message.lower() for marker in PAST_PERIOD_MARKERS)
 
 
 def stored_in_period(client, resource_uuid, period_start):

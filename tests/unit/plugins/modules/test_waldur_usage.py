@@ -231,3 +231,18 @@ def test_a_closed_month_refusal_carries_no_diff(waldur_sim, capsys, vms):
     result = run(waldur_sim, capsys, _ansible_diff=True, billing_period=month_shift(-2),
                  usages=[{"resource_uuid": vms[0], "usages": {"cpu": 2}}])
     assert result["results"][0]["closed"] is True and "diff" not in result["results"][0]
+
+
+@pytest.mark.parametrize("body, closed", [
+    ({"date": ["Usage for this period can no longer be reported."]}, True),
+    ({"non_field_errors": ["Backfilling past billing periods is not allowed."]}, True),  # old servers: words only
+    ({"detail": "Usage of a past month cannot be set."}, True),
+    ({"resource": ["Usage of a past month is not what this says: the resource is not in valid state."]}, False),
+])
+def test_a_closed_month_is_told_by_the_date_field_and_only_fieldless_bodies_by_their_words(
+        waldur_sim, capsys, vms, body, closed):
+    waldur_sim.app.add_fault("usages.set_usage", status=400, times=-1, body=body)
+    result = run(waldur_sim, capsys, billing_period=month_shift(-2),
+                 usages=[{"resource_uuid": vms[0], "usages": {"cpu": 2}}])
+    row = result["results"][0]
+    assert (row["closed"], row["failed"]) == (closed, not closed)
