@@ -8,9 +8,11 @@ joined with their resources; these filters apply the offering's
 ``backend_settings`` and produce the per-machine parameters of ``do_droplet`` /
 ``azure_vm_chain``; the results go back to ``waldur_orders`` (settle).
 
-An order that cannot be carried out becomes an item with ``error`` (the module
-fails it with that message and calls nothing); an order that needs no backend
-call becomes an item with ``skip`` (the module reports it done, calls nothing).
+Backend items carry desired state only. An order that cannot be carried out
+(``error``) or needs no backend call (``skip``) gets no item: ``droplet_outcomes`` /
+``vm_outcomes`` return it as a settle outcome (erred, or done with that message), which
+the order pass adds to the backend's results for ``waldur_orders`` (state settled).
+What the filter noted about an order it did pass on (``droplet_notes``) is said, not sent.
 """
 
 from __future__ import absolute_import, division, print_function
@@ -31,6 +33,8 @@ from ansible_collections.waldur.site_agent.plugins.module_utils.digitalocean.nam
 )
 
 CREATE_TYPES = ("Create", "Restore")
+# Keys of a planned item that are the pass's, not the backend's (see _split_plan).
+PLAN_KEYS = ("error", "skip", "comment", "resource_name")
 
 
 def _present(value):
@@ -67,7 +71,8 @@ def _order_base(order):
     if not resource_uuid:
         raise AnsibleFilterError("order %s names no marketplace resource" % order.get("uuid"))
     return resource, {"order_uuid": normalize_uuid(order["uuid"]),
-                      "resource_uuid": normalize_uuid(resource_uuid)}
+                      "resource_uuid": normalize_uuid(resource_uuid),
+                      "resource_name": order.get("resource_name") or resource.get("name") or ""}
 
 
 def _provider_key(ssh_keys, wanted):
@@ -136,8 +141,48 @@ def _power_items(resources, stopped_state, running_state):
     return items
 
 
+def _backend_items(planned):
+    """The planned items the backend acts on, with desired state only."""
+    return [dict((key, value) for key, value in item.items() if key not in PLAN_KEYS)
+            for item in planned if not item.get("error") and not item.get("skip")]
+
+
+def _planned_outcomes(planned):
+    """Settle outcomes of the orders the plan errs or skips: no backend call is made for them."""
+    outcomes = []
+    for item in planned:
+        if not (item.get("error") or item.get("skip")):
+            continue
+        msg = item.get("error") or "; ".join(part for part in (item["skip"], item.get("comment")) if part)
+        outcomes.append({"order_uuid": item["order_uuid"], "resource_uuid": item["resource_uuid"],
+                         "resource_name": item.get("resource_name") or "", "backend_id": item.get("backend_id"),
+                         "failed": bool(item.get("error")), "retry": False, "msg": msg})
+    return outcomes
+
+
+def _notes(planned):
+    return ["%s (order %s): %s" % (item.get("resource_name") or item["resource_uuid"], item["order_uuid"],
+                                   item["comment"])
+            for item in planned if item.get("comment") and not (item.get("error") or item.get("skip"))]
+
+
 def droplet_items(orders, backend_settings=None, ssh_keys=None):
-    """Claimed orders -> ``do_droplet`` items (behaviour page, DigitalOcean)."""
+    """Claimed orders -> ``do_droplet`` items, for the orders that need DigitalOcean."""
+    return _backend_items(_droplet_plan(orders, backend_settings, ssh_keys))
+
+
+def droplet_outcomes(orders, backend_settings=None, ssh_keys=None):
+    """Claimed orders -> settle outcomes of those that need no DigitalOcean call (erred or skipped)."""
+    return _planned_outcomes(_droplet_plan(orders, backend_settings, ssh_keys))
+
+
+def droplet_notes(orders, backend_settings=None, ssh_keys=None):
+    """Claimed orders -> one line per order whose request was changed (tags dropped, an unknown key)."""
+    return _notes(_droplet_plan(orders, backend_settings, ssh_keys))
+
+
+def _droplet_plan(orders, backend_settings=None, ssh_keys=None):
+    """Claimed orders -> planned ``do_droplet`` items, with ``error``/``skip``/``comment`` (behaviour page)."""
     def create(order, resource, settings):
         params = _droplet_create_params(order, resource, settings, ssh_keys)
         if resource.get("backend_id"):
@@ -239,9 +284,19 @@ def droplet_membership_items(resources):
 # ---------------------------------------------------------------------- Azure
 
 def vm_items(orders, backend_settings=None, ssh_keys=None, offering_uuid=None):
-    """Claimed orders -> ``azure_vm_chain`` items (behaviour page, Azure).
+    """Claimed orders -> ``azure_vm_chain`` items, for the orders that need Azure.
 
     ``offering_uuid`` (else each order's own) goes into the owner tags of the objects made."""
+    return _backend_items(_vm_plan(orders, backend_settings, ssh_keys, offering_uuid))
+
+
+def vm_outcomes(orders, backend_settings=None, ssh_keys=None, offering_uuid=None):
+    """Claimed orders -> settle outcomes of those that need no Azure call (erred or skipped)."""
+    return _planned_outcomes(_vm_plan(orders, backend_settings, ssh_keys, offering_uuid))
+
+
+def _vm_plan(orders, backend_settings=None, ssh_keys=None, offering_uuid=None):
+    """Claimed orders -> planned ``azure_vm_chain`` items, with ``error``/``skip`` (behaviour page, Azure)."""
     def create(order, resource, settings):
         return _vm_create_params(order, resource, settings, ssh_keys)
 
@@ -345,8 +400,9 @@ def usage_rows(machines, resources, components=None):
 
 
 def api_call_count(results):
-    """Total API calls reported by registered module results (Waldur modules report
-    ``{reads, writes, retries}``, backend modules a number); skipped tasks count nothing."""
+    """Total API calls reported by registered module results: batch modules report
+    ``{reads, writes, retries}`` (reads and writes count), the backend info and audit modules
+    still a number; skipped tasks count nothing."""
     total = 0
     for result in results or []:
         calls = result.get("api_calls") if isinstance(result, dict) else None
@@ -363,8 +419,11 @@ class FilterModule(object):
     def filters(self):
         return {
             "droplet_items": droplet_items,
+            "droplet_outcomes": droplet_outcomes,
+            "droplet_notes": droplet_notes,
             "droplet_membership_items": droplet_membership_items,
             "vm_items": vm_items,
+            "vm_outcomes": vm_outcomes,
             "vm_membership_items": vm_membership_items,
             "metadata_updates": metadata_updates,
             "usage_rows": usage_rows,

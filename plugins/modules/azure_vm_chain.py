@@ -58,6 +58,8 @@ author:
   - Waldur site agent developers (@waldur)
 extends_documentation_fragment:
   - waldur.site_agent.azure
+  - waldur.site_agent.batch
+  - waldur.site_agent.batch.BACKEND_ATTRIBUTES
 options:
   machines:
     description:
@@ -143,23 +145,6 @@ options:
             one inbound rule admitting exactly these is created; none, and no inbound traffic is admitted.
         type: list
         elements: str
-      error:
-        description:
-          - Fail this item with exactly this message, calling nothing.
-        type: str
-      skip:
-        description:
-          - Report this item done and unchanged with this message, calling nothing.
-        type: str
-      comment:
-        description:
-          - Appended to the item's message.
-        type: str
-  max_workers:
-    description:
-      - How many machines are worked on at the same time.
-    type: int
-    default: 8
   deadline:
     description:
       - Seconds for the whole batch. Machines not finished by then are a C(retry) with a message saying so
@@ -167,11 +152,6 @@ options:
         still working on an operation, and the next run picks them up.
     type: float
     default: 900
-  fail_on_item_error:
-    description:
-      - Fail the task when any item failed. By default only the items fail.
-    type: bool
-    default: false
 notes:
   - Supports check mode. Everything is read, nothing is written, and each result says what would change.
 """
@@ -263,10 +243,12 @@ results:
       returned: when such an error happened
       type: str
 api_calls:
-  description: ARM requests sent by this task (retries and long-running-operation polls included).
+  description: ARM requests sent by this task (retries and long-running-operation polls included), as
+    C(reads) (GETs) and C(writes) (the other methods); C(retries) is 0, because the SDK's own retries
+    are counted as reads and writes.
   returned: always
-  type: int
-  sample: 42
+  type: dict
+  sample: {reads: 30, writes: 12, retries: 0}
 """
 
 import time
@@ -287,7 +269,12 @@ from ansible_collections.waldur.site_agent.plugins.module_utils.azure.validate i
     normalized_items,
     summary,
 )
-from ansible_collections.waldur.site_agent.plugins.module_utils.core.batch import run_batch
+from ansible_collections.waldur.site_agent.plugins.module_utils.core.batch import (
+    BatchRunner,
+    ItemError,
+    api_call_counts,
+    batch_argument_spec,
+)
 
 
 def main():
@@ -308,46 +295,40 @@ def main():
         network_cidr=dict(type="str", default=DEFAULT_NETWORK_CIDR),
         subnet_cidr=dict(type="str", default=DEFAULT_SUBNET_CIDR),
         allowed_ssh_ranges=dict(type="list", elements="str"),
-        error=dict(type="str"),
-        skip=dict(type="str"),
-        comment=dict(type="str"),
     )
     argument_spec = azure_argument_spec()
     argument_spec.update(
         machines=dict(type="list", elements="dict", required=True, options=machine_options),
-        max_workers=dict(type="int", default=8),
-        deadline=dict(type="float", default=900),
-        fail_on_item_error=dict(type="bool", default=False),
     )
+    argument_spec.update(batch_argument_spec())
     module = AnsibleModule(argument_spec=argument_spec, supports_check_mode=True)
+
+    BatchRunner(module, None)  # the batch options, before any call
     items = normalized_items(module)
     duplicate_errors(items)
     clients = clients_from_module(module)
-    if any(not item.get("error") and not item.get("skip") for item in items):
+
+    def api_calls():
+        # azure-core retries inside the SDK: each attempt counts as a read or a write, not as a retry
+        return api_call_counts(clients.counter.reads, clients.counter.writes, 0)
+
+    runner = BatchRunner(module, None, echo=("resource_uuid", "order_uuid"), api_calls=api_calls)
+    if any(not item.get("error") for item in items):  # duplicates carry an error and need no call
         try:
             clients.authenticate()
         except AzureError as error:
-            module.fail_json(msg="%s; no machine was touched" % error)
+            runner.fail("%s; no machine was touched" % error)
     deadline_seconds = module.params["deadline"]
-    chain = VmChain(module, clients, time.monotonic() + deadline_seconds if deadline_seconds else None)
+    chain = VmChain(module, clients, time.monotonic() + deadline_seconds)
 
-    results = run_batch(items, chain.run, max_workers=module.params["max_workers"],
-                        deadline_seconds=deadline_seconds)
+    results = runner.run(items, chain.run)
     for item, result in zip(items, results):
-        # items cut off by the deadline come back with only failed/changed/msg
-        result.setdefault("resource_uuid", item["resource_uuid"])
-        result.setdefault("order_uuid", item.get("order_uuid"))
+        # items cut off by the deadline come back with only failed/changed/retry/msg
         result.setdefault("backend_id", item.get("backend_id") or chain.accepted_vms.get(item["resource_uuid"]))
-        result.setdefault("retry", False)
         result.setdefault("action", "none")
         result.setdefault("backend_metadata", None)
-
-    changed = any(result.get("changed") for result in results)
-    failed = [result for result in results if result.get("failed")]
-    if failed and module.params["fail_on_item_error"]:
-        module.fail_json(msg="%d of %d machine(s) failed: %s" % (len(failed), len(results), failed[0]["msg"]),
-                         changed=changed, results=results)
-    module.exit_json(changed=changed, results=results, msg=summary(results), api_calls=clients.api_calls)
+    runner.finish(results, msg=summary(results), fail_msg=lambda failures, results: "%d of %d machine(s) failed: %s" % (
+        len(failures), len(results), failures[0]["msg"]))
 
 
 if __name__ == "__main__":

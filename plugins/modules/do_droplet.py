@@ -115,19 +115,6 @@ options:
         type: list
         elements: str
         default: []
-      error:
-        description:
-          - When set, the item fails with exactly this message and no API call is made.
-        type: str
-      skip:
-        description:
-          - When set (and O(droplets[].error) is not), the item succeeds unchanged with this text as its
-            C(msg) and no API call is made; for example an update whose limits did not change.
-        type: str
-      comment:
-        description:
-          - Text appended to the item's C(msg).
-        type: str
   wait:
     description:
       - Wait for created droplets to become C(active) and for power actions to complete.
@@ -142,17 +129,6 @@ options:
       - Seconds one item may spend waiting for DigitalOcean (create, power actions, resize).
     type: int
     default: 300
-  max_workers:
-    description:
-      - How many items are worked on at the same time.
-    type: int
-    default: 8
-  deadline:
-    description:
-      - Seconds for the whole batch. Items not finished by then fail with a message saying so; the next
-        run picks them up.
-    type: float
-    default: 900
   duplicate_window:
     description:
       - Seconds within which droplets carrying the same resource tag, name and size count as copies
@@ -160,13 +136,10 @@ options:
         pass uses its deadline).
     type: float
     default: 900
-  fail_on_item_error:
-    description:
-      - Fail the task when any item fails.
-    type: bool
-    default: false
 extends_documentation_fragment:
   - waldur.site_agent.digitalocean
+  - waldur.site_agent.batch
+  - waldur.site_agent.batch.BACKEND_ATTRIBUTES
 notes:
   - Supports check mode. Reads are made; nothing is created, changed or deleted, and the results say
     what would be done.
@@ -312,10 +285,11 @@ failed_count:
   type: int
   sample: 0
 api_calls:
-  description: HTTP requests sent to DigitalOcean, retries included.
+  description: HTTP requests sent to DigitalOcean, retries included, as C(reads) (GETs), C(writes) (the
+    other methods) and C(retries) (requests repeated).
   returned: always
-  type: int
-  sample: 12
+  type: dict
+  sample: {reads: 9, writes: 3, retries: 0}
 api_retries:
   description: Requests repeated after a rate-limit answer, a server error or a lost connection.
   returned: always
@@ -333,7 +307,12 @@ import time
 
 from ansible.module_utils.basic import AnsibleModule
 
-from ansible_collections.waldur.site_agent.plugins.module_utils.core.batch import ItemError, run_batch
+from ansible_collections.waldur.site_agent.plugins.module_utils.core.batch import (
+    BatchRunner,
+    ItemError,
+    api_call_counts,
+    batch_argument_spec,
+)
 from ansible_collections.waldur.site_agent.plugins.module_utils.digitalocean.client import client_from_module, digitalocean_argument_spec
 from ansible_collections.waldur.site_agent.plugins.module_utils.digitalocean.errors import DigitalOceanError
 from ansible_collections.waldur.site_agent.plugins.module_utils.digitalocean.facts import backend_metadata, resource_tags
@@ -418,11 +397,10 @@ class DropletWorker:
         instead of one call per item: the droplets they name and, when several items
         look droplets up by their resource tag, the droplets carrying each tag. Each
         item uses its entry once."""
-        live = [item for item in items if not item.get("error") and not item.get("skip")]
-        ids = set(int(item["backend_id"]) for item in live
+        ids = set(int(item["backend_id"]) for item in items
                   if item.get("backend_id") and str(item["backend_id"]).isdigit()
                   and item.get("state") in ("present", "off", "active"))
-        tags = set(resource_tag(item["resource_uuid"]) for item in live if self._looks_up_tag(item))
+        tags = set(resource_tag(item["resource_uuid"]) for item in items if self._looks_up_tag(item))
         if len(tags) > 1:
             # worth it only when the whole listing takes fewer calls than one per tag
             droplets = self.client.scan_droplets(max_pages=len(tags) - 1)
@@ -465,12 +443,6 @@ class DropletWorker:
     def __call__(self, item):
         result = base_result(item)
         notes = []
-        if item.get("error"):
-            result.update(failed=True, msg=item["error"])
-            return self._finish(result, notes, item)
-        if item.get("skip"):
-            result["msg"] = item["skip"]
-            return self._finish(result, notes, item)
         tags, dropped = droplet_tags(item.get("tags"), item["resource_uuid"])
         result["dropped_tags"] = dropped
         if dropped:
@@ -495,11 +467,11 @@ class DropletWorker:
                 # transient, or the droplet exists and only a later step failed: the next pass
                 # finds it by its tag (or id) and carries on; the order is not erred
                 result["retry"] = True
-        return self._finish(result, notes, item)
+        return self._finish(result, notes)
 
     @staticmethod
-    def _finish(result, notes, item):
-        parts = [result["msg"]] + notes + ([item["comment"]] if item.get("comment") else [])
+    def _finish(result, notes):
+        parts = [result["msg"]] + notes
         result["msg"] = "; ".join(part for part in parts if part)
         return result
 
@@ -839,7 +811,7 @@ def prepare_items(module):
             except ValueError:
                 module.fail_json(msg="droplets[%d].%s: %r is not a UUID (expected 32 hex digits, dashed or not)"
                                  % (index, key, raw.get(key)))
-        for key in ("backend_id", "name", "region", "image", "size", "user_data", "error", "skip", "comment"):
+        for key in ("backend_id", "name", "region", "image", "size", "user_data"):
             value = item.get(key)
             item[key] = str(value).strip() if value is not None and str(value).strip() else None
         if item["user_data"] is not None:
@@ -874,21 +846,17 @@ def main():
             user_data=dict(type="str"),
             tags=dict(type="list", elements="str", default=[]),
             running=dict(type="bool"),
-            error=dict(type="str"),
-            skip=dict(type="str"),
-            comment=dict(type="str"),
         )),
         wait=dict(type="bool", default=True),
         wait_timeout=dict(type="int", default=300),
-        max_workers=dict(type="int", default=8),
-        deadline=dict(type="float", default=900),
         duplicate_window=dict(type="float", default=900),
-        fail_on_item_error=dict(type="bool", default=False),
     )
+    argument_spec.update(batch_argument_spec())
     module = AnsibleModule(argument_spec=argument_spec, supports_check_mode=True)
-    for option in ("wait_timeout", "max_workers", "deadline", "duplicate_window"):
+    for option in ("wait_timeout", "duplicate_window"):
         if module.params[option] <= 0:
             module.fail_json(msg="%s must be a positive number, got %s" % (option, module.params[option]))
+    BatchRunner(module, None)  # the batch options, before any call
     items = prepare_items(module)
     client = client_from_module(module, max_connections=module.params["max_workers"])
     worker = DropletWorker(client, check_mode=module.check_mode, wait=module.params["wait"],
@@ -900,31 +868,28 @@ def main():
         result.update(failed=True, msg="%s: %s" % (type(exc).__name__, exc))
         return result
 
+    def api_calls():
+        return api_call_counts(client.stats.reads, client.stats.writes, client.stats.retries)
+
+    runner = BatchRunner(module, worker, echo=(), on_error=on_error, api_calls=api_calls)
     try:
         worker.prefetch(items)
     except DigitalOceanError:
         worker.known, worker.by_tag = {}, {}  # each item reads itself (and a 401 fails them all)
-    raw_results = run_batch(items, worker, max_workers=module.params["max_workers"],
-                            deadline_seconds=module.params["deadline"], on_error=on_error)
-    results = []
-    for item, raw in zip(items, raw_results):
-        result = base_result(item)
-        result.update(raw)  # items cut off by the deadline come back without their keys
-        results.append(result)
+    # items cut off by the deadline come back without their keys: base_result gives them
+    results = [dict(base_result(item), **result) for item, result in zip(items, runner.run(items))]
     summary, failed = summarize(results)
-    outcome = dict(
-        changed=any(result["changed"] for result in results), results=results, failed_count=failed,
-        api_calls=client.api_calls, api_retries=client.stats.retries, msg=summary)
     if client.auth_error is not None:
         # One line for the whole task (every item failed the same way): no per-item results
         # in the failure, which the default callback would print whole.
-        module.fail_json(msg=str(client.auth_error), changed=outcome["changed"], failed_count=failed,
-                         api_calls=client.api_calls, api_retries=client.stats.retries)
-    if failed and module.params["fail_on_item_error"]:
-        first = next(result for result in results if result["failed"])
-        outcome["msg"] = "%s; first failure (resource %s): %s" % (summary, first["resource_uuid"], first["msg"])
-        module.fail_json(**outcome)
-    module.exit_json(**outcome)
+        runner.fail(str(client.auth_error), changed=any(result["changed"] for result in results),
+                    failed_count=failed, api_retries=client.stats.retries)
+
+    def first_failure(failures, results):
+        return "%s; first failure (resource %s): %s" % (summary, failures[0]["resource_uuid"], failures[0]["msg"])
+
+    runner.finish(results, fail_msg=first_failure, failed_count=failed, api_retries=client.stats.retries,
+                  msg=summary)
 
 
 if __name__ == "__main__":

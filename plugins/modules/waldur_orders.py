@@ -46,11 +46,14 @@ description:
   - The current backend ids and metadata are compared with one paged listing of the offering's
     in-flight (C(Creating), C(Updating), C(Terminating)) resources when two or more outcomes record
     something; other resources are read one by one.
-  - Orders are worked on concurrently; one order failing never stops the others.
+  - Orders are worked on concurrently; one order failing never stops the others. With
+    O(fail_on_item_error) the task fails when any order could not be claimed (RV(errors)) or
+    settled (RV(results[].failed)).
 author:
   - Waldur site agent developers (@waldur)
 extends_documentation_fragment:
   - waldur.site_agent.waldur
+  - waldur.site_agent.batch
 attributes:
   check_mode:
     description: Can run in check mode and return the changes it would make, without making them.
@@ -104,17 +107,6 @@ options:
         O(retry_max_age). Without it the message names C(backend_id).
     type: list
     elements: dict
-  max_workers:
-    description:
-      - Orders worked on at the same time.
-    type: int
-    default: 8
-  deadline:
-    description:
-      - Seconds for the whole batch. Orders not finished by then are reported as failed and are
-        picked up by the next pass.
-    type: int
-    default: 900
   retry_max_age:
     description:
       - With O(state=settled), seconds after the order's creation in Waldur (its C(created)) past
@@ -122,12 +114,6 @@ options:
         The message says why it was retried and what exists in the cloud.
     type: float
     default: 86400
-  fail_on_item_error:
-    description:
-      - Fail the task when any order could not be claimed or settled. By default such orders are
-        reported (RV(errors), RV(results[].failed)) and the task succeeds.
-    type: bool
-    default: false
 notes:
   - Settling is idempotent. A second run with the same outcomes finds the orders terminal and
     writes nothing.
@@ -312,6 +298,9 @@ results:
     failed:
       description: Whether the order could not be settled (outcome C(refused) or C(failed)); it is left for the next pass.
       type: bool
+    retry:
+      description: Whether the order is left for the next pass (outcome C(retry)).
+      type: bool
     actions:
       description: >-
         Calls made (or that would be made) for this order, among C(set_backend_id),
@@ -371,7 +360,13 @@ import threading
 
 from ansible.module_utils.parsing.convert_bool import boolean
 
-from ansible_collections.waldur.site_agent.plugins.module_utils.core.batch import ItemError, run_batch
+from ansible_collections.waldur.site_agent.plugins.module_utils.core.batch import (
+    BatchRunner,
+    ItemError,
+    batch_argument_spec,
+    count_results,
+    run_batch,
+)
 from ansible_collections.waldur.site_agent.plugins.module_utils.core.ssh_keys import ssh_key_fingerprint
 from ansible_collections.waldur.site_agent.plugins.module_utils.core.uuids import hex_uuid, normalize_uuid
 from ansible_collections.waldur.site_agent.plugins.module_utils.waldur.client import WaldurApiError, error_message
@@ -555,8 +550,8 @@ def run_claim(module, client, offering_uuid, params):
         return {"error": {"uuid": order["uuid"], "msg": error_message(exc)}}
 
     claimed = []
-    results = run_batch(orders, lambda order: claim.claim_one(order, quotas), max_workers=params["max_workers"],
-                        deadline_seconds=params["deadline"], on_error=on_error)
+    results = BatchRunner(module, None, echo=(), on_error=on_error).run(
+        orders, lambda order: claim.claim_one(order, quotas))
     for order, result in zip(orders, results):
         if "order" in result:
             claimed.append(result["order"])
@@ -887,29 +882,27 @@ def run_settle(module, client, offering_uuid, params):
                 "failed": not transient, "actions": [], "outcome": "retry" if transient else "failed",
                 "msg": message}
 
-    results = run_batch(outcomes, settle.settle_one, max_workers=params["max_workers"],
-                        deadline_seconds=params["deadline"], on_error=on_error)
-    counts = dict((name, 0) for name in OUTCOMES)
-    for outcome, result in zip(outcomes, results):
-        result.setdefault("order_uuid", outcome["order_uuid"])
-        result.setdefault("resource_uuid", outcome["resource_uuid"])
-        result.setdefault("resource_name", outcome["resource_name"])
+    runner = BatchRunner(module, settle.settle_one, echo=("order_uuid", "resource_uuid", "resource_name"),
+                         on_error=on_error)
+    results = runner.run(outcomes)
+    for result in results:
         result.setdefault("state", None)
         result.setdefault("actions", [])
-        result.setdefault("changed", False)
         if "outcome" not in result:  # not finished within the deadline: the next pass settles it
             result.update(outcome="retry", failed=False)
-        counts[result["outcome"]] += 1
-    changed = any(result.get("changed") for result in results)
+        result["retry"] = result["outcome"] == "retry"
+    counts = count_results(results, **dict((name, _outcome_is(name)) for name in OUTCOMES))
     # "failed" and "skipped" are Ansible's own result keys (a non-zero "skipped" would mark the
     # task skipped): their counts live in counts only.
-    summary = dict(changed=changed, results=results, counts=counts, done=counts["done"], erred=counts["erred"],
-                   retry=counts["retry"], refused=counts["refused"],
-                   unsettled=counts["failed"] + counts["refused"])
-    if summary["unsettled"] and params["fail_on_item_error"]:
-        module.fail_json(msg="%d of %d order(s) could not be settled" % (summary["unsettled"], len(results)),
-                         **summary)
-    module.exit_json(**summary)
+    runner.finish(results, failed=lambda result: result["outcome"] in ("failed", "refused"),
+                  fail_msg=lambda failures, results: "%d of %d order(s) could not be settled" % (
+                      len(failures), len(results)),
+                  counts=counts, done=counts["done"], erred=counts["erred"], retry=counts["retry"],
+                  refused=counts["refused"], unsettled=counts["failed"] + counts["refused"])
+
+
+def _outcome_is(name):
+    return lambda result: result["outcome"] == name
 
 
 def main():
@@ -918,15 +911,12 @@ def main():
         offering_uuid=dict(type="str", required=True),
         order_uuids=dict(type="list", elements="str"),
         outcomes=dict(type="list", elements="dict"),
-        max_workers=dict(type="int", default=8),
-        deadline=dict(type="int", default=900),
         retry_max_age=dict(type="float", default=86400),
-        fail_on_item_error=dict(type="bool", default=False),
     )
+    argument_spec.update(batch_argument_spec())
     module = WaldurModule(argument_spec=argument_spec)
     params = module.params
-    if params["max_workers"] < 1:
-        module.fail_json(msg="max_workers must be at least 1, got %d" % params["max_workers"])
+    BatchRunner(module, None)  # fails on batch options out of range before any call
     offering_uuid = module.uuid_param(params["offering_uuid"], "offering_uuid")
     client = module.client(pool_size=params["max_workers"])
     if params["state"] == "claimed":

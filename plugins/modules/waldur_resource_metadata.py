@@ -21,6 +21,7 @@ author:
   - Waldur site agent developers (@waldur)
 extends_documentation_fragment:
   - waldur.site_agent.waldur
+  - waldur.site_agent.batch
 attributes:
   check_mode:
     description: Can run in check mode and return the changes it would make, without making them.
@@ -29,7 +30,9 @@ attributes:
       - Reads and compares, writes nothing; RV(results[].changed) says what would be written.
   diff_mode:
     description: Returns details on what has changed (or would change in check mode) with C(--diff).
-    support: none
+    support: full
+    details:
+      - Each changed result carries RV(results[].diff) with the metadata before and after.
 options:
   resources:
     description:
@@ -52,21 +55,6 @@ options:
         description:
           - What Waldur holds now, when known. Saves reading the resource.
         type: dict
-  max_workers:
-    description:
-      - Resources worked on at the same time.
-    type: int
-    default: 8
-  deadline:
-    description:
-      - Seconds for the whole batch.
-    type: int
-    default: 900
-  fail_on_item_error:
-    description:
-      - Fail the task when any resource could not be updated.
-    type: bool
-    default: false
 """
 
 EXAMPLES = r"""
@@ -96,6 +84,13 @@ results:
     failed:
       description: Whether this resource could not be handled.
       type: bool
+    retry:
+      description: Whether the resource was cut off by the deadline (the next run picks it up).
+      type: bool
+    diff:
+      description: The backend metadata before and after (C(before), C(after)).
+      returned: with C(--diff), when the metadata changed (or would change)
+      type: dict
     msg:
       description: What happened.
       type: str
@@ -110,7 +105,7 @@ api_calls:
   type: dict
 """
 
-from ansible_collections.waldur.site_agent.plugins.module_utils.core.batch import run_batch
+from ansible_collections.waldur.site_agent.plugins.module_utils.core.batch import BatchRunner, batch_argument_spec
 from ansible_collections.waldur.site_agent.plugins.module_utils.waldur.client import error_message
 from ansible_collections.waldur.site_agent.plugins.module_utils.waldur.marketplace import provider_resource_path
 from ansible_collections.waldur.site_agent.plugins.module_utils.waldur.module import WaldurModule
@@ -123,10 +118,8 @@ def main():
             backend_metadata=dict(type="dict", required=True),
             current_metadata=dict(type="dict"),
         )),
-        max_workers=dict(type="int", default=8),
-        deadline=dict(type="int", default=900),
-        fail_on_item_error=dict(type="bool", default=False),
     )
+    argument_spec.update(batch_argument_spec())
     module = WaldurModule(argument_spec=argument_spec)
     params = module.params
     items = []
@@ -146,27 +139,22 @@ def main():
         if current is None:
             current = (client.get(provider_resource_path(uuid)) or {}).get("backend_metadata") or {}
         if current == item["backend_metadata"]:
-            return {"resource_uuid": uuid, "changed": False, "failed": False, "msg": "backend metadata unchanged"}
+            return {"msg": "backend metadata unchanged"}
+        changed = {"changed": True}
+        if module._diff:
+            changed["diff"] = {"before": current, "after": item["backend_metadata"]}
         if module.check_mode:
-            return {"resource_uuid": uuid, "changed": True, "failed": False, "msg": "would update backend metadata"}
+            return dict(changed, msg="would update backend metadata")
         client.post(provider_resource_path(uuid, "set_backend_metadata"),
                     json={"backend_metadata": item["backend_metadata"]})
-        return {"resource_uuid": uuid, "changed": True, "failed": False, "msg": "backend metadata updated"}
+        return dict(changed, msg="backend metadata updated")
 
     def on_error(item, exc):
-        return {"resource_uuid": item["resource_uuid"], "changed": False, "failed": True, "msg": error_message(exc)}
+        return {"failed": True, "msg": error_message(exc)}
 
-    results = run_batch(items, update, max_workers=params["max_workers"], deadline_seconds=params["deadline"],
-                        on_error=on_error)
-    for item, result in zip(items, results):
-        result.setdefault("resource_uuid", item["resource_uuid"])
-    failures = [result for result in results if result.get("failed")]
-    summary = dict(changed=any(result["changed"] for result in results), results=results)
-    if failures and params["fail_on_item_error"]:
-        module.fail_json(msg="%d of %d resource(s) failed: %s" % (
-            len(failures), len(results), "; ".join("%s: %s" % (r["resource_uuid"], r["msg"]) for r in failures)),
-            **summary)
-    module.exit_json(**summary)
+    runner = BatchRunner(module, update, echo=("resource_uuid",), on_error=on_error)
+    runner.finish(runner.run(items), fail_msg=lambda failures, results: "%d of %d resource(s) failed: %s" % (
+        len(failures), len(results), "; ".join("%s: %s" % (r["resource_uuid"], r["msg"]) for r in failures)))
 
 
 if __name__ == "__main__":

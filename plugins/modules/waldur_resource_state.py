@@ -28,6 +28,7 @@ author:
   - Waldur site agent developers (@waldur)
 extends_documentation_fragment:
   - waldur.site_agent.waldur
+  - waldur.site_agent.batch
 attributes:
   check_mode:
     description: Can run in check mode and return the changes it would make, without making them.
@@ -60,16 +61,6 @@ options:
     type: str
     choices: [OK]
     default: OK
-  max_workers:
-    description:
-      - Resources worked on at the same time.
-    type: int
-    default: 8
-  deadline:
-    description:
-      - Seconds for the whole batch.
-    type: int
-    default: 900
 """
 
 EXAMPLES = r"""
@@ -105,6 +96,9 @@ results:
     unsupported:
       description: Whether Waldur has no C(set_as_ok), so the resource stays Erred.
       type: bool
+    retry:
+      description: Whether the resource was cut off by the deadline (the next run picks it up).
+      type: bool
     msg:
       description: What happened.
       type: str
@@ -126,7 +120,11 @@ api_calls:
   type: dict
 """
 
-from ansible_collections.waldur.site_agent.plugins.module_utils.core.batch import run_batch
+from ansible_collections.waldur.site_agent.plugins.module_utils.core.batch import (
+    BatchRunner,
+    batch_argument_spec,
+    count_results,
+)
 from ansible_collections.waldur.site_agent.plugins.module_utils.waldur.client import WaldurApiError, error_message
 from ansible_collections.waldur.site_agent.plugins.module_utils.waldur.marketplace import provider_resource_path
 from ansible_collections.waldur.site_agent.plugins.module_utils.waldur.module import WaldurModule
@@ -146,9 +144,8 @@ def main():
             name=dict(type="str"),
         )),
         state=dict(type="str", choices=["OK"], default="OK"),
-        max_workers=dict(type="int", default=8),
-        deadline=dict(type="int", default=900),
     )
+    argument_spec.update(batch_argument_spec())
     module = WaldurModule(argument_spec=argument_spec)
     params = module.params
     items, seen = [], {}
@@ -191,22 +188,20 @@ def main():
         return {"resource_uuid": item["resource_uuid"], "name": item["name"], "changed": False, "failed": True,
                 "unsupported": False, "msg": "resource %s: %s" % (label(item), error_message(exc))}
 
-    results = run_batch(items, set_ok, max_workers=params["max_workers"], deadline_seconds=params["deadline"],
-                        on_error=on_error)
-    for item, result in zip(items, results):
-        result.setdefault("resource_uuid", item["resource_uuid"])
-        result.setdefault("name", item["name"])
+    runner = BatchRunner(module, set_ok, echo=("resource_uuid", "name"), on_error=on_error)
+    results = runner.run(items)
+    for result in results:
         result.setdefault("unsupported", False)
         if result["unsupported"]:
             module.warn(result["msg"])
-    totals = dict(
-        set_ok=sum(1 for result in results if result.get("changed")),
-        unchanged=sum(1 for result in results if not (result.get("changed") or result.get("failed")
-                                                      or result.get("unsupported"))),
-        unsupported=sum(1 for result in results if result.get("unsupported")),
-        failed=sum(1 for result in results if result.get("failed")),
+    totals = count_results(
+        results,
+        set_ok=lambda result: result["changed"],
+        unchanged=lambda result: not (result["changed"] or result["failed"] or result["unsupported"]),
+        unsupported=lambda result: result["unsupported"],
+        failed=lambda result: result["failed"],
     )
-    module.exit_json(changed=totals["set_ok"] > 0, results=results, totals=totals)
+    runner.finish(results, changed=totals["set_ok"] > 0, totals=totals)
 
 
 if __name__ == "__main__":

@@ -38,6 +38,7 @@ author:
   - Waldur site agent developers (@waldur)
 extends_documentation_fragment:
   - waldur.site_agent.waldur
+  - waldur.site_agent.batch
 attributes:
   check_mode:
     description: Can run in check mode and return the changes it would make, without making them.
@@ -46,7 +47,9 @@ attributes:
       - Reads and compares; RV(results[].sent) lists the rows that would be sent, nothing is sent.
   diff_mode:
     description: Returns details on what has changed (or would change in check mode) with C(--diff).
-    support: none
+    support: full
+    details:
+      - Each resource whose usage is (or would be) sent carries RV(results[].diff).
 options:
   offering_uuid:
     description:
@@ -85,21 +88,6 @@ options:
       - Time zone (IANA name) that decides the current month and the offset of the usage C(date).
     type: str
     default: UTC
-  max_workers:
-    description:
-      - Resources submitted at the same time.
-    type: int
-    default: 8
-  deadline:
-    description:
-      - Seconds for the whole batch.
-    type: int
-    default: 900
-  fail_on_item_error:
-    description:
-      - Fail the task when any resource's usage could not be submitted.
-    type: bool
-    default: false
 notes:
   - Waldur takes a usage for the current month. Current Waldur takes C(date) for a past month too
     (service providers, limit-based components); some servers refuse closed past months (reported as
@@ -165,6 +153,14 @@ results:
     closed:
       description: Whether Waldur refused the usage because the billing month is closed.
       type: bool
+    retry:
+      description: Whether the resource was cut off by the deadline (the next run picks it up).
+      type: bool
+    diff:
+      description: The amounts Waldur stores for the month before and after (C(before), C(after)), as
+        2-decimal strings by component.
+      returned: with C(--diff), when usage was (or would be) sent
+      type: dict
   sample:
     - resource_uuid: 7b1e0c9d8a7f4e3d2c1b0a9f8e7d6c5b
       changed: true
@@ -207,7 +203,7 @@ import datetime
 import re
 from decimal import Decimal, InvalidOperation, ROUND_HALF_UP
 
-from ansible_collections.waldur.site_agent.plugins.module_utils.core.batch import run_batch
+from ansible_collections.waldur.site_agent.plugins.module_utils.core.batch import BatchRunner, batch_argument_spec
 from ansible_collections.waldur.site_agent.plugins.module_utils.core.uuids import hex_uuid
 from ansible_collections.waldur.site_agent.plugins.module_utils.waldur.client import WaldurApiError, error_message
 from ansible_collections.waldur.site_agent.plugins.module_utils.waldur.marketplace import offering_components
@@ -224,6 +220,8 @@ TOLERANCE = Decimal("0.000001")
 METERED_BILLING_TYPES = ("usage", "limit")
 # Older servers word a closed past period in the message only; current ones name the date field.
 PAST_PERIOD_MARKERS = ("backfilling past billing periods", "usage of a past month")
+# DRF's keys of an error that is about no field.
+NO_FIELD_KEYS = frozenset(("detail", "non_field_errors"))
 STATE_HINT = " (Waldur takes usage only for resources in state OK, Updating or Terminating)"
 _PERIOD = re.compile(r"^(\d{4})-(\d{2})(?:-01)?$")
 
@@ -264,10 +262,15 @@ def is_current_month(year, month, tzinfo):
 
 
 def is_closed_period_refusal(exc):
-    """A 400 refusing the month itself: the ``date`` field named, or the old servers' words."""
+    """A 400 refusing the month itself: by the ``date`` field its body names. A body that names
+    no field (``detail`` or ``non_field_errors`` only) is matched by the old servers' words: the
+    recorded samples (tests/simulators/waldur/real-waldur-samples.md) hold no such refusal."""
     if exc.status != 400:
         return False
-    return "date" in exc.fields() or any(marker in exc.message.lower() for marker in PAST_PERIOD_MARKERS)
+    fields = exc.fields() - NO_FIELD_KEYS
+    if fields:
+        return "date" in fields
+    return any(marker in exc.message.lower() for marker in PAST_PERIOD_MARKERS)
 
 
 def stored_in_period(client, resource_uuid, period_start):
@@ -389,6 +392,15 @@ def plan_rows(item, components, stored):
     return sent, unchanged, refused, omitted
 
 
+def usage_diff(held, sent):
+    """``{before, after}``: the stored amounts of the components sent, and what they become."""
+    before = dict((component, "%.2f" % held[component][0]) for component in sorted(sent)
+                  if len(held.get(component) or []) == 1)
+    after = dict(before)
+    after.update(sent)
+    return {"before": before, "after": after}
+
+
 def summary_message(sent, unchanged, refused, omitted, verb="sent"):
     parts = []
     if sent:
@@ -414,10 +426,8 @@ def main():
         )),
         billing_period=dict(type="str"),
         timezone=dict(type="str", default="UTC"),
-        max_workers=dict(type="int", default=8),
-        deadline=dict(type="int", default=900),
-        fail_on_item_error=dict(type="bool", default=False),
     )
+    argument_spec.update(batch_argument_spec())
     module = WaldurModule(argument_spec=argument_spec)
     params = module.params
     offering_uuid = module.uuid_param(params["offering_uuid"], "offering_uuid")
@@ -451,6 +461,8 @@ def main():
         result = {"resource_uuid": item["resource_uuid"], "resource_name": item["resource_name"],
                   "changed": bool(sent), "failed": False, "closed": False,
                   "sent": sent, "unchanged": unchanged, "refused": refused, "omitted": omitted}
+        if sent and module._diff:
+            result["diff"] = usage_diff(stored.get(item["resource_uuid"], {}), sent)
         if not sent or module.check_mode:
             result["msg"] = summary_message(sent, unchanged, refused, omitted,
                                             "would send" if module.check_mode else "sent")
@@ -460,6 +472,7 @@ def main():
         try:
             client.post("marketplace-component-usages/set_usage/", json=body)
         except WaldurApiError as exc:
+            result.pop("diff", None)  # nothing changed
             if is_closed_period_refusal(exc):
                 result.update(changed=False, sent={}, closed=True, msg="Waldur does not accept usage for %s any "
                               "more: %s" % (period, exc.message))
@@ -478,9 +491,8 @@ def main():
                 "failed": True, "closed": False, "msg": "resource %s: %s" % (resource_label(item), error_message(exc)),
                 "sent": {}, "unchanged": [], "refused": [], "omitted": []}
 
-    def batch(chunk):
-        return run_batch(chunk, submit, max_workers=params["max_workers"], deadline_seconds=params["deadline"],
-                         on_error=on_error)
+    runner = BatchRunner(module, submit, echo=("resource_uuid", "resource_name"), on_error=on_error)
+    batch = runner.run
 
     first = None
     if not is_current_month(year, month, tzinfo) and not module.check_mode:
@@ -512,9 +524,7 @@ def main():
         rest = [index for index in range(len(items)) if index != first]
         for index, result in zip(rest, batch([items[index] for index in rest])):
             results[index] = result
-    for item, result in zip(items, results):
-        result.setdefault("resource_uuid", item["resource_uuid"])
-        result.setdefault("resource_name", item["resource_name"])
+    for result in results:
         for key, empty in (("sent", {}), ("unchanged", []), ("refused", []), ("omitted", []), ("closed", False)):
             result.setdefault(key, empty)
     for item, result in zip(items, results):
@@ -534,11 +544,9 @@ def main():
         closed=sum(1 for result in results if result.get("closed")),
         failed=sum(1 for result in results if result.get("failed")),
     )
-    summary = dict(changed=any(result.get("changed") for result in results), results=results, totals=totals, **base)
-    if totals["failed"] and params["fail_on_item_error"]:
-        module.fail_json(msg="usage of %d of %d resource(s) could not be submitted: %s" % (
-            totals["failed"], len(results), "; ".join(r["msg"] for r in results if r.get("failed"))), **summary)
-    module.exit_json(**summary)
+    runner.finish(results, totals=totals, fail_msg=lambda failures, results: (
+        "usage of %d of %d resource(s) could not be submitted: %s"
+        % (len(failures), len(results), "; ".join(r["msg"] for r in failures))), **base)
 
 
 if __name__ == "__main__":

@@ -86,11 +86,9 @@ class VmChain(ChainRemoval):
             "backend_metadata": None,
         }
         try:
-            if item.get("error"):
+            if item.get("error"):  # set by validate.duplicate_errors, never by the caller
                 raise ItemError(item["error"])
-            if item.get("skip"):
-                result["msg"] = item["skip"]
-            elif item["state"] == "absent":
+            if item["state"] == "absent":
                 self.absent(item, result)
             elif item["state"] in ("deallocated", "running"):
                 self.power(item, result, item["state"])
@@ -107,8 +105,6 @@ class VmChain(ChainRemoval):
         except Exception as error:  # a bug must fail its item, not the batch
             result.update(failed=True, msg="%s: %s" % (type(error).__name__, error),
                           exception=traceback.format_exc())
-        if item.get("comment"):
-            result["msg"] = "%s; %s" % (result["msg"], item["comment"]) if result["msg"] else item["comment"]
         return result
 
     # ---- present, with a backend id -------------------------------------------------------

@@ -162,10 +162,16 @@ class CallCounter(SansIOHTTPPolicy):
     def __init__(self):
         self._lock = threading.Lock()
         self.calls = 0
+        self.reads = 0  # calls split by method, for the batch modules' api_calls
+        self.writes = 0
 
     def on_request(self, request):
         with self._lock:
             self.calls += 1
+            if request.http_request.method == "GET":
+                self.reads += 1
+            else:
+                self.writes += 1
 
 
 class AzureClients:

@@ -77,3 +77,98 @@ def run_batch(items, worker, max_workers=8, deadline_seconds=None, on_error=None
                     "msg": "not finished within the deadline of %s seconds; "
                            "the next run will pick it up" % deadline_seconds}
     return results
+
+
+# ------------------------------------------------------------------ the batch module engine
+
+def batch_argument_spec(deadline=900.0):
+    """The options of every batch module (documented by the ``waldur.site_agent.batch`` fragment)."""
+    return dict(
+        max_workers=dict(type="int", default=8),
+        deadline=dict(type="float", default=float(deadline)),
+        fail_on_item_error=dict(type="bool", default=False),
+    )
+
+
+def batch_option_problem(params, positive=("max_workers", "deadline")):
+    """Why the batch options cannot be used (a message naming the option), or None."""
+    for option in positive:
+        value = params.get(option)
+        if value is not None and value <= 0:
+            return "%s must be a positive number, got %s" % (option, value)
+    return None
+
+
+def api_call_counts(reads=0, writes=0, retries=0):
+    """The one ``api_calls`` shape every batch module returns."""
+    return {"reads": int(reads), "writes": int(writes), "retries": int(retries)}
+
+
+def count_results(results, **predicates):
+    """``{name: how many results predicate(result) holds for}``."""
+    return dict((name, sum(1 for result in results if predicate(result))) for name, predicate in predicates.items())
+
+
+class BatchRunner:
+    """Runs a batch module: checks the batch options, works on the items concurrently, shapes
+    every result the same way and exits (``fail_on_item_error`` applied, ``api_calls`` one shape).
+
+    ``echo``: the item keys copied into its result (the input's key: ``resource_uuid``,
+    ``order_uuid`` ...), so an item cut off by the deadline still says which it was.
+    ``api_calls``: a callable giving ``api_call_counts(...)``; None when the module adds them
+    itself (``WaldurModule`` does).
+    """
+
+    def __init__(self, module, worker, echo=("resource_uuid",), on_error=None, api_calls=None):
+        self.module = module
+        self.worker = worker
+        self.echo = tuple(echo)
+        self.on_error = on_error
+        self.api_calls = api_calls
+        problem = batch_option_problem(module.params)
+        if problem:
+            self.fail(problem)
+
+    @property
+    def max_workers(self):
+        return self.module.params["max_workers"]
+
+    def shape(self, item, result):
+        """``result`` with the item's echoed keys and ``changed``/``failed``/``retry``/``msg`` always set."""
+        shaped = dict((key, item.get(key)) for key in self.echo if isinstance(item, dict))
+        shaped.update(changed=False, failed=False, retry=False, msg="")
+        shaped.update(result or {})
+        return shaped
+
+    def run(self, items, worker=None):
+        """One shaped result per item, in input order."""
+        items = list(items)
+        raw = run_batch(items, worker or self.worker, max_workers=self.max_workers,
+                        deadline_seconds=self.module.params["deadline"], on_error=self.on_error)
+        return [self.shape(item, result) for item, result in zip(items, raw)]
+
+    def failure_summary(self, failures, results):
+        key = self.echo[0] if self.echo else None
+        return "%d of %d item(s) failed: %s" % (len(failures), len(results), "; ".join(
+            "%s: %s" % (failure.get(key), failure.get("msg")) for failure in failures))
+
+    def _calls(self, result):
+        if self.api_calls is not None:
+            result["api_calls"] = self.api_calls()
+        return result
+
+    def fail(self, msg, **result):
+        self.module.fail_json(msg=msg, **self._calls(result))
+
+    def finish(self, results, failed=None, fail_msg=None, **extra):
+        """Exit: ``changed`` when any result changed; fail with ``fail_msg(failures, results)``
+        when ``fail_on_item_error`` and any result is failed (``failed(result)`` decides)."""
+        failed = failed or (lambda result: result.get("failed"))
+        summary = dict(extra)
+        summary.setdefault("changed", any(result.get("changed") for result in results))
+        summary["results"] = results
+        failures = [result for result in results if failed(result)]
+        if failures and self.module.params.get("fail_on_item_error"):
+            summary.pop("msg", None)  # the failure's msg replaces the summary's
+            self.fail((fail_msg or self.failure_summary)(failures, results), **summary)
+        self.module.exit_json(**self._calls(summary))

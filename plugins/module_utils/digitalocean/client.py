@@ -97,6 +97,8 @@ class _Counter:
     def __init__(self):
         self._lock = threading.Lock()
         self.calls = 0
+        self.reads = 0  # calls split by method, for the batch modules' api_calls
+        self.writes = 0
         self.retries = 0
         self.throttled = 0
 
@@ -210,6 +212,7 @@ class DigitalOceanClient:
         def before_attempt(attempt):
             self.pacer.acquire()
             self.stats.add("calls")
+            self.stats.add("reads" if method == "GET" else "writes")
 
         def classify(response, attempt):
             status = response.status_code

@@ -7,10 +7,13 @@ from ansible.errors import AnsibleFilterError
 from ansible_collections.waldur.site_agent.plugins.filter.site_agent import (
     droplet_items,
     droplet_membership_items,
+    droplet_notes,
+    droplet_outcomes,
     metadata_updates,
     usage_rows,
     vm_items,
     vm_membership_items,
+    vm_outcomes,
 )
 
 RESOURCE_UUID = "1234abcd-0000-4000-8000-000000000001"
@@ -34,6 +37,15 @@ def order(order_type="Create", attributes=None, options=None, limits=None, backe
     return result
 
 
+def set_aside(items_filter, outcomes_filter, orders, *args):
+    """The one settle outcome of an order the filter errs or skips; it gets no backend item."""
+    assert items_filter(orders, *args) == []
+    [outcome] = outcomes_filter(orders, *args)
+    assert (outcome["order_uuid"], outcome["resource_uuid"], outcome["retry"]) == (ORDER_UUID, RESOURCE_HEX, False)
+    assert outcome["resource_name"] == "web-1"
+    return outcome
+
+
 DO_SETTINGS = {"token": "x", "default_region": "ams3", "default_image": "ubuntu-22-04-x64",
                "default_size": "s-1vcpu-1gb", "default_tags": ["waldur"],
                "size_mapping": {"s-1vcpu-1gb": {"cpu": 1, "ram": 1024}, "s-2vcpu-4gb": {"cpu": 2, "ram": 4096}}}
@@ -48,7 +60,7 @@ class TestDropletItems:
             "present", "ams3", "ubuntu-22-04-x64", "s-1vcpu-1gb")
         assert item["tags"] == ["waldur"]
         assert item["name"] == "web-1"
-        assert "error" not in item
+        assert not set(item) & {"error", "skip", "comment", "resource_name"}  # desired state only
 
     def test_attributes_override_options_and_defaults(self):
         [item] = droplet_items([order(options={"region": "nyc3", "image": "debian-12-x64"},
@@ -67,14 +79,16 @@ class TestDropletItems:
     def test_missing_region_image_or_size_is_an_error_item(self, missing):
         settings = dict(DO_SETTINGS, size_mapping={})
         settings["default_" + missing] = None
-        [item] = droplet_items([order()], settings)
-        assert item["error"] == "DigitalOcean droplet %s is not specified" % missing
+        outcome = set_aside(droplet_items, droplet_outcomes, [order()], settings)
+        assert outcome["failed"] is True and outcome["msg"] == "DigitalOcean droplet %s is not specified" % missing
 
     def test_reserved_resource_tags_are_dropped_and_reported(self):
         planted = "waldur-resource:" + "f" * 32
         [item] = droplet_items([order(attributes={"tags": ["web", planted]})], DO_SETTINGS)
-        assert item["tags"] == ["web"]
-        assert planted in item["comment"]
+        assert item["tags"] == ["web"] and "comment" not in item
+        [note] = droplet_notes([order(attributes={"tags": ["web", planted]})], DO_SETTINGS)
+        assert planted in note and note.startswith("web-1 (order %s): " % ORDER_UUID)
+        assert droplet_outcomes([order(attributes={"tags": ["web", planted]})], DO_SETTINGS) == []
 
     def test_ssh_key_by_public_key_id_fingerprint_or_provider_key_uuid(self):
         keys = [{"uuid": KEY_UUID, "public_key": PUBLIC_KEY}]
@@ -109,16 +123,18 @@ class TestDropletItems:
         assert item["running"] is False
 
     def test_update_without_a_match_errs_naming_the_limits_and_the_mapping(self):
-        [item] = droplet_items([order("Update", backend_id="123", resource_limits={"cpu": 1, "ram": 1024},
-                                      target_limits={"cpu": 3, "ram": 999})], DO_SETTINGS)
-        assert item["error"] == ("limits cpu=3, ram=999 match no size_mapping entry (size_mapping: s-1vcpu-1gb: "
-                                 "cpu=1, ram=1024; s-2vcpu-4gb: cpu=2, ram=4096); the droplet is left unchanged")
-        assert "size" not in item and "skip" not in item
+        outcome = set_aside(droplet_items, droplet_outcomes, [order(
+            "Update", backend_id="123", resource_limits={"cpu": 1, "ram": 1024}, target_limits={"cpu": 3, "ram": 999})],
+            DO_SETTINGS)
+        assert outcome["msg"] == ("limits cpu=3, ram=999 match no size_mapping entry (size_mapping: s-1vcpu-1gb: "
+                                  "cpu=1, ram=1024; s-2vcpu-4gb: cpu=2, ram=4096); the droplet is left unchanged")
+        assert (outcome["failed"], outcome["backend_id"]) == (True, "123")
 
     def test_update_with_unchanged_limits_needs_no_backend_call(self):
-        [item] = droplet_items([order("Update", backend_id="123", resource_limits={"cpu": 1, "ram": 1024},
-                                      target_limits={"cpu": 1.0, "ram": 1024})], DO_SETTINGS)
-        assert "unchanged" in item["skip"]
+        outcome = set_aside(droplet_items, droplet_outcomes, [order(
+            "Update", backend_id="123", resource_limits={"cpu": 1, "ram": 1024}, target_limits={"cpu": 1.0, "ram": 1024})],
+            DO_SETTINGS)
+        assert (outcome["failed"], outcome["backend_id"]) == (False, "123") and "unchanged" in outcome["msg"]
 
     def test_terminate(self):
         [item] = droplet_items([order("Terminate", backend_id="123")], DO_SETTINGS)
@@ -163,27 +179,28 @@ class TestVmItems:
             vm_items([order()], AZURE_SETTINGS, [], "nope")
 
     def test_keyless_order_is_refused(self):
-        [item] = vm_items([order()], AZURE_SETTINGS)
-        assert "carries no SSH key" in item["error"]
+        outcome = set_aside(vm_items, vm_outcomes, [order()], AZURE_SETTINGS)
+        assert outcome["failed"] is True and "carries no SSH key" in outcome["msg"]
 
     def test_unknown_key_uuid_is_refused(self):
-        [item] = vm_items([order(attributes={"ssh_key": "f" * 32})], AZURE_SETTINGS, [])
-        assert "carries no SSH key" in item["error"] and "f" * 32 in item["error"]
+        outcome = set_aside(vm_items, vm_outcomes, [order(attributes={"ssh_key": "f" * 32})], AZURE_SETTINGS, [])
+        assert "carries no SSH key" in outcome["msg"] and "f" * 32 in outcome["msg"]
 
     def test_missing_location_is_named(self):
         settings = dict(AZURE_SETTINGS, default_location=None)
-        [item] = vm_items([order(attributes={"ssh_public_key": PUBLIC_KEY})], settings)
-        assert item["error"] == "Azure location is set neither on the order nor in backend_settings"
+        outcome = set_aside(vm_items, vm_outcomes, [order(attributes={"ssh_public_key": PUBLIC_KEY})], settings)
+        assert outcome["msg"] == "Azure location is set neither on the order nor in backend_settings"
 
     def test_update_with_changed_limits_is_refused(self):
-        [item] = vm_items([order("Update", backend_id="/x", resource_limits={"cpu": 1},
-                                 target_limits={"cpu": 2})], AZURE_SETTINGS)
-        assert item["error"] == "resizing is not supported on Azure"
+        outcome = set_aside(vm_items, vm_outcomes, [order("Update", backend_id="/x", resource_limits={"cpu": 1},
+                                                          target_limits={"cpu": 2})], AZURE_SETTINGS)
+        assert (outcome["failed"], outcome["msg"], outcome["backend_id"]) == (
+            True, "resizing is not supported on Azure", "/x")
 
     def test_update_with_same_limits_is_skipped(self):
-        [item] = vm_items([order("Update", backend_id="/x", resource_limits={"cpu": 1},
-                                 target_limits={"cpu": 1})], AZURE_SETTINGS)
-        assert "unchanged" in item["skip"]
+        outcome = set_aside(vm_items, vm_outcomes, [order("Update", backend_id="/x", resource_limits={"cpu": 1},
+                                                          target_limits={"cpu": 1})], AZURE_SETTINGS)
+        assert outcome["failed"] is False and "unchanged" in outcome["msg"]
 
     def test_shared_group_and_user_data(self):
         settings = dict(AZURE_SETTINGS, default_resource_group="shared-rg")

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from ansible_collections.waldur.site_agent.plugins.filter.site_agent import droplet_items
+from ansible_collections.waldur.site_agent.plugins.filter.site_agent import droplet_items, droplet_notes
 from ansible_collections.waldur.site_agent.plugins.module_utils.digitalocean.facts import resource_tags
 from ansible_collections.waldur.site_agent.plugins.module_utils.digitalocean.naming import (
     droplet_tags,
@@ -54,14 +54,14 @@ def test_the_filter_and_do_droplet_reserve_the_same_mixed_case_tags():
              "resource": {"uuid": UUID, "name": "web-1", "attributes": {"tags": USER_TAGS}, "limits": {}}}
     [item] = droplet_items([order], settings)
     assert [tag.strip() for tag in item["tags"]] == KEPT
+    [note] = droplet_notes([order], settings)
     for tag in RESERVED:
-        assert tag in item["comment"]
+        assert tag in note
 
     client = FakeClient()
     module_item = {"resource_uuid": UUID, "order_uuid": None, "state": "present", "backend_id": None,
                    "name": "web-1", "region": "ams3", "image": "ubuntu-22-04-x64", "size": "s-1vcpu-1gb",
-                   "ssh_keys": [], "user_data": None, "tags": USER_TAGS, "error": None, "skip": None,
-                   "comment": None}
+                   "ssh_keys": [], "user_data": None, "tags": USER_TAGS}
     result = do_droplet.DropletWorker(client, check_mode=False, wait=False, wait_timeout=60,
                                       waiter=FakeWaiter(client))(module_item)
     [created] = [call[1] for call in client.calls if call[0] == "create_droplet"]

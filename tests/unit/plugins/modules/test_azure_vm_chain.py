@@ -3,6 +3,7 @@
 import base64
 import copy
 import json
+from types import SimpleNamespace
 
 import pytest
 
@@ -17,6 +18,7 @@ from ansible_collections.waldur.site_agent.plugins.module_utils.azure.validate i
     ssh_key_problem,
 )
 from ansible_collections.waldur.site_agent.plugins.module_utils.azure.clients import AzureError
+from ansible_collections.waldur.site_agent.plugins.module_utils.core.batch import ItemError
 from tests.unit.plugins.modules.azure_fake import SUBSCRIPTION, FakeAzure
 
 UUID = "1234abcd5678ef901234abcd5678ef90"
@@ -38,8 +40,7 @@ def machine(**overrides):
     item = dict(resource_uuid=UUID, order_uuid=None, name="Web", state="present", backend_id=None,
                 location="westeurope", size="Standard_B1s", image="Canonical:ubuntu:22_04-lts:latest",
                 ssh_public_key=KEY, admin_username="waldur", custom_data=None, resource_group=None,
-                network_cidr="10.0.0.0/16", subnet_cidr="10.0.0.0/24", allowed_ssh_ranges=["203.0.113.0/24"],
-                error=None, skip=None, comment=None)
+                network_cidr="10.0.0.0/16", subnet_cidr="10.0.0.0/24", allowed_ssh_ranges=["203.0.113.0/24"])
     item.update(overrides)
     return item
 
@@ -455,28 +456,62 @@ def run_module(capsys, **args):
     return json.loads(capsys.readouterr().out)
 
 
-def test_error_skip_and_comment_items_make_no_call(capsys):
-    output = run_module(capsys, machines=[
-        {"resource_uuid": UUID, "order_uuid": "0f0e0d0c-0b0a-0908-0706-050403020100",
-         "error": "resizing is not supported on Azure"},
-        {"resource_uuid": OTHER_UUID, "skip": "limits are unchanged", "backend_id": dedicated_id(),
-         "comment": "noted"},
-    ])
-    first, second = output["results"]
-    assert first["failed"] and first["msg"] == "resizing is not supported on Azure"
-    assert first["order_uuid"] == "0f0e0d0c0b0a09080706050403020100"
-    assert not second["failed"] and second["msg"] == "limits are unchanged; noted"
-    assert second["backend_id"] == dedicated_id() and not second["changed"]
-    assert not output.get("failed") and "module-secret" not in json.dumps(output)
+class CountingClients:
+    """What main() asks of AzureClients when the chain itself is replaced."""
+
+    def __init__(self):
+        self.counter = SimpleNamespace(reads=5, writes=2)
+
+    def authenticate(self):
+        pass
 
 
-def test_fail_on_item_error_fails_the_task(capsys):
-    output = run_module(capsys, fail_on_item_error=True, machines=[{"resource_uuid": UUID, "error": "nope"}])
+def with_chain(monkeypatch, outcome):
+    monkeypatch.setattr(azure_vm_chain, "clients_from_module", lambda module: CountingClients())
+    real_run = azure_vm_chain.VmChain.run
+
+    def run(self, item):
+        if item.get("error"):  # the module's own error (a duplicate): the real chain, which calls nothing
+            return real_run(self, item)
+        if isinstance(outcome, Exception):
+            raise outcome
+        return dict(outcome, resource_uuid=item["resource_uuid"], order_uuid=item.get("order_uuid"))
+    monkeypatch.setattr(azure_vm_chain.VmChain, "run", run)
+
+
+@pytest.mark.parametrize("plumbing", ["error", "skip", "comment"])
+def test_items_carry_desired_state_only(capsys, plumbing):
+    """Orders the filter errs or skips go straight to settle (vm_outcomes): no such option."""
+    output = run_module(capsys, machines=[{"resource_uuid": UUID, plumbing: "x"}])
+    assert output["failed"] and plumbing in output["msg"] and "results" not in output
+
+
+def test_a_second_item_for_one_resource_fails_with_no_call(capsys, monkeypatch):
+    with_chain(monkeypatch, {"changed": False, "failed": False, "msg": "checked"})
+    first, second = run_module(capsys, machines=[{"resource_uuid": UUID}, {"resource_uuid": UUID}])["results"]
+    assert not first["failed"]
+    assert second["failed"] and second["msg"] == "machines[0] acts on resource %s too; one item per resource and batch" % UUID
+
+
+def test_results_are_shaped_and_api_calls_are_reads_writes_and_retries(capsys, monkeypatch):
+    with_chain(monkeypatch, {"changed": True, "failed": False, "msg": "created", "action": "created"})
+    output = run_module(capsys, machines=[{"resource_uuid": UUID, "order_uuid": "0f0e0d0c-0b0a-0908-0706-050403020100"}])
+    [result] = output["results"]
+    assert (result["order_uuid"], result["retry"], result["backend_metadata"]) == (
+        "0f0e0d0c0b0a09080706050403020100", False, None)
+    assert output["api_calls"] == {"reads": 5, "writes": 2, "retries": 0}
+    assert output["changed"] and not output.get("failed")
+
+
+def test_fail_on_item_error_fails_the_task(capsys, monkeypatch):
+    with_chain(monkeypatch, ItemError("nope"))
+    output = run_module(capsys, fail_on_item_error=True, machines=[{"resource_uuid": UUID}])
     assert output["failed"] and "1 of 1 machine(s) failed: nope" in output["msg"]
+    assert output["results"][0]["failed"] and output["api_calls"]["reads"] == 5
 
 
 def test_a_malformed_uuid_fails_the_module_naming_the_key(capsys):
-    output = run_module(capsys, machines=[{"resource_uuid": UUID, "skip": "x"}, {"resource_uuid": "web"}])
+    output = run_module(capsys, machines=[{"resource_uuid": UUID}, {"resource_uuid": "web"}])
     assert output["failed"] and output["msg"] == "machines[1].resource_uuid: 'web' is not a UUID"
 
 

@@ -38,7 +38,7 @@ class FakeClient:
         self.outcomes = outcomes or {}  # action type -> status wait_for_action reports
         self.auth_error = None
         self.api_calls = 0
-        self.stats = SimpleNamespace(retries=0)
+        self.stats = SimpleNamespace(reads=0, writes=0, retries=0)
         self.next_id = 900
 
     def writes(self):
@@ -113,8 +113,7 @@ class FakeWaiter:
 
 def item(**fields):
     base = {"resource_uuid": UUID, "order_uuid": None, "state": "present", "backend_id": None, "name": None,
-            "region": None, "image": None, "size": None, "ssh_keys": [], "user_data": None, "tags": [],
-            "error": None, "skip": None, "comment": None}
+            "region": None, "image": None, "size": None, "ssh_keys": [], "user_data": None, "tags": []}
     base.update(fields)
     return base
 
@@ -128,24 +127,7 @@ def run(client, one, check_mode=False, wait=True):
                                     waiter=FakeWaiter(client))(one)
 
 
-# ---- error, skip, validation ----------------------------------------------------------
-
-def test_error_fails_with_exactly_that_message_and_no_call():
-    client = FakeClient()
-    result = run(client, create_item(error="the order names no image", order_uuid="0" * 32))
-    assert result["failed"] is True and result["msg"] == "the order names no image"
-    assert result["order_uuid"] == "0" * 32 and result["resource_uuid"] == UUID
-    assert client.calls == []
-
-
-def test_skip_succeeds_unchanged_with_no_call():
-    client = FakeClient()
-    result = run(client, item(backend_id="42", skip="limits are unchanged; nothing to do", comment="note"))
-    assert (result["failed"], result["changed"], result["action"]) == (False, False, "none")
-    assert result["msg"] == "limits are unchanged; nothing to do; note"
-    assert result["backend_id"] == "42"
-    assert client.calls == []
-
+# ---- validation ----------------------------------------------------------
 
 def test_missing_region_image_size_fail_before_any_call():
     client = FakeClient()
@@ -470,7 +452,7 @@ def test_prefetch_reads_many_droplets_in_one_go():
     client = FakeClient(facts(7), facts(8, status="off"))
     worker = do_droplet.DropletWorker(client, wait_timeout=60, waiter=FakeWaiter(client))
     items = [item(state="off", backend_id="7"), item(state="active", backend_id="8"),
-             item(state="absent", backend_id="9"), item(state="off", backend_id="10", error="x")]
+             item(state="absent", backend_id="9")]
     worker.prefetch(items)
     results = [worker(one) for one in items[:2]]
     assert client.calls[0] == ("find_droplets", [7, 8])
@@ -537,6 +519,29 @@ def test_module_fails_when_the_token_is_rejected(run_module):
     assert out["msg"] == str(error)
     # one line for the whole task: the items' results (all failing alike) are not repeated
     assert "results" not in out and out["failed_count"] == 1
+
+
+def test_module_returns_api_calls_as_reads_writes_and_retries(run_module):
+    client = FakeClient(facts(7))
+    client.stats = SimpleNamespace(reads=4, writes=2, retries=1)
+    out = run_module({"droplets": [{"resource_uuid": UUID, "backend_id": "7", "state": "off"}]}, client)
+    assert out["api_calls"] == {"reads": 4, "writes": 2, "retries": 1}
+    assert out["api_retries"] == 1
+    assert out["results"][0]["retry"] is False
+
+
+@pytest.mark.parametrize("plumbing", ["error", "skip", "comment"])
+def test_module_items_carry_desired_state_only(run_module, plumbing):
+    """Orders the filter errs or skips go straight to settle (droplet_outcomes): no such option."""
+    out = run_module({"droplets": [{"resource_uuid": UUID, "backend_id": "7", plumbing: "x"}]}, FakeClient())
+    assert out["failed"] is True and plumbing in out["msg"] and "results" not in out
+
+
+def test_module_checks_the_batch_options_before_any_call(run_module):
+    client = FakeClient(facts(7))
+    out = run_module({"max_workers": 0, "droplets": [{"resource_uuid": UUID, "backend_id": "7"}]}, client)
+    assert out["failed"] is True and out["msg"] == "max_workers must be a positive number, got 0"
+    assert client.calls == []
 
 
 # ---- many creates against the simulator ---------------------------------------------------

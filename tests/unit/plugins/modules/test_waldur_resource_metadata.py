@@ -44,7 +44,7 @@ def test_only_differing_metadata_is_written(waldur_sim, capsys, pair):
 def test_current_metadata_is_trusted_and_check_mode_writes_nothing(waldur_sim, capsys, pair):
     result = run(waldur_sim, capsys, _ansible_check_mode=True, resources=[
         {"resource_uuid": pair[0], "backend_metadata": {"status": "active"}, "current_metadata": {"status": "x"}}])
-    assert result["results"][0] == {"resource_uuid": pair[0], "changed": True, "failed": False,
+    assert result["results"][0] == {"resource_uuid": pair[0], "changed": True, "failed": False, "retry": False,
                                     "msg": "would update backend metadata"}
     assert waldur_sim.app.calls == []
 
@@ -61,3 +61,23 @@ def test_one_failure_does_not_stop_the_others(waldur_sim, capsys, pair):
 def test_a_bad_uuid_is_named(waldur_sim, capsys):
     result = run(waldur_sim, capsys, resources=[{"resource_uuid": "nope", "backend_metadata": {}}])
     assert result["failed"] is True and result["msg"].startswith("resources[0].resource_uuid must be a UUID")
+
+
+def test_diff_mode_gives_before_and_after_of_changed_resources_only(waldur_sim, capsys, pair):
+    result = run(waldur_sim, capsys, _ansible_diff=True, _ansible_check_mode=True, resources=[
+        {"resource_uuid": pair[0], "backend_metadata": {"status": "off"}},
+        {"resource_uuid": pair[1], "backend_metadata": {"status": "active"}}])
+    assert result["results"][0]["diff"] == {"before": {"status": "active"}, "after": {"status": "off"}}
+    assert "diff" not in result["results"][1]
+    assert waldur_sim.app.calls_of("resources.set_backend_metadata") == []
+
+
+def test_without_diff_mode_no_diff_is_returned(waldur_sim, capsys, pair):
+    result = run(waldur_sim, capsys, resources=[{"resource_uuid": pair[0], "backend_metadata": {"status": "off"}}])
+    assert "diff" not in result["results"][0]
+    assert result["api_calls"]["writes"] == 1
+
+
+def test_batch_options_are_checked(waldur_sim, capsys, pair):
+    result = run(waldur_sim, capsys, deadline=0, resources=[{"resource_uuid": pair[0], "backend_metadata": {}}])
+    assert result["failed"] is True and result["msg"] == "deadline must be a positive number, got 0.0"

@@ -205,3 +205,44 @@ def test_a_refused_usage_names_the_resource_and_fails_the_task_on_request(waldur
                              "refused the usage for %s (HTTP 400): resource: Resource is not in valid state. "
                              "(Waldur takes usage only for resources in state OK, Updating or Terminating)"
                              % (vms[0], this_month()))
+
+
+def test_diff_mode_gives_the_stored_amounts_before_and_after(waldur_sim, capsys, vms):
+    run(waldur_sim, capsys, usages=[{"resource_uuid": vms[0], "usages": {"cpu": 2}}])
+    result = run(waldur_sim, capsys, _ansible_diff=True, usages=[
+        {"resource_uuid": vms[0], "usages": {"cpu": 3, "ram": 1024}},
+        {"resource_uuid": vms[1], "usages": {}}])
+    assert result["results"][0]["diff"] == {"before": {"cpu": "2.00"}, "after": {"cpu": "3.00", "ram": "1024.00"}}
+    assert "diff" not in result["results"][1]  # nothing sent
+    assert stored(waldur_sim, vms[0]) == {"cpu": "3.00", "ram": "1024.00"}
+
+
+def test_diff_in_check_mode_says_what_would_change_and_sends_nothing(waldur_sim, capsys, vms):
+    result = run(waldur_sim, capsys, _ansible_diff=True, _ansible_check_mode=True,
+                 usages=[{"resource_uuid": vms[0], "usages": {"cpu": 2}}])
+    assert result["results"][0]["diff"] == {"before": {}, "after": {"cpu": "2.00"}}
+    assert waldur_sim.app.write_calls() == []
+    assert "diff" not in run(waldur_sim, capsys, usages=[{"resource_uuid": vms[0], "usages": {"cpu": 2}}])["results"][0]
+
+
+def test_a_closed_month_refusal_carries_no_diff(waldur_sim, capsys, vms):
+    waldur_sim.app.add_fault("usages.set_usage", status=400, times=-1,
+                             body={"date": ["Usage for this period can no longer be reported."]})
+    result = run(waldur_sim, capsys, _ansible_diff=True, billing_period=month_shift(-2),
+                 usages=[{"resource_uuid": vms[0], "usages": {"cpu": 2}}])
+    assert result["results"][0]["closed"] is True and "diff" not in result["results"][0]
+
+
+@pytest.mark.parametrize("body, closed", [
+    ({"date": ["Usage for this period can no longer be reported."]}, True),
+    ({"non_field_errors": ["Backfilling past billing periods is not allowed."]}, True),  # old servers: words only
+    ({"detail": "Usage of a past month cannot be set."}, True),
+    ({"resource": ["Usage of a past month is not what this says: the resource is not in valid state."]}, False),
+])
+def test_a_closed_month_is_told_by_the_date_field_and_only_fieldless_bodies_by_their_words(
+        waldur_sim, capsys, vms, body, closed):
+    waldur_sim.app.add_fault("usages.set_usage", status=400, times=-1, body=body)
+    result = run(waldur_sim, capsys, billing_period=month_shift(-2),
+                 usages=[{"resource_uuid": vms[0], "usages": {"cpu": 2}}])
+    row = result["results"][0]
+    assert (row["closed"], row["failed"]) == (closed, not closed)
