@@ -20,3 +20,16 @@ attributes:
     description: Returns details on what has changed (or would change in check mode) with C(--diff).
     support: none
 """
+
+    # The attributes of a backend batch module (do_droplet, azure_vm_chain).
+    BACKEND = r"""
+attributes:
+  check_mode:
+    description: Can run in check mode and return the changes it would make, without making them.
+    support: full
+    details:
+      - Reads are made, nothing is created, changed or deleted, and each result says what would change.
+  diff_mode:
+    description: Returns details on what has changed (or would change in check mode) with C(--diff).
+    support: none
+"""

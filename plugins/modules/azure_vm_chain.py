@@ -59,7 +59,7 @@ author:
 extends_documentation_fragment:
   - waldur.site_agent.azure
   - waldur.site_agent.batch
-  - waldur.site_agent.batch.BACKEND_ATTRIBUTES
+  - waldur.site_agent.attributes.backend
 options:
   machines:
     description:
@@ -152,8 +152,6 @@ options:
         still working on an operation, and the next run picks them up.
     type: float
     default: 900
-notes:
-  - Supports check mode. Everything is read, nothing is written, and each result says what would change.
 """
 
 EXAMPLES = r"""

@@ -28,6 +28,7 @@ author:
   - Waldur site agent developers (@waldur)
 extends_documentation_fragment:
   - waldur.site_agent.azure
+  - waldur.site_agent.attributes.read_only
 options:
   backend_ids:
     description:
@@ -45,8 +46,6 @@ options:
       - Seconds for the whole run.
     type: float
     default: 900
-notes:
-  - Supports check mode; the module never writes.
 """
 
 EXAMPLES = r"""

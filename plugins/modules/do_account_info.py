@@ -21,8 +21,8 @@ author:
   - Waldur site agent developers (@waldur)
 extends_documentation_fragment:
   - waldur.site_agent.digitalocean
+  - waldur.site_agent.attributes.read_only
 notes:
-  - Supports check mode; the module only reads.
   - The account's e-mail address is not returned.
 """
 

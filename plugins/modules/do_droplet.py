@@ -139,10 +139,7 @@ options:
 extends_documentation_fragment:
   - waldur.site_agent.digitalocean
   - waldur.site_agent.batch
-  - waldur.site_agent.batch.BACKEND_ATTRIBUTES
-notes:
-  - Supports check mode. Reads are made; nothing is created, changed or deleted, and the results say
-    what would be done.
+  - waldur.site_agent.attributes.backend
 """
 
 EXAMPLES = r"""

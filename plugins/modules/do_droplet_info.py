@@ -28,8 +28,7 @@ options:
     required: true
 extends_documentation_fragment:
   - waldur.site_agent.digitalocean
-notes:
-  - Supports check mode; the module only reads.
+  - waldur.site_agent.attributes.read_only
 """
 
 EXAMPLES = r"""

@@ -22,10 +22,21 @@ description:
   - A lock whose holder process has ended (a pass killed or crashed before it released the lock) is
     stale and is taken over; the result says whose it was and a warning is printed. A lock written on
     another host is respected (its process cannot be checked); delete the file if that host is gone.
-  - Runs on the controller as an action plugin. It works the same in check mode (a check pass holds
-    the lock too).
+  - Runs on the controller as an action plugin.
 author:
   - Waldur site agent developers (@waldur)
+attributes:
+  check_mode:
+    description: Can run in check mode and return the changes it would make, without making them.
+    support: full
+    details:
+      - It works the same in check mode, so a check pass holds the lock too and never overlaps a real one.
+  diff_mode:
+    description: Returns details on what has changed (or would change in check mode) with C(--diff).
+    support: none
+  action:
+    description: Indicates this has a corresponding action plugin so some parts of the options can be executed on the controller.
+    support: full
 options:
   state:
     description:
