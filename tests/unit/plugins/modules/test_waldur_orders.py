@@ -9,6 +9,9 @@ import pytest
 from tests.unit.compat import patch_module_args
 
 from ansible_collections.waldur.site_agent.plugins.module_utils.waldur.client import WaldurApiError
+from ansible_collections.waldur.site_agent.plugins.module_utils.core.batch import ItemError
+from ansible_collections.waldur.site_agent.plugins.module_utils.waldur.claim import Claim
+from ansible_collections.waldur.site_agent.plugins.module_utils.waldur.settle import Settle
 from ansible_collections.waldur.site_agent.plugins.modules import waldur_orders
 from tests.simulators.waldur import presets as P
 
@@ -152,7 +155,7 @@ class StubModule:
 @pytest.mark.parametrize("state_after, claimed", [("executing", True), ("canceled", False)])
 def test_a_409_on_approval_is_re_read_not_an_error(state_after, claimed):
     client = StubClient(state_after)
-    claim = waldur_orders.Claim(StubModule(), client, "d" * 32)
+    claim = Claim(StubModule(), client, "d" * 32)
     order = {"uuid": "1" * 32, "type": "Create", "state": "pending-provider", "limits": {}, "plan_uuid": None,
              "marketplace_resource_uuid": "2" * 32}
 
@@ -550,7 +553,7 @@ class DoneRefusedClient:
     ("canceled", "order is canceled, not executing; not set done"),
 ])
 def test_an_order_that_moved_before_done_is_left_as_it_is(state_after, msg):
-    settle = waldur_orders.Settle(StubModule(), DoneRefusedClient(state_after), "d" * 32)
+    settle = Settle(StubModule(), DoneRefusedClient(state_after), "d" * 32)
     outcome = {"order_uuid": "1" * 32, "failed": False, "retry": False, "msg": "", "backend_id": None,
                "backend_metadata": None, "resource_uuid": None, "exception": None}
 
@@ -560,9 +563,9 @@ def test_an_order_that_moved_before_done_is_left_as_it_is(state_after, msg):
 
 
 def test_a_409_on_done_for_an_order_still_executing_is_an_error():
-    settle = waldur_orders.Settle(StubModule(), DoneRefusedClient("executing"), "d" * 32)
+    settle = Settle(StubModule(), DoneRefusedClient("executing"), "d" * 32)
     outcome = {"order_uuid": "1" * 32, "failed": False, "retry": False, "msg": "", "backend_id": None,
                "backend_metadata": None, "resource_uuid": None, "exception": None}
 
-    with pytest.raises(waldur_orders.ItemError, match="set_state_done was refused"):
+    with pytest.raises(ItemError, match="set_state_done was refused"):
         settle.settle_one(outcome)

@@ -1,0 +1,210 @@
+# -*- coding: utf-8 -*-
+# Copyright: Waldur site agent developers
+# MIT License (see LICENSE)
+"""Claiming the marketplace orders of an offering (``waldur_orders`` with state claimed)."""
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+import threading
+
+from ansible_collections.waldur.site_agent.plugins.module_utils.core.batch import BatchRunner, ItemError, run_batch
+from ansible_collections.waldur.site_agent.plugins.module_utils.core.ssh_keys import ssh_key_fingerprint
+from ansible_collections.waldur.site_agent.plugins.module_utils.core.uuids import hex_uuid, normalize_uuid
+from ansible_collections.waldur.site_agent.plugins.module_utils.waldur.client import WaldurApiError, error_message
+from ansible_collections.waldur.site_agent.plugins.module_utils.waldur.marketplace import (
+    ACTIONABLE_ORDER_STATES,
+    normalize_order,
+    normalize_resource,
+    order_path,
+    provider_offering_path,
+    provider_resource_path,
+)
+
+CREATE_TYPES = ("Create", "Restore")
+# Orders that build or change a machine: never carried out for a resource Waldur gave up on.
+BUILD_TYPES = ("Create", "Restore", "Update")
+DEAD_RESOURCE_STATES = ("Erred", "Terminated")
+MESSAGE_LIMIT = 500
+
+
+def _one_line(text, limit=MESSAGE_LIMIT):
+    """A message on one line of at most ``limit`` characters (pass output, Waldur's error_message)."""
+    text = " ".join(str(text or "").split())
+    return text if len(text) <= limit else text[:limit - 3] + "..."
+
+
+class Claim:
+    def __init__(self, module, client, offering_uuid):
+        self.module = module
+        self.client = client
+        self.offering_uuid = offering_uuid
+        self.check_mode = module.check_mode
+        self.approved = []
+        self._lock = threading.Lock()
+
+    def candidates(self, order_uuids, max_workers, deadline):
+        """Actionable raw orders of the offering, plus the ones set aside as skipped/errors."""
+        skipped, errors = [], []
+        if order_uuids:
+            def read(uuid):
+                try:
+                    return {"order": self.client.get(order_path(uuid))}
+                except WaldurApiError as exc:
+                    if exc.not_found:
+                        return {"skip": {"uuid": uuid, "state": None, "type": None, "resource_uuid": None,
+                                         "resource_name": "", "msg": "order not found"}}
+                    raise
+            fetched = run_batch(order_uuids, read, max_workers=max_workers, deadline_seconds=deadline,
+                                on_error=lambda uuid, exc: {"failed": True, "msg": error_message(exc)})
+            raws = []
+            for uuid, result in zip(order_uuids, fetched):
+                if result.get("failed"):
+                    errors.append({"uuid": uuid, "msg": result["msg"]})
+                elif "skip" in result:
+                    skipped.append(result["skip"])
+                else:
+                    raws.append(result["order"])
+        else:
+            raws = self.client.list("marketplace-orders/", params={
+                "offering_uuid": self.offering_uuid, "state": list(ACTIONABLE_ORDER_STATES)})
+        orders = []
+        seen = set()
+        for raw in raws:
+            order = normalize_order(raw)
+            if order["uuid"] in seen:  # a listing that shifted between pages may repeat an order
+                continue
+            seen.add(order["uuid"])
+            if order["offering_uuid"] and order["offering_uuid"] != self.offering_uuid:
+                skipped.append(self._skipped(order, "order belongs to offering %s" % order["offering_uuid"]))
+            elif order["state"] not in ACTIONABLE_ORDER_STATES:
+                skipped.append(self._skipped(order, "order is %s, not pending-provider or executing"
+                                             % order["state"]))
+            else:
+                orders.append(order)
+        return orders, skipped, errors
+
+    def plan_quotas(self, orders):
+        """Quotas of the plans of Update orders without limits, one read per plan (best effort)."""
+        quotas = {}
+        for order in orders:
+            plan = order["plan_uuid"]
+            if order["type"] != "Update" or order["limits"] or not plan or plan in quotas:
+                continue
+            try:
+                body = self.client.get("marketplace-plans/%s/" % plan) or {}
+                quotas[plan] = body.get("quotas") if isinstance(body.get("quotas"), dict) else {}
+            except WaldurApiError as exc:
+                self.module.warn("could not read the quotas of plan %s: %s" % (plan, exc))
+                quotas[plan] = {}
+        return quotas
+
+    def ssh_keys(self):
+        """The service provider's keys, all pages (offering -> customer -> service provider -> keys)."""
+        offering = self.client.get(provider_offering_path(self.offering_uuid),
+                                   params={"field": ["customer_uuid"]}) or {}
+        customer_uuid = hex_uuid(offering.get("customer_uuid"))
+        if not customer_uuid:
+            raise ItemError("the offering does not name its customer (customer_uuid)")
+        providers = self.client.get("marketplace-service-providers/",
+                                    params={"customer_uuid": customer_uuid}) or []
+        if not providers:
+            raise ItemError("customer %s is not a service provider" % customer_uuid)
+        provider_uuid = normalize_uuid(providers[0]["uuid"])
+        keys = []
+        for raw in self.client.list("marketplace-service-providers/%s/keys/" % provider_uuid):
+            public_key = raw.get("public_key") or ""
+            keys.append({
+                "uuid": hex_uuid(raw.get("uuid")),
+                "name": raw.get("name") or "",
+                "public_key": public_key,
+                "fingerprint": raw.get("fingerprint_md5") or raw.get("fingerprint")
+                or ssh_key_fingerprint(public_key),
+            })
+        return keys
+
+    def claim_one(self, order, quotas):
+        if order["state"] == "pending-provider" and not self.check_mode:
+            try:
+                self.client.post(order_path(order["uuid"], "approve_by_provider"), json={})
+                with self._lock:
+                    self.approved.append(order["uuid"])
+            except WaldurApiError as exc:
+                if not exc.conflict:  # 409: approved meanwhile (or cancelled); the re-read tells
+                    raise
+            # Waldur's processor runs on approval and may err the order at once (a Create without
+            # a name, an Update on Waldur 7.0.7): the order is read again before anything is built.
+            raw = self.client.get(order_path(order["uuid"])) or {}
+            order = dict(order, **{key: value for key, value in normalize_order(raw).items() if value is not None})
+            if order["state"] != "executing":
+                reason = " (Waldur: %s)" % _one_line(raw["error_message"]) if raw.get("error_message") else ""
+                return {"skip": self._skipped(order, "order is %s after approval, not executing%s"
+                                              % (order["state"], reason))}
+        if not order["marketplace_resource_uuid"]:
+            raise ItemError("the order names no marketplace resource")
+        resource = normalize_resource(self.client.get(provider_resource_path(order["marketplace_resource_uuid"])))
+        order["resource"] = resource
+        order["resource_name"] = order["resource_name"] or resource["name"]
+        if order["type"] in BUILD_TYPES and resource["state"] in DEAD_RESOURCE_STATES:
+            # Waldur gave up on the resource (erred it at approval, or it is gone): a machine
+            # built now would be recorded nowhere.
+            return {"skip": self._skipped(order, "resource %s is %s in Waldur; nothing is built for it"
+                                          % (resource["name"] or resource["uuid"], resource["state"]))}
+        if order["type"] == "Update":
+            order["target_limits"] = dict(order["limits"] or quotas.get(order["plan_uuid"]) or {})
+        return {"order": order}
+
+    @staticmethod
+    def _skipped(order, msg):
+        return {"uuid": order["uuid"], "state": order["state"], "type": order.get("type"),
+                "resource_uuid": order.get("marketplace_resource_uuid"),
+                "resource_name": order.get("resource_name") or "", "msg": msg}
+
+
+def run_claim(module, client, offering_uuid, params):
+    claim = Claim(module, client, offering_uuid)
+    order_uuids = [module.uuid_param(value, "order_uuids[%d]" % index)
+                   for index, value in enumerate(params["order_uuids"] or [])]
+    try:
+        orders, skipped, errors = claim.candidates(order_uuids, params["max_workers"], params["deadline"])
+    except WaldurApiError as exc:
+        module.fail_from_error(exc, msg="could not list the orders of offering %s" % offering_uuid)
+
+    ssh_keys = []
+    if any(order["type"] in CREATE_TYPES for order in orders):
+        try:
+            ssh_keys = claim.ssh_keys()
+        except (WaldurApiError, ItemError) as exc:
+            # Without the keys a Create could not be carried out correctly: leave those orders
+            # untouched for the next pass, go on with the others.
+            message = "service provider SSH keys could not be read: %s" % exc
+            errors.extend({"uuid": order["uuid"], "msg": message}
+                          for order in orders if order["type"] in CREATE_TYPES)
+            orders = [order for order in orders if order["type"] not in CREATE_TYPES]
+
+    quotas = claim.plan_quotas(orders)
+
+    def on_error(order, exc):
+        return {"error": {"uuid": order["uuid"], "msg": error_message(exc)}}
+
+    claimed = []
+    results = BatchRunner(module, None, echo=(), on_error=on_error).run(
+        orders, lambda order: claim.claim_one(order, quotas))
+    for order, result in zip(orders, results):
+        if "order" in result:
+            claimed.append(result["order"])
+        elif "skip" in result:
+            skipped.append(result["skip"])
+        elif "error" in result:
+            errors.append(result["error"])
+        else:  # not finished within the deadline
+            errors.append({"uuid": order["uuid"], "msg": result.get("msg")})
+
+    approved = [uuid for uuid in (order["uuid"] for order in orders) if uuid in claim.approved]
+    result = dict(changed=bool(approved), orders=claimed, ssh_keys=ssh_keys, approved=approved,
+                  skipped_orders=skipped, errors=errors)
+    if errors and params["fail_on_item_error"]:
+        module.fail_json(msg="%d order(s) could not be claimed: %s" % (
+            len(errors), "; ".join("%s: %s" % (e["uuid"], e["msg"]) for e in errors)), **result)
+    module.exit_json(**result)

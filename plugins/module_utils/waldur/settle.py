@@ -1,0 +1,355 @@
+# -*- coding: utf-8 -*-
+# Copyright: Waldur site agent developers
+# MIT License (see LICENSE)
+"""Settling the marketplace orders of an offering with the backend's outcomes (``waldur_orders`` with state settled)."""
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+import datetime
+
+from ansible.module_utils.parsing.convert_bool import boolean
+
+from ansible_collections.waldur.site_agent.plugins.module_utils.core.batch import BatchRunner, ItemError, count_results
+from ansible_collections.waldur.site_agent.plugins.module_utils.waldur.client import WaldurApiError, error_message
+from ansible_collections.waldur.site_agent.plugins.module_utils.waldur.marketplace import (
+    TERMINAL_ORDER_STATES,
+    normalize_order,
+    normalize_resource,
+    order_path,
+    provider_resource_path,
+)
+
+TRACEBACK_LIMIT = 2000
+# What settling needs of an order; one read of these per order, right before its writes.
+SETTLE_ORDER_FIELDS = ["uuid", "state", "offering_uuid", "marketplace_resource_uuid", "resource_name", "created"]
+OUTCOMES = ("done", "erred", "retry", "refused", "failed", "skipped")
+# Provider resource states while an order on them is executing (Create, Update, Terminate).
+IN_FLIGHT_RESOURCE_STATES = ["Creating", "Updating", "Terminating"]
+
+
+def _short_traceback(text):
+    if not text:
+        return ""
+    text = str(text)
+    return text if len(text) <= TRACEBACK_LIMIT else "...\n" + text[-TRACEBACK_LIMIT:]
+
+
+def _parse_time(text):
+    """A Waldur timestamp (``2026-11-29T12:04:26.244102Z``) as an aware datetime, or None."""
+    if not text:
+        return None
+    try:
+        moment = datetime.datetime.fromisoformat(str(text).replace("Z", "+00:00"))
+    except ValueError:
+        return None
+    return moment if moment.tzinfo else moment.replace(tzinfo=datetime.timezone.utc)
+
+
+def _duration(seconds):
+    seconds = int(seconds)
+    if seconds >= 2 * 3600:
+        return "%d hours" % (seconds // 3600)
+    if seconds >= 120:
+        return "%d minutes" % (seconds // 60)
+    return "%d seconds" % seconds
+
+
+class Settle:
+    def __init__(self, module, client, offering_uuid, retry_max_age=None, now=None):
+        self.module = module
+        self.client = client
+        self.offering_uuid = offering_uuid
+        self.check_mode = module.check_mode
+        self.retry_max_age = retry_max_age
+        self.now = now or (lambda: datetime.datetime.now(datetime.timezone.utc))
+        self.listed_resources = {}
+
+    def list_resources(self, outcomes):
+        """Backend ids and metadata of the offering's in-flight resources, in one paged listing.
+
+        Only worth it when two or more outcomes record something; a resource missing from the
+        listing (or a listing that fails) is read on its own by the order that needs it."""
+        recording = [outcome for outcome in outcomes if outcome["backend_id"] or outcome["backend_metadata"]]
+        if len(recording) < 2:
+            return
+        try:
+            raws = self.client.list("marketplace-provider-resources/", params={
+                "offering_uuid": self.offering_uuid, "state": IN_FLIGHT_RESOURCE_STATES,
+                "field": ["uuid", "backend_id", "backend_metadata"]})
+        except WaldurApiError as exc:
+            self.module.warn("could not list the resources of offering %s, reading them one by one: %s"
+                             % (self.offering_uuid, exc))
+            return
+        for raw in raws:
+            resource = normalize_resource(raw)
+            if resource["uuid"]:
+                self.listed_resources[resource["uuid"]] = resource
+
+    def resource(self, resource_uuid):
+        listed = self.listed_resources.get(resource_uuid)
+        if listed is not None:
+            return listed
+        return normalize_resource(self.client.get(provider_resource_path(resource_uuid)))
+
+    def settle_one(self, outcome):
+        uuid = outcome["order_uuid"]
+        # The one read of the order: its state decides (done only from executing, erred only when not
+        # terminal), and it is taken right before the writes. A change after it makes Waldur answer
+        # 409, which is read again below.
+        order = normalize_order(self.client.get(order_path(uuid), params={"field": SETTLE_ORDER_FIELDS}))
+        if order["offering_uuid"] and order["offering_uuid"] != self.offering_uuid:
+            raise ItemError("order %s belongs to offering %s, not %s"
+                            % (uuid, order["offering_uuid"], self.offering_uuid))
+        item = _Item(outcome, order)
+        if order["state"] in TERMINAL_ORDER_STATES:
+            return self._terminal(item)
+        if outcome["failed"] and outcome["retry"]:
+            return self._retry(item, outcome["msg"])
+        if outcome["failed"]:
+            # An erred order keeps its resource (Erred): with the machine's id recorded on it, a
+            # Terminate can still delete what exists.
+            self._record(item, outcome["backend_id"], None, best_effort=True)
+            return self._erred(item, outcome["msg"], outcome["exception"])
+        # In check mode the claim did not approve, so a pending order stands for the executing one it would be.
+        settleable = ("executing", "pending-provider") if self.check_mode else ("executing",)
+        if order["state"] not in settleable:
+            return item.result("skipped", "order is %s, not executing; not set done" % order["state"])
+
+        refused = self._record(item, outcome["backend_id"], outcome["backend_metadata"])
+        if refused:
+            # The machine exists but Waldur would not take its id: the next pass finds the machine
+            # by its owner tag and tries again (up to retry_max_age).
+            return self._retry(item, refused)
+        item.actions.append("set_state_done")
+        if self.check_mode:
+            verb = "would approve and set done" if order["state"] == "pending-provider" else "would set done"
+            return item.result("done", verb)
+        try:
+            self.client.post(order_path(uuid, "set_state_done"))
+        except WaldurApiError as exc:
+            item.actions.remove("set_state_done")
+            if not exc.conflict:
+                if exc.transient:
+                    raise
+                return item.result("refused", "Waldur refused set_state_done (%s); the order is left %s"
+                                   % (exc, order["state"]), failed=True)
+            # The order moved after it was read (cancelled, settled by another run): look again.
+            state = self._state(uuid)
+            item.state = state
+            if state == "done":
+                return item.result("skipped", "order was set done meanwhile")
+            if state in (None, "executing"):
+                raise ItemError("set_state_done was refused (%s); the order is %s" % (exc, state))
+            return item.result("skipped", "order is %s, not executing; not set done" % state)
+        item.state = "done"
+        return item.result("done", "set done")
+
+    def _state(self, uuid):
+        return (self.client.get(order_path(uuid), params={"field": ["uuid", "state"]}) or {}).get("state")
+
+    def _record(self, item, backend_id, metadata, best_effort=False):
+        """Record the backend id and metadata on the resource where they differ. Returns why Waldur
+        refused the backend id (None when it took it); a transient failure raises, unless
+        ``best_effort`` (then it is a note)."""
+        resource_uuid = item.resource_uuid
+        if not resource_uuid or not (backend_id or metadata):
+            return None
+        try:
+            resource = self.resource(resource_uuid)
+        except WaldurApiError as exc:
+            if best_effort:
+                item.notes.append("the resource could not be read to record backend id %s (%s)" % (backend_id, exc))
+                return None
+            raise
+        if backend_id and backend_id != resource["backend_id"]:
+            item.actions.append("set_backend_id")
+            if not self.check_mode:
+                try:
+                    self.client.post(provider_resource_path(resource_uuid, "set_backend_id"),
+                                     json={"backend_id": backend_id})
+                except WaldurApiError as exc:
+                    item.actions.remove("set_backend_id")
+                    if exc.transient and not best_effort:
+                        raise
+                    refusal = "Waldur refused to record backend id %s (%s)" % (backend_id, exc)
+                    if best_effort:
+                        item.notes.append(refusal)
+                        return None
+                    return refusal
+            item.notes.append("backend id %s %s" % (backend_id, "would be recorded" if self.check_mode else "recorded"))
+        # an empty mapping means the backend knows nothing new, not "erase what Waldur has"
+        if metadata and metadata != resource["backend_metadata"]:
+            item.actions.append("set_backend_metadata")
+            if not self.check_mode:
+                try:
+                    self.client.post(provider_resource_path(resource_uuid, "set_backend_metadata"),
+                                     json={"backend_metadata": metadata})
+                except WaldurApiError as exc:  # best effort: the order is done regardless
+                    item.actions.remove("set_backend_metadata")
+                    item.notes.append("backend metadata not recorded (%s)" % exc)
+        return None
+
+    def _terminal(self, item):
+        """The order is done, erred, canceled or rejected already: nothing to settle. A machine the
+        backend made for it meanwhile (Waldur erred the order while the pass built) gets its id
+        recorded on the resource, so that terminating the resource deletes it."""
+        state = item.order["state"]
+        if state != "done" and item.outcome["backend_id"]:
+            self._record(item, item.outcome["backend_id"], None, best_effort=True)
+        return item.result("skipped", "order is already %s; %s" % (
+            state, "nothing else written" if item.actions else "nothing written"))
+
+    def _age(self, item):
+        created = _parse_time(item.order.get("created"))
+        return None if created is None else (self.now() - created).total_seconds()
+
+    def _retry(self, item, reason):
+        """Leave the order for the next pass, recording the machine's id if there is one; past
+        ``retry_max_age`` err it instead, saying what exists in the cloud."""
+        reason = reason or "the backend asked for a retry without saying why"
+        backend_id = item.outcome["backend_id"]
+        if not reason.startswith("Waldur refused to record backend id"):
+            self._record(item, backend_id, None, best_effort=True)
+        age = self._age(item)
+        if self.retry_max_age is not None and age is not None and age > self.retry_max_age:
+            cloud = item.outcome.get("cloud") or (
+                "the machine with backend id %s exists" % backend_id if backend_id else
+                "nothing is known to exist for it")
+            message = ("retried for %s since the order was placed (retry_max_age %s): %s; in the cloud: %s"
+                       % (_duration(age), _duration(self.retry_max_age), reason, cloud))
+            return self._erred(item, message, item.outcome.get("exception"))
+        verb = "would leave" if self.check_mode else "left"
+        return item.result("retry", "%s %s for the next pass: %s" % (verb, item.order["state"], reason))
+
+    def _erred(self, item, message, exception):
+        message = message or "the backend reported a failure without a message"
+        item.actions.append("set_state_erred")
+        if self.check_mode:
+            return item.result("erred", "would set erred: %s" % message)
+        try:
+            self.client.post(order_path(item.uuid, "set_state_erred"),
+                             json={"error_message": message, "error_traceback": _short_traceback(exception)})
+        except WaldurApiError as exc:
+            item.actions.remove("set_state_erred")
+            if not exc.conflict:
+                if exc.transient:
+                    raise
+                return item.result("refused", "Waldur refused set_state_erred (%s); the order is left %s: %s"
+                                   % (exc, item.order["state"], message), failed=True)
+            state = self._state(item.uuid)
+            item.state = state
+            if state not in TERMINAL_ORDER_STATES:
+                raise ItemError("set_state_erred was refused (%s); the order is %s" % (exc, state))
+            return item.result("skipped", "order became %s meanwhile; nothing written" % state)
+        item.state = "erred"
+        return item.result("erred", "set erred: %s" % message)
+
+
+class _Item:
+    """One order being settled: what was written for it and what is worth saying."""
+
+    def __init__(self, outcome, order):
+        self.outcome = outcome
+        self.order = order
+        self.uuid = outcome["order_uuid"]
+        self.resource_uuid = outcome["resource_uuid"] or order["marketplace_resource_uuid"]
+        self.state = order["state"]
+        self.actions = []
+        self.notes = []
+
+    def result(self, outcome, msg, failed=False):
+        if self.notes:
+            msg = "%s; %s" % (msg, "; ".join(self.notes))
+        return {"order_uuid": self.uuid, "resource_uuid": self.resource_uuid,
+                "resource_name": self.order.get("resource_name") or self.outcome.get("resource_name") or "",
+                "state": self.state, "changed": bool(self.actions), "failed": failed,
+                "actions": list(self.actions), "outcome": outcome, "msg": msg}
+
+
+def _boolean(module, raw, key, where):
+    try:
+        return boolean(raw.get(key, False), strict=True)
+    except TypeError:
+        module.fail_json(msg="%s.%s must be a boolean, got %r" % (where, key, raw.get(key)))
+
+
+def parse_outcomes(module, outcomes):
+    parsed = []
+    positions = {}
+    for index, raw in enumerate(outcomes):
+        where = "outcomes[%d]" % index
+        if raw.get("order_uuid") in (None, ""):
+            module.fail_json(msg="%s.order_uuid is required (the order this outcome settles)" % where)
+        uuid = module.uuid_param(raw["order_uuid"], "%s.order_uuid" % where)
+        if uuid in positions:
+            module.fail_json(msg="%s.order_uuid repeats outcomes[%d].order_uuid (%s); give one outcome per order"
+                             % (where, positions[uuid], uuid))
+        positions[uuid] = index
+        failed = _boolean(module, raw, "failed", where)
+        retry = _boolean(module, raw, "retry", where)
+        resource_uuid = raw.get("resource_uuid")
+        if resource_uuid not in (None, ""):
+            resource_uuid = module.uuid_param(resource_uuid, "%s.resource_uuid" % where)
+        metadata = raw.get("backend_metadata")
+        if metadata is not None and not isinstance(metadata, dict):
+            module.fail_json(msg="%s.backend_metadata must be a mapping, got %s" % (where, type(metadata).__name__))
+        backend_id = raw.get("backend_id")
+        parsed.append({
+            "order_uuid": uuid,
+            "failed": failed,
+            "retry": retry,
+            "msg": str(raw.get("msg") or ""),
+            "backend_id": str(backend_id) if backend_id not in (None, "") else None,
+            "backend_metadata": metadata,
+            "resource_uuid": resource_uuid or None,
+            "resource_name": str(raw.get("resource_name") or raw.get("name") or ""),
+            "cloud": str(raw.get("cloud") or ""),
+            "exception": raw.get("exception"),
+        })
+    return parsed
+
+
+def run_settle(module, client, offering_uuid, params):
+    if params["outcomes"] is None:
+        module.fail_json(msg="outcomes is required when state is settled: a list of {order_uuid, failed, retry, "
+                             "msg, backend_id, backend_metadata} (a backend module's results)")
+    if params["retry_max_age"] is not None and params["retry_max_age"] <= 0:
+        module.fail_json(msg="retry_max_age must be a positive number of seconds, got %s" % params["retry_max_age"])
+    outcomes = parse_outcomes(module, params["outcomes"])
+    settle = Settle(module, client, offering_uuid, retry_max_age=params["retry_max_age"])
+    settle.list_resources(outcomes)
+
+    def on_error(outcome, exc):
+        message = error_message(exc)
+        transient = isinstance(exc, WaldurApiError) and exc.transient
+        if transient:
+            # Waldur unreachable or failing: the order stays as it is, and the next pass settles it.
+            message = "could not settle (%s); the order is left as it is for the next pass" % message
+        return {"order_uuid": outcome["order_uuid"], "resource_uuid": outcome["resource_uuid"],
+                "resource_name": outcome["resource_name"], "state": None, "changed": False,
+                "failed": not transient, "actions": [], "outcome": "retry" if transient else "failed",
+                "msg": message}
+
+    runner = BatchRunner(module, settle.settle_one, echo=("order_uuid", "resource_uuid", "resource_name"),
+                         on_error=on_error)
+    results = runner.run(outcomes)
+    for result in results:
+        result.setdefault("state", None)
+        result.setdefault("actions", [])
+        if "outcome" not in result:  # not finished within the deadline: the next pass settles it
+            result.update(outcome="retry", failed=False)
+        result["retry"] = result["outcome"] == "retry"
+    counts = count_results(results, **dict((name, _outcome_is(name)) for name in OUTCOMES))
+    # "failed" and "skipped" are Ansible's own result keys (a non-zero "skipped" would mark the
+    # task skipped): their counts live in counts only.
+    runner.finish(results, failed=lambda result: result["outcome"] in ("failed", "refused"),
+                  fail_msg=lambda failures, results: "%d of %d order(s) could not be settled" % (
+                      len(failures), len(results)),
+                  counts=counts, done=counts["done"], erred=counts["erred"], retry=counts["retry"],
+                  refused=counts["refused"], unsettled=counts["failed"] + counts["refused"])
+
+
+def _outcome_is(name):
+    return lambda result: result["outcome"] == name
