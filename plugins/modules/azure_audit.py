@@ -176,16 +176,8 @@ import time
 
 from ansible.module_utils.basic import AnsibleModule
 
-from ansible_collections.waldur.site_agent.plugins.module_utils.agent.audit import (
-    DELETED,
-    WOULD_DELETE,
-    Auditor,
-    audit_argument_spec,
-    checked_params,
-    finish,
-    parse_time,
-    power_check,
-)
+from ansible_collections.waldur.site_agent.plugins.module_utils.agent.audit import DELETED, WOULD_DELETE, Auditor, parse_time, power_check
+from ansible_collections.waldur.site_agent.plugins.module_utils.agent.audit_report import audit_argument_spec, checked_params, finish
 from ansible_collections.waldur.site_agent.plugins.module_utils.azure.clients import (
     AzureError,
     OperationStillRunning,
