@@ -164,15 +164,8 @@ api_calls:
 
 from ansible.module_utils.basic import AnsibleModule
 
-from ansible_collections.waldur.site_agent.plugins.module_utils.agent.audit import (
-    DELETED,
-    WOULD_DELETE,
-    Auditor,
-    audit_argument_spec,
-    checked_params,
-    finish,
-    power_check,
-)
+from ansible_collections.waldur.site_agent.plugins.module_utils.agent.audit import DELETED, WOULD_DELETE, Auditor, power_check
+from ansible_collections.waldur.site_agent.plugins.module_utils.agent.audit_report import audit_argument_spec, checked_params, finish
 from ansible_collections.waldur.site_agent.plugins.module_utils.agent.components import size_for_limits, size_matches_limits
 from ansible_collections.waldur.site_agent.plugins.module_utils.digitalocean.client import client_from_module, digitalocean_argument_spec
 from ansible_collections.waldur.site_agent.plugins.module_utils.digitalocean.errors import DigitalOceanError

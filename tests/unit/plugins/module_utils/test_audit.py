@@ -12,13 +12,12 @@ from ansible_collections.waldur.site_agent.plugins.module_utils.agent.audit impo
     FINDINGS,
     Auditor,
     age_hours,
-    build_report,
     parse_time,
     plan_cleanup,
     power_check,
     status,
-    write_report_files,
 )
+from ansible_collections.waldur.site_agent.plugins.module_utils.agent.audit_report import build_report, write_report_files
 from ansible_collections.waldur.site_agent.plugins.modules.do_audit import holdings_of, size_check
 
 NOW = datetime.datetime(2026, 3, 1, 12, 0, tzinfo=datetime.timezone.utc)

@@ -1,0 +1,237 @@
+# -*- coding: utf-8 -*-
+# Copyright: Waldur site agent developers
+# MIT License (see LICENSE)
+"""The audit's report: what people read (the table and the Markdown), the report files, and
+the part every backend audit module shares (options, parameter checks, ``finish``).
+The findings themselves are judged in ``agent/audit.py``."""
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+import json
+import os
+import tempfile
+
+from ansible_collections.waldur.site_agent.plugins.module_utils.agent.audit import (
+    DELETED,
+    WOULD_DELETE,
+    counts,
+    iso,
+    plan_cleanup,
+    public,
+    short_uuid,
+    status,
+    utc_now,
+)
+from ansible_collections.waldur.site_agent.plugins.module_utils.core.uuids import normalize_uuid
+
+
+# ---- what people read ---------------------------------------------------------------------
+
+def _resource_text(item):
+    if not item["resource_uuid"]:
+        return "-"
+    name = item["resource_name"] or "?"
+    state = " %s" % item["resource_state"] if item["resource_state"] else ""
+    return "%s %s%s" % (name, short_uuid(item["resource_uuid"]), state)
+
+
+def _kind_text(item):
+    return "%s (%s)" % (item["kind"], item["check"]) if item["check"] else item["kind"]
+
+
+def _age_text(item):
+    return "-" if item["age_hours"] is None else "%.1f h" % item["age_hours"]
+
+
+def _what_to_do(item):
+    if item["cleanup"] in (DELETED, WOULD_DELETE):
+        return "%s by audit_cleanup" % item["cleanup"]
+    if item["cleanup"].startswith("failed"):
+        return "audit_cleanup %s" % item["cleanup"]
+    return item["action"]
+
+
+def _cut(text, width):
+    text = str(text)
+    return text if len(text) <= width else text[:width - 3] + "..."
+
+
+def table(findings, title):
+    """Plain-text lines: a header, one line per finding and its reason indented under it."""
+    lines = [title]
+    if not findings:
+        return lines + ["nothing found"]
+    rows = [(_kind_text(item), _resource_text(item), _cut(item["object"], 60), _age_text(item), _what_to_do(item))
+            for item in findings]
+    header = ("KIND", "RESOURCE", "CLOUD OBJECT", "AGE", "WHAT TO DO")
+    widths = [max(len(row[index]) for row in rows + [header]) for index in range(4)]
+
+    def line(row):
+        return "  ".join(cell.ljust(widths[index]) for index, cell in enumerate(row[:4])) + "  " + row[4]
+
+    lines.append(line(header))
+    for item, row in zip(findings, rows):
+        lines.append(line(row))
+        lines.append(" " * (widths[0] + 2) + "why: " + item["detail"])
+    return lines
+
+
+def _md(text):
+    return str(text if text not in (None, "") else "-").replace("|", "\\|").replace("\n", " ")
+
+
+def markdown(report):
+    """The report as Markdown, for a ticket."""
+    counts_row = report["counts"]
+    lines = [
+        "# Audit of %s" % report["offering"],
+        "",
+        "- offering UUID: `%s` (%s)" % (report["offering_uuid"], report["backend"]),
+        "- generated: %s" % report["generated_at"],
+        "- status: **%s**" % report["status"],
+        "- cleanup: %s" % report["cleanup_text"],
+        "",
+        "| orphans | vanished | drift | stuck orders | orphans by name (information) | deleted | would delete |",
+        "|---|---|---|---|---|---|---|",
+        "| %d | %d | %d | %d | %d | %d | %d |" % (
+            counts_row["orphans"], counts_row["vanished"], counts_row["drift"], counts_row["stuck_orders"],
+            counts_row["orphans_by_name"], counts_row["deleted"], counts_row["would_delete"]),
+        "",
+    ]
+    if report["findings"]:
+        lines += ["| kind | resource | resource UUID | state | cloud object | age | why | what to do | cleanup |",
+                  "|---|---|---|---|---|---|---|---|---|"]
+        for item in report["findings"]:
+            lines.append("| %s |" % " | ".join(_md(cell) for cell in (
+                _kind_text(item), item["resource_name"], item["resource_uuid"], item["resource_state"],
+                item["object"], _age_text(item), item["detail"], item["action"], item["cleanup"])))
+    else:
+        lines.append("Nothing found: the cloud and Waldur agree.")
+    if report.get("notes"):
+        lines += ["", "## Notes", ""] + ["- %s" % _md(note) for note in report["notes"]]
+    return "\n".join(lines) + "\n"
+
+
+def build_report(offering, offering_uuid, backend, findings, notes, cleanup, min_age_hours, check_mode, api_calls,
+                 now=None):
+    """The machine-readable report (what the JSON file holds), plus its Markdown and table."""
+    shown = public(findings)
+    if cleanup:
+        cleanup_text = "on: orphans older than %g h that carry this offering's owner mark%s" % (
+            min_age_hours, " (check mode: nothing deleted)" if check_mode else "")
+    else:
+        cleanup_text = "off (set audit_cleanup: true to delete orphans older than %g h)" % min_age_hours
+    report = {
+        "offering": offering,
+        "offering_uuid": offering_uuid,
+        "backend": backend,
+        "generated_at": iso(now or utc_now()),
+        "status": status(findings),
+        "counts": counts(findings),
+        "cleanup": {"enabled": bool(cleanup), "min_age_hours": min_age_hours, "check_mode": bool(check_mode)},
+        "cleanup_text": cleanup_text,
+        "findings": shown,
+        "notes": list(notes),
+        "api_calls": api_calls,
+    }
+    title = "Audit of %s (%s): %s - %s" % (offering, backend, report["status"], ", ".join(
+        "%s=%d" % (key, value) for key, value in report["counts"].items()))
+    return report, markdown(report), table(shown, title)
+
+
+# ---- the backend modules' common part -----------------------------------------------------
+
+def audit_argument_spec():
+    """Options every audit module takes (doc fragment ``waldur.site_agent.audit``)."""
+    return dict(
+        offering=dict(type="str", default=""),
+        offering_uuid=dict(type="str", required=True),
+        resources=dict(type="list", elements="dict", required=True),
+        stuck_orders=dict(type="list", elements="dict", default=[]),
+        cleanup=dict(type="bool", default=False),
+        cleanup_min_age_hours=dict(type="float", default=24.0),
+        report_dir=dict(type="path"),
+        report_name=dict(type="str"),
+    )
+
+
+def write_report_files(report_dir, name, report, text):
+    """``<report_dir>/<name>.json`` and ``.md``, each replaced whole (a reader never sees half a
+    report); returns their paths."""
+    if not os.path.isdir(report_dir):
+        os.makedirs(report_dir, 0o750)
+    paths = []
+    for suffix, content in ((".json", json.dumps(report, indent=2, sort_keys=False) + "\n"), (".md", text)):
+        path = os.path.join(report_dir, name + suffix)
+        handle, temporary = tempfile.mkstemp(prefix="." + name, dir=report_dir)
+        try:
+            with os.fdopen(handle, "w") as stream:
+                stream.write(content)
+            os.chmod(temporary, 0o640)
+            os.rename(temporary, path)
+        finally:
+            if os.path.exists(temporary):
+                os.unlink(temporary)
+        paths.append(path)
+    return paths
+
+
+def checked_params(module):
+    """The offering UUID and the resources with UUIDs normalised; a bad one fails the module naming it."""
+    params = module.params
+    try:
+        offering_uuid = normalize_uuid(params["offering_uuid"])
+    except ValueError:
+        module.fail_json(msg="offering_uuid: %r is not a UUID (32 hex digits, dashes optional)"
+                         % (params["offering_uuid"],))
+    if params["cleanup_min_age_hours"] < 0:
+        module.fail_json(msg="cleanup_min_age_hours: expected 0 or more hours, got %s"
+                         % params["cleanup_min_age_hours"])
+    name = params["report_name"]
+    if name is not None and (not name.strip() or "/" in name or name.strip(".") == ""):
+        module.fail_json(msg="report_name: expected a file name without '/', got %r" % (name,))
+    resources = []
+    for index, resource in enumerate(params["resources"]):
+        item = dict(resource)
+        try:
+            item["uuid"] = normalize_uuid(item.get("uuid"))
+        except ValueError:
+            item["uuid"] = None
+        if not item["uuid"]:
+            module.fail_json(msg="resources[%d].uuid: expected the resource's UUID, got %r" % (index, resource.get("uuid")))
+        if not item.get("state"):
+            module.fail_json(msg="resources[%d].state: expected the resource's Waldur state" % index)
+        resources.append(item)
+    return offering_uuid, resources
+
+
+def finish(module, backend, offering_uuid, auditor, holdings, machines, delete, api_calls):
+    """Judge, clean up what was asked for, report; ``delete(holding)`` returns the cleanup text
+    (``deleted``, ``would delete`` or why it was kept) and raises nothing."""
+    params = module.params
+    auditor.holdings(holdings)
+    auditor.machines(machines, holdings)
+    auditor.stuck_orders(params["stuck_orders"], holdings, machines)
+    findings = auditor.sorted_findings()
+    for item in plan_cleanup(findings, params["cleanup"], params["cleanup_min_age_hours"]):
+        item["cleanup"] = delete(item["_holding"])
+    report, text, lines = build_report(
+        params["offering"] or offering_uuid, offering_uuid, backend, findings, auditor.notes, params["cleanup"],
+        params["cleanup_min_age_hours"], module.check_mode, api_calls(), now=auditor.now)
+    files = []
+    if params["report_dir"]:
+        name = params["report_name"] or params["offering"] or offering_uuid
+        report["report_files"] = [os.path.join(params["report_dir"], name + suffix) for suffix in (".json", ".md")]
+        try:
+            files = write_report_files(params["report_dir"], name, report, text)
+        except (IOError, OSError) as error:
+            module.fail_json(msg="report_dir: could not write the report to %s: %s" % (params["report_dir"], error),
+                             status=report["status"], counts=report["counts"], findings=report["findings"],
+                             api_calls=api_calls())
+        lines.append("report: %s" % ", ".join(files))
+    module.exit_json(changed=report["counts"]["deleted"] + report["counts"]["would_delete"] > 0,
+                     status=report["status"], counts=report["counts"], findings=report["findings"],
+                     notes=report["notes"], report=report, markdown=text, table=lines, report_files=files,
+                     listed={"holdings": len(holdings), "machines": len(machines)}, api_calls=api_calls())
