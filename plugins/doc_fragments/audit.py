@@ -8,7 +8,7 @@ __metaclass__ = type
 
 
 class ModuleDocFragment(object):
-    # Options and returns of every audit module (module_utils.agent.audit.audit_argument_spec).
+    # Options and returns of every audit module (module_utils.agent.audit_report.audit_argument_spec).
     DOCUMENTATION = r"""
 options:
   offering:
