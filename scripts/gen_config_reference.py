@@ -37,7 +37,7 @@ import yaml
 
 REPO = Path(__file__).resolve().parent.parent
 DOC = REPO / "docs" / "configuration.md"
-FILTER = REPO / "plugins" / "filter" / "site_agent.py"
+FILTER = REPO / "plugins" / "filter" / "backend_items.py"
 
 if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))

@@ -23,15 +23,29 @@ __metaclass__ = type
 import os
 import re
 
-from ansible_collections.waldur.site_agent.plugins.module_utils.core.uuids import UUID_FULL_PATTERN
+from ansible_collections.waldur.site_agent.plugins.module_utils.agent.site_config_checks import (  # noqa: F401 (re-exported)
+    LOOPBACK_HOSTS,
+    ConfigProblems,
+    _expect,
+    _is_loopback,
+    _is_number,
+    _secret_present,
+    _type_name,
+    _url_host,
+    _URL,
+    _UUID,
+    _CIDR,
+    is_time_zone,
+)
+from ansible_collections.waldur.site_agent.plugins.module_utils.agent.site_config_load import (  # noqa: F401 (re-exported)
+    MAX_CONFIG_BYTES,
+    MAX_YAML_NODES,
+    config_file_problem,
+    yaml_bound_problem,
+)
 
 
 SUPPORTED_BACKENDS = ("azure", "digitalocean")
-# Files larger than this are not read: a site agent configuration is a few KiB.
-MAX_CONFIG_BYTES = 1024 * 1024
-# Values (mappings, lists, scalars) a configuration may hold once its YAML aliases are expanded.
-MAX_YAML_NODES = 100000
-LOOPBACK_HOSTS = ("localhost", "::1", "[::1]")
 ROLE_KEYS = ("order_processing_backend", "reporting_backend", "membership_sync_backend")
 PASS_ROLES = {"order_process": "order_processing_backend", "report": "reporting_backend",
               "membership_sync": "membership_sync_backend", "audit": "order_processing_backend"}
@@ -77,79 +91,6 @@ COMMON_BACKEND_SETTINGS = {
     "allocation_prefix", "project_prefix", "customer_prefix", "default_account", "soft_delete",
     "check_backend_id_uniqueness", "check_all_offerings", "backend_id_max_retries", "periodic_limits",
 }
-
-_URL = re.compile(r"^https?://[^\s/:]+(:\d+)?(/\S*)?$")
-_UUID = UUID_FULL_PATTERN
-_CIDR = re.compile(r"^\d{1,3}(\.\d{1,3}){3}/\d{1,2}$")
-
-
-class ConfigProblems:
-    """Collects errors and warnings with their key paths."""
-
-    def __init__(self):
-        self.errors = []
-        self.warnings = []
-
-    def error(self, path, message):
-        self.errors.append("%s: %s" % (path, message))
-
-    def warn(self, path, message):
-        self.warnings.append("%s: %s" % (path, message))
-
-
-def _type_name(value):
-    return {dict: "a mapping", list: "a list", bool: "a boolean", int: "an integer",
-            float: "a number"}.get(type(value), "a string" if isinstance(value, str) else type(value).__name__)
-
-
-def _is_number(value):
-    return isinstance(value, (int, float)) and not isinstance(value, bool)
-
-
-def _expect(problems, path, value, kind):
-    """Check ``value`` against a simple kind; return True when it is acceptable."""
-    if kind == "str":
-        ok = isinstance(value, str)
-        expected = "a string"
-    elif kind == "bool":
-        ok = isinstance(value, bool)
-        expected = "true or false"
-    elif kind == "int":
-        ok = isinstance(value, int) and not isinstance(value, bool)
-        expected = "an integer"
-    elif kind == "number":
-        ok = _is_number(value)
-        expected = "a number"
-    elif kind == "url":
-        ok = isinstance(value, str) and bool(_URL.match(value))
-        expected = "a URL starting with http:// or https://"
-    elif kind == "uuid":
-        ok = isinstance(value, str) and bool(_UUID.match(value))
-        expected = "a UUID (32 hex digits, dashes optional)"
-    elif kind == "cidr":
-        ok = isinstance(value, str) and bool(_CIDR.match(value))
-        expected = "an IPv4 CIDR such as 10.0.0.0/16"
-    elif kind == "str_or_list":
-        ok = isinstance(value, str) or (
-            isinstance(value, list) and all(isinstance(v, str) for v in value))
-        expected = "a string or a list of strings"
-    elif kind == "image":
-        ok = (isinstance(value, str) and len(value.split(":")) == 4 and all(value.split(":"))) or (
-            isinstance(value, dict) and all(value.get(k) for k in ("publisher", "offer", "sku", "version")))
-        expected = "publisher:offer:sku:version"
-    elif kind == "size_mapping":
-        ok = isinstance(value, dict) and all(
-            isinstance(limits, dict) and all(_is_number(v) for v in limits.values()) for limits in value.values())
-        expected = "a mapping of size slug to {component: number}"
-    else:  # pragma: no cover - programming error
-        raise ValueError(kind)
-    if not ok:
-        problems.error(path, "expected %s, got %s" % (expected, _type_name(value)))
-    return ok
-
-
-def _secret_present(value):
-    return isinstance(value, str) and value.strip() != ""
 
 
 def backend_of(offering):
@@ -371,33 +312,6 @@ def _validate_verify_ssl(path, value, problems):
         problems.error(path, "expected true, false or the path of a CA bundle file, got %s" % _type_name(value))
 
 
-def _url_host(url):
-    rest = url.split("://", 1)[-1]
-    host = rest.split("/", 1)[0].rsplit("@", 1)[-1]
-    if host.startswith("["):
-        return host.split("]", 1)[0] + "]"
-    return host.split(":", 1)[0].lower()
-
-
-def _is_loopback(host):
-    return host in LOOPBACK_HOSTS or host.startswith("127.")
-
-
-def is_time_zone(name):
-    """True for UTC and for the IANA names this Python knows (zoneinfo)."""
-    if name in ("UTC", "Etc/UTC", "utc"):
-        return True
-    try:
-        from zoneinfo import ZoneInfo
-    except ImportError:  # Python < 3.9: only UTC is known
-        return False
-    try:
-        ZoneInfo(name)
-    except Exception:  # pylint: disable=broad-except
-        return False
-    return True
-
-
 # Secrets an operator may keep out of the file: AWX/AAP credentials inject these
 # variables (the built-in Azure credential injects the AZURE_* ones).
 ENVIRONMENT_SECRETS = {
@@ -481,71 +395,3 @@ def role_key_typos(config, pass_role):
             if difflib.get_close_matches(str(key), [wanted], n=1, cutoff=0.75):
                 typos.append("offerings[%d].%s" % (index, key))
     return typos
-
-
-def config_file_problem(path, loader):
-    """Why the file at ``path`` must not be loaded (too large, or YAML aliases that expand
-    without bound), checked before ``loader`` (Ansible's DataLoader, which decrypts a vault)
-    builds anything; None when it may be loaded."""
-    size = os.path.getsize(path)
-    if size > MAX_CONFIG_BYTES:
-        return "it is %d bytes, more than the %d a site agent configuration may have" % (size, MAX_CONFIG_BYTES)
-    try:
-        if hasattr(loader, "get_text_file_contents"):
-            text = loader.get_text_file_contents(path)
-        else:  # ansible-core < 2.19
-            text = loader._get_file_contents(path)[0].decode("utf-8", "replace")  # pylint: disable=protected-access
-    except UnicodeDecodeError:
-        return "it is not UTF-8 text"
-    except Exception:  # pylint: disable=broad-except
-        return None  # unreadable, or a vault without its password: the loader says so next
-    return yaml_bound_problem(text)
-
-
-def yaml_bound_problem(text, max_nodes=MAX_YAML_NODES):
-    """A message when the YAML ``text`` would hold more than ``max_nodes`` values once
-    its aliases are expanded (an alias bomb), else None. Composes the node graph
-    (aliases stay shared, nothing is expanded) and counts the expanded size with one
-    memo per node; syntax errors are left to the loader that reads the file next."""
-    import yaml
-
-    loader_class = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
-    try:
-        loader = loader_class(str(text))  # plain str: the C parser takes no tagged subclass
-        try:
-            root = loader.get_single_node()
-        finally:
-            loader.dispose()
-    except yaml.YAMLError:
-        return None
-    except RecursionError:
-        return "the YAML is nested too deeply to be a site agent configuration"
-    if root is None:
-        return None
-    sizes, visiting = {}, set()
-    stack = [(root, False)]
-    while stack:
-        node, children_done = stack.pop()
-        key = id(node)
-        if key in sizes:
-            continue
-        if not children_done and key in visiting:
-            return "a YAML alias refers to a value that contains it (a recursive alias)"
-        if isinstance(node, yaml.MappingNode):
-            children = [part for pair in node.value for part in pair]
-        elif isinstance(node, yaml.SequenceNode):
-            children = list(node.value)
-        else:
-            sizes[key] = 1
-            continue
-        if children_done:
-            visiting.discard(key)
-            sizes[key] = 1 + sum(sizes.get(id(child), 0) for child in children)
-            if sizes[key] > max_nodes:
-                return ("its YAML aliases expand to more than %d values (an alias bomb?); write the values out "
-                        "instead of repeating aliases" % max_nodes)
-            continue
-        visiting.add(key)
-        stack.append((node, True))
-        stack.extend((child, False) for child in children if id(child) not in sizes)
-    return None

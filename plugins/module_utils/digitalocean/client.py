@@ -28,11 +28,10 @@ __metaclass__ = type
 
 import json
 import os
-import threading
 import time
 from urllib.parse import urljoin, urlsplit, urlunsplit
 
-from ansible.module_utils.basic import env_fallback, missing_required_lib
+from ansible.module_utils.basic import missing_required_lib
 
 from ansible_collections.waldur.site_agent.plugins.module_utils.core.http import (
     DONE,
@@ -51,9 +50,17 @@ from ansible_collections.waldur.site_agent.plugins.module_utils.digitalocean.bin
     BoundListing,
     build,
 )
+from ansible_collections.waldur.site_agent.plugins.module_utils.digitalocean.counter import _Counter
 from ansible_collections.waldur.site_agent.plugins.module_utils.digitalocean.errors import DigitalOceanError, DigitalOceanNotFound, describe_failure
 from ansible_collections.waldur.site_agent.plugins.module_utils.digitalocean.facts import droplet_facts, resource_tags
 from ansible_collections.waldur.site_agent.plugins.module_utils.digitalocean.keys import AccountKeys
+from ansible_collections.waldur.site_agent.plugins.module_utils.digitalocean.options import (  # noqa: F401 (re-exported)
+    DEFAULT_API_URL,
+    ENDPOINT_ENV_VAR,
+    TIMEOUT_ENV_VAR,
+    digitalocean_argument_spec,
+    normalize_endpoint,
+)
 from ansible_collections.waldur.site_agent.plugins.module_utils.digitalocean.pacing import RequestPacer
 
 try:
@@ -62,49 +69,7 @@ try:
 except ImportError:
     pass  # python-digitalocean needs requests: HAS_DIGITALOCEAN is False then
 
-DEFAULT_API_URL = "https://api.digitalocean.com/v2/"
-# The library reads these for objects it builds on its own; set for the module process.
-ENDPOINT_ENV_VAR = "DIGITALOCEAN_END_POINT"
-TIMEOUT_ENV_VAR = "PYTHON_DIGITALOCEAN_REQUEST_TIMEOUT_SEC"
 PER_PAGE = 200
-
-
-def digitalocean_argument_spec():
-    """Options shared by the DigitalOcean modules (doc fragment ``waldur.site_agent.digitalocean``)."""
-    return dict(
-        token=dict(type="str", required=True, no_log=True,
-                   fallback=(env_fallback, ["DIGITALOCEAN_ACCESS_TOKEN", "DO_API_TOKEN"])),
-        api_url=dict(type="str", default=DEFAULT_API_URL, fallback=(env_fallback, [ENDPOINT_ENV_VAR])),
-        timeout=dict(type="float", default=30),
-        max_retry_seconds=dict(type="float", default=120),
-    )
-
-
-def normalize_endpoint(url):
-    """The API root ending in ``/v2/``: the library joins relative paths onto it,
-    so ``http://host/v2`` would otherwise lose its last segment."""
-    text = (url or "").strip()
-    parts = urlsplit(text)
-    if parts.scheme not in ("http", "https") or not parts.netloc:
-        raise ValueError("%r is not an http(s) URL" % (url,))
-    path = parts.path.rstrip("/")
-    if not path.endswith("/v2"):
-        path += "/v2"
-    return urlunsplit((parts.scheme, parts.netloc, path + "/", "", ""))
-
-
-class _Counter:
-    def __init__(self):
-        self._lock = threading.Lock()
-        self.calls = 0
-        self.reads = 0  # calls split by method, for the batch modules' api_calls
-        self.writes = 0
-        self.retries = 0
-        self.throttled = 0
-
-    def add(self, name):
-        with self._lock:
-            setattr(self, name, getattr(self, name) + 1)
 
 
 class DigitalOceanClient:

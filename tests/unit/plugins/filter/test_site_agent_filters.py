@@ -4,17 +4,16 @@ import pytest
 
 from ansible.errors import AnsibleFilterError
 
-from ansible_collections.waldur.site_agent.plugins.filter.site_agent import (
+from ansible_collections.waldur.site_agent.plugins.filter.backend_items import (
     droplet_items,
     droplet_membership_items,
     droplet_notes,
     droplet_outcomes,
-    metadata_updates,
-    usage_rows,
     vm_items,
     vm_membership_items,
     vm_outcomes,
 )
+from ansible_collections.waldur.site_agent.plugins.filter.site_agent import metadata_updates, usage_rows
 
 RESOURCE_UUID = "1234abcd-0000-4000-8000-000000000001"
 RESOURCE_HEX = RESOURCE_UUID.replace("-", "")

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from ansible_collections.waldur.site_agent.plugins.filter.site_agent import droplet_items, droplet_notes
+from ansible_collections.waldur.site_agent.plugins.filter.backend_items import droplet_items, droplet_notes
 from ansible_collections.waldur.site_agent.plugins.module_utils.digitalocean.facts import resource_tags
 from ansible_collections.waldur.site_agent.plugins.module_utils.digitalocean.naming import (
     droplet_tags,

@@ -1,0 +1,40 @@
+# -*- coding: utf-8 -*-
+# Copyright: Waldur site agent developers
+# MIT License (see LICENSE)
+"""The collection's Azure error model: :class:`AzureError` and :class:`OperationStillRunning`.
+
+``clients.translate_error`` turns any exception of an SDK call into one of these."""
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+
+class AzureError(Exception):
+    """An Azure failure in the service's own words: HTTP status, ARM error code, message."""
+
+    def __init__(self, message, status=None, code=None):
+        super(AzureError, self).__init__(message)
+        self.message = message
+        self.status = status
+        self.code = code
+
+    @property
+    def not_found(self):
+        return self.status == 404
+
+    def retitled(self, message):
+        """The same error (same class) with another message."""
+        return type(self)(message, status=self.status, code=self.code)
+
+    def __str__(self):
+        details = ", ".join(part for part in (
+            "HTTP %s" % self.status if self.status else "", self.code or "") if part)
+        return "%s (%s)" % (self.message, details) if details else self.message
+
+
+class OperationStillRunning(AzureError):
+    """A long-running operation ARM accepted that had not finished by the deadline.
+
+    ARM carries it on: nothing may be rolled back while it runs, and the next pass
+    finds its object and looks at its provisioning state."""
