@@ -1,0 +1,190 @@
+# -*- coding: utf-8 -*-
+# Copyright: Waldur site agent developers
+# MIT License (see LICENSE)
+"""The resize and power steps of do_droplet's worker, and which failures a later pass retries."""
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+from ansible_collections.waldur.site_agent.plugins.module_utils.core.batch import ItemError
+from ansible_collections.waldur.site_agent.plugins.module_utils.digitalocean.errors import DigitalOceanError
+from ansible_collections.waldur.site_agent.plugins.module_utils.digitalocean.facts import resource_tags
+from ansible_collections.waldur.site_agent.plugins.module_utils.digitalocean.naming import resource_tag
+
+
+class RetryLater(ItemError):
+    """A failure a later pass should retry: the droplet exists (or may), only a step failed."""
+
+
+def _retryable(exc):
+    """Whether the next pass should retry rather than the order be erred: DigitalOcean
+    unreachable, throttling or failing after the retries, a write whose effect is unknown,
+    or a step that failed after the droplet exists."""
+    if isinstance(exc, RetryLater):
+        return True
+    if isinstance(exc, DigitalOceanError):
+        return exc.ambiguous or exc.status is None or exc.status == 429 or exc.status >= 500
+    return False
+
+
+class DropletPowerSteps:
+    """Resize, power off and power on, for ``DropletWorker``."""
+
+    # ---- resize -----------------------------------------------------------------------
+    def resize(self, result, facts, size, deadline, running=None):
+        """Resize to ``size`` (CPU and RAM only). The droplet is powered off for it and then left
+        as ``running`` says (on when true), or as it was when ``running`` is None."""
+        droplet_id = facts["id"]
+        old_size = facts["size_slug"]
+        result.update(action="resized", changed=True)
+        self._describe(result, facts)
+        was_running = facts["status"] != "off"
+        power_on = was_running if running is None else bool(running)
+        if self.check_mode:
+            steps = []
+            if was_running:
+                steps.append("powered off for it")
+            if power_on:
+                steps.append("powered on afterwards")
+            result["msg"] = ("would resize droplet %s from %s to %s (CPU and RAM only%s)"
+                             % (droplet_id, old_size, size, "".join("; " + step for step in steps)))
+            return None
+        if facts["status"] == "new":
+            facts = self.waiter.wait(facts, ("active", "off"), deadline) or facts
+            was_running = facts["status"] != "off"
+        steps = []
+        if was_running:
+            facts, how = self._power_off(droplet_id, deadline)
+            steps.append(how)
+        try:
+            action = self.client.droplet_action(droplet_id, "resize", size=size)
+            status = self.client.wait_for_action(droplet_id, action, deadline)
+            if status == "errored":
+                raise ItemError("resize of droplet %s to %s failed" % (droplet_id, size))
+            if status != "completed":
+                raise RetryLater("resize of droplet %s to %s did not finish within %s seconds"
+                                 % (droplet_id, size, self.wait_timeout))
+        except (DigitalOceanError, ItemError) as exc:
+            if power_on:
+                error = RetryLater if _retryable(exc) else ItemError
+                raise error("%s; %s" % (exc, self._power_on_after_failure(droplet_id, deadline)))
+            raise
+        steps.append("resized")
+        if power_on:
+            action = self.client.droplet_action(droplet_id, "power_on")
+            if self.wait:
+                status = self.client.wait_for_action(droplet_id, action, deadline)
+                steps.append("powered on" if status == "completed" else "power on %s" % status)
+            else:
+                steps.append("power on requested")
+        self._describe(result, self.client.get_droplet(droplet_id) or facts)
+        result["msg"] = "resized droplet %s from %s to %s (%s)" % (droplet_id, old_size, size, ", ".join(steps))
+        return None
+
+    def _power_on_after_resize(self, result, facts, deadline):
+        droplet_id = facts["id"]
+        result.update(action="powered_on", changed=True)
+        if self.check_mode:
+            result["msg"] += "; would power it on (a resize left it off)"
+            return None
+        action = self.client.droplet_action(droplet_id, "power_on")
+        status = self.client.wait_for_action(droplet_id, action, deadline) if self.wait else "requested"
+        self._describe(result, self.client.get_droplet(droplet_id) or facts)
+        result["msg"] = "droplet %s has size %s; powered it on (an interrupted resize had left it off)%s" % (
+            droplet_id, facts["size_slug"], "" if status in ("completed", "requested") else ": power on %s" % status)
+        if status not in ("completed", "requested"):
+            raise RetryLater(result["msg"])
+        return None
+
+    def _power_on_after_failure(self, droplet_id, deadline):
+        try:
+            action = self.client.droplet_action(droplet_id, "power_on")
+            self.client.wait_for_action(droplet_id, action, deadline)
+        except DigitalOceanError as exc:
+            return "powering it back on failed too: %s" % exc
+        return "powered it back on"
+
+    def _power_off(self, droplet_id, deadline):
+        """Graceful shutdown for half the time left, then a hard power off. Returns
+        ``(facts, how)`` with the droplet off, or raises."""
+        now = self.clock()
+        grace_deadline = now + max(0.0, deadline - now) / 2
+        try:
+            action = self.client.droplet_action(droplet_id, "shutdown")
+            status = self.client.wait_for_action(droplet_id, action, grace_deadline)
+        except DigitalOceanError as exc:
+            if exc.status != 422:
+                raise
+            status = "refused (%s)" % exc.service_message
+        if status == "completed":
+            facts = self.client.get_droplet(droplet_id)
+            if facts is not None and facts["status"] == "off":
+                return facts, "shut down"
+        action = self.client.droplet_action(droplet_id, "power_off")
+        status = self.client.wait_for_action(droplet_id, action, deadline)
+        facts = self.client.get_droplet(droplet_id)
+        if facts is None:
+            raise ItemError("droplet %s disappeared while powering off" % droplet_id)
+        if status != "completed" or facts["status"] != "off":
+            raise RetryLater("droplet %s did not power off within %s seconds (power_off %s, status %s)"
+                             % (droplet_id, self.wait_timeout, status, facts["status"]))
+        return facts, "graceful shutdown did not finish; powered off"
+
+    # ---- off / active -----------------------------------------------------------------
+    def _locate(self, item):
+        backend_id = item.get("backend_id")
+        if backend_id:
+            facts = self.read(backend_id)
+            if facts is None:
+                raise ItemError("droplet %s no longer exists" % backend_id)
+            return facts
+        tag = resource_tag(item["resource_uuid"])
+        own = [d for d in self.tagged(tag) if resource_tags(d["tags"]) == set([tag])]
+        if len(own) != 1:
+            raise ItemError("no backend_id given and %d droplets carry tag %s" % (len(own), tag))
+        return own[0]
+
+    def power(self, item, result, notes, state, deadline):
+        facts = self._locate(item)
+        droplet_id = facts["id"]
+        self._describe(result, facts)
+        if facts["status"] == "new":
+            if not self.wait or self.check_mode:
+                raise ItemError("droplet %s is still being created; try again when it is active" % droplet_id)
+            facts = self._wait_started(facts, deadline, notes)
+            self._describe(result, facts)
+        if facts["status"] not in ("active", "off"):
+            raise ItemError("droplet %s is %s and cannot be powered %s" % (
+                droplet_id, facts["status"], "off" if state == "off" else "on"))
+        if facts["status"] == state:
+            result["msg"] = "droplet %s is already %s" % (droplet_id, state)
+            return None
+        if state == "off":
+            result.update(action="powered_off", changed=True)
+            if self.check_mode:
+                result["msg"] = "would shut down droplet %s" % droplet_id
+            elif self.wait:
+                facts, how = self._power_off(droplet_id, deadline)
+                self._describe(result, facts)
+                result["msg"] = "droplet %s %s" % (droplet_id, how)
+            else:
+                self.client.droplet_action(droplet_id, "shutdown")
+                result["msg"] = "shutdown of droplet %s requested" % droplet_id
+            return None
+        result.update(action="powered_on", changed=True)
+        if self.check_mode:
+            result["msg"] = "would power on droplet %s" % droplet_id
+            return None
+        action = self.client.droplet_action(droplet_id, "power_on")
+        if not self.wait:
+            result["msg"] = "power on of droplet %s requested" % droplet_id
+            return None
+        status = self.client.wait_for_action(droplet_id, action, deadline)
+        self._describe(result, self.client.get_droplet(droplet_id) or facts)
+        if status != "completed":
+            raise ItemError("power on of droplet %s %s" % (
+                droplet_id, "failed" if status == "errored" else
+                "did not finish within %s seconds" % self.wait_timeout))
+        result["msg"] = "powered on droplet %s" % droplet_id
+        return None
