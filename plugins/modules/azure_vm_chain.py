@@ -269,7 +269,6 @@ from ansible_collections.waldur.site_agent.plugins.module_utils.azure.validate i
 )
 from ansible_collections.waldur.site_agent.plugins.module_utils.core.batch import (
     BatchRunner,
-    ItemError,
     api_call_counts,
     batch_argument_spec,
 )

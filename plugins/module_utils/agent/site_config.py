@@ -23,7 +23,7 @@ __metaclass__ = type
 import os
 import re
 
-from ansible_collections.waldur.site_agent.plugins.module_utils.agent.site_config_checks import (  # noqa: F401 (re-exported)
+from ansible_collections.waldur.site_agent.plugins.module_utils.agent.site_config_checks import (  # pylint: disable=unused-import  # re-exported
     LOOPBACK_HOSTS,
     ConfigProblems,
     _expect,
@@ -37,7 +37,7 @@ from ansible_collections.waldur.site_agent.plugins.module_utils.agent.site_confi
     _CIDR,
     is_time_zone,
 )
-from ansible_collections.waldur.site_agent.plugins.module_utils.agent.site_config_load import (  # noqa: F401 (re-exported)
+from ansible_collections.waldur.site_agent.plugins.module_utils.agent.site_config_load import (  # pylint: disable=unused-import  # re-exported
     MAX_CONFIG_BYTES,
     MAX_YAML_NODES,
     config_file_problem,

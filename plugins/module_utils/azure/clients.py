@@ -27,8 +27,11 @@ import traceback
 
 from ansible.module_utils.basic import env_fallback, missing_required_lib
 
-from ansible_collections.waldur.site_agent.plugins.module_utils.azure.errors import AzureError, OperationStillRunning  # noqa: F401 (re-exported)
-from ansible_collections.waldur.site_agent.plugins.module_utils.azure.facts import (  # noqa: F401 (re-exported)
+from ansible_collections.waldur.site_agent.plugins.module_utils.azure.errors import (  # pylint: disable=unused-import  # re-exported
+    AzureError,
+    OperationStillRunning,
+)
+from ansible_collections.waldur.site_agent.plugins.module_utils.azure.facts import (  # pylint: disable=unused-import  # re-exported
     SizeCatalog,
     normalize_location,
     plain,

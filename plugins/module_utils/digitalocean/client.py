@@ -54,7 +54,7 @@ from ansible_collections.waldur.site_agent.plugins.module_utils.digitalocean.cou
 from ansible_collections.waldur.site_agent.plugins.module_utils.digitalocean.errors import DigitalOceanError, DigitalOceanNotFound, describe_failure
 from ansible_collections.waldur.site_agent.plugins.module_utils.digitalocean.facts import droplet_facts, resource_tags
 from ansible_collections.waldur.site_agent.plugins.module_utils.digitalocean.keys import AccountKeys
-from ansible_collections.waldur.site_agent.plugins.module_utils.digitalocean.options import (  # noqa: F401 (re-exported)
+from ansible_collections.waldur.site_agent.plugins.module_utils.digitalocean.options import (  # pylint: disable=unused-import  # re-exported
     DEFAULT_API_URL,
     ENDPOINT_ENV_VAR,
     TIMEOUT_ENV_VAR,
