@@ -236,6 +236,10 @@ class Simulator:
         except HTTPException as exc:  # e.g. a redirect for a missing trailing slash
             response = self.error_response(exc.code or 400, exc.description or "Bad request.")
         else:
+            # Read the whole body before anything else, as a real service does before it acts:
+            # a client may send its headers and its body in two writes (urllib3 2 does), and a
+            # held call must not count as arrived before the request is complete.
+            request.get_data(cache=True)
             delay = self.latency_by_operation.get(operation, self.latency)
             if delay:
                 time.sleep(delay)
