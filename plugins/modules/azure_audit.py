@@ -176,7 +176,7 @@ import time
 
 from ansible.module_utils.basic import AnsibleModule
 
-from ansible_collections.waldur.site_agent.plugins.module_utils.agent.audit import DELETED, WOULD_DELETE, Auditor, parse_time, power_check
+from ansible_collections.waldur.site_agent.plugins.module_utils.agent.audit import DELETED, WOULD_DELETE, Auditor, power_check
 from ansible_collections.waldur.site_agent.plugins.module_utils.agent.audit_report import audit_argument_spec, checked_params, finish
 from ansible_collections.waldur.site_agent.plugins.module_utils.azure.audit import Listing, owners
 from ansible_collections.waldur.site_agent.plugins.module_utils.azure.clients import (
@@ -202,16 +202,8 @@ def size_check(resource, machine):
         "find out who resized it; resize it back to %s (the agent does not resize Azure machines)" % wanted)
 
 
-def oldest(values):
-    """The earliest of some creation times (None when Azure told none)."""
-    moments = [moment for moment in (parse_time(value) for value in values) if moment is not None]
-    return min(moments) if moments else None
-
-
 class AuditListing(Listing):
-    """The listing (azure/audit.py), with the times parsed and the cleanup of the audit."""
-
-    oldest = staticmethod(oldest)
+    """The listing (azure/audit.py), with the cleanup of the audit."""
 
     # ---- cleanup ---------------------------------------------------------------------------
     def delete(self, holding):

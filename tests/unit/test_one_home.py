@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from ansible_collections.waldur.site_agent.plugins.module_utils.agent import components
-from ansible_collections.waldur.site_agent.plugins.module_utils.core import http, secrets, ssh_keys, uuids
+from ansible_collections.waldur.site_agent.plugins.module_utils.core import http, secrets, ssh_keys, times, uuids
 from ansible_collections.waldur.site_agent.plugins.module_utils.digitalocean import naming
 
 PLUGINS = Path(__file__).resolve().parents[2] / "plugins"
@@ -30,6 +30,7 @@ RULES = {
     "scrubber": ("module_utils/core/secrets.py", r"\.replace\(\s*[\w.]*(token|secret)\w*\s*,"),
     "reserved tag": ("module_utils/digitalocean/naming.py", r"def is_resource_tag|def _is_reserved_tag"),
     "limits": ("module_utils/agent/components.py", r"def _?limits_equal"),
+    "timestamps": ("module_utils/core/times.py", r"fromisoformat|strptime"),
 }
 
 
@@ -69,3 +70,5 @@ def test_the_homes_answer_as_the_passes_expect():
     assert callable(http.send_with_retries) and callable(http.request_never_sent)
     assert naming.is_resource_tag("Waldur-Resource:0f8b3c1a1d2e4f609a7b8c9d0e1f2a3b")
     assert components.limits_equal({"cores": 2}, {"cores": "2"})
+    assert times.oldest(["2026-11-29T12:04:26.244102Z", "2026-11-29T13:00:00+02:00", "never"]) == times.parse_time(
+        "2026-11-29T11:00:00Z")

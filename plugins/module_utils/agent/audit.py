@@ -28,7 +28,8 @@ from __future__ import absolute_import, division, print_function
 __metaclass__ = type
 
 import datetime
-import re
+
+from ansible_collections.waldur.site_agent.plugins.module_utils.core.times import parse_time, utc_now
 
 ORPHAN = "orphan"
 VANISHED = "vanished"
@@ -50,34 +51,8 @@ DELETE = "delete"
 DELETED = "deleted"
 WOULD_DELETE = "would delete"
 
-_TIME = re.compile(r"^(\d{4}-\d{2}-\d{2})[T ](\d{2}:\d{2}:\d{2})(\.\d+)?(Z|[+-]\d{2}:?\d{2})?$")
-
 
 # ---- time ---------------------------------------------------------------------------------
-
-def utc_now():
-    return datetime.datetime.now(datetime.timezone.utc)
-
-
-def parse_time(value):
-    """An aware UTC datetime from a datetime or an ISO 8601 text (``Z``, offsets, fractions
-    of any length); None for anything else."""
-    if isinstance(value, datetime.datetime):
-        return value if value.tzinfo else value.replace(tzinfo=datetime.timezone.utc)
-    match = _TIME.match(str(value or "").strip())
-    if not match:
-        return None
-    day, clock, fraction, zone = match.groups()
-    stamp = datetime.datetime.strptime("%s %s" % (day, clock), "%Y-%m-%d %H:%M:%S")
-    if fraction:
-        stamp = stamp.replace(microsecond=int((fraction[1:] + "000000")[:6]))
-    offset = datetime.timedelta(0)
-    if zone and zone != "Z":
-        sign = -1 if zone[0] == "-" else 1
-        digits = zone[1:].replace(":", "")
-        offset = sign * datetime.timedelta(hours=int(digits[:2]), minutes=int(digits[2:]))
-    return (stamp - offset).replace(tzinfo=datetime.timezone.utc)
-
 
 def age_hours(value, now):
     """Hours since ``value`` (rounded to 0.1), or None when the time is unknown."""

@@ -30,6 +30,7 @@ from ansible_collections.waldur.site_agent.plugins.module_utils.azure.ownership 
     tag_value,
 )
 from ansible_collections.waldur.site_agent.plugins.module_utils.core.batch import run_batch
+from ansible_collections.waldur.site_agent.plugins.module_utils.core.times import oldest
 from ansible_collections.waldur.site_agent.plugins.module_utils.core.uuids import is_uuid, normalize_uuid
 
 # Listings run side by side, at most this many at a time.
@@ -62,12 +63,6 @@ class Listing:
         self.notes = []
         self.holdings = []
         self.machines = {}
-
-    @staticmethod
-    def oldest(values):
-        """The earliest of some creation times (None when Azure told none); the audit module
-        gives it, as it parses the times."""
-        raise NotImplementedError
 
     def _list(self, what, function, *args, **kwargs):
         return self.clients.listing(what, function, *args, **kwargs)
@@ -146,7 +141,7 @@ class Listing:
         bare = [entry for entry in dedicated.values() if not entry["vms"]]
         # A group whose machine is gone: how old is what is left in it?
         contents = self._together([lambda entry=entry: self._group_contents(entry["name"]) for entry in bare])
-        created_of_bare = dict((id(entry), self.oldest([getattr(item, "created_time", None) for item in listed or []]))
+        created_of_bare = dict((id(entry), oldest([getattr(item, "created_time", None) for item in listed or []]))
                                for entry, listed in zip(bare, contents))
         for entry in dedicated.values():
             vm_name = vm_name_of_dedicated_group(entry["name"])
@@ -158,7 +153,7 @@ class Listing:
             self.holdings.append({
                 "key": _lower(entry["id"]), "owner": entry["owner"], "kind": "group", "group": entry["name"],
                 "object": "resource group %s (a chain of its own: %s)" % (entry["name"], machines),
-                "ids": [entry["id"]], "created_at": self.oldest(created) if created else created_of_bare.get(id(entry)),
+                "ids": [entry["id"]], "created_at": oldest(created) if created else created_of_bare.get(id(entry)),
                 "match": match, "marked": True,
             })
 
@@ -193,7 +188,7 @@ class Listing:
                     "group": group, "objects": [(kind, item.name) for kind, item in items], "vnet": names.get("vnet"),
                     "object": "in resource group %s: %s" % (group, labels),
                     "ids": [item.id for _kind, item in items],
-                    "created_at": self.oldest([getattr(item, "created_time", None) for _kind, item in items]),
+                    "created_at": oldest([getattr(item, "created_time", None) for _kind, item in items]),
                     "match": set([_lower(build_vm_id(self.clients.subscription_id, group, vm_name))]) if vm_name else set(),
                     "marked": True,
                 })

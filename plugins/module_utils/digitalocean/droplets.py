@@ -11,6 +11,7 @@ import datetime
 import time
 
 from ansible_collections.waldur.site_agent.plugins.module_utils.core.batch import ItemError
+from ansible_collections.waldur.site_agent.plugins.module_utils.core.times import parse_time
 from ansible_collections.waldur.site_agent.plugins.module_utils.core.uuids import normalize_uuid
 from ansible_collections.waldur.site_agent.plugins.module_utils.digitalocean.droplets_power import DropletPowerSteps, RetryLater, _retryable
 from ansible_collections.waldur.site_agent.plugins.module_utils.digitalocean.errors import DigitalOceanError
@@ -44,14 +45,7 @@ def base_result(item):
 
 
 def _created(facts):
-    text = facts.get("created_at")
-    if not text:
-        return None
-    try:
-        moment = datetime.datetime.strptime(str(text).replace("Z", "+00:00")[:25], "%Y-%m-%dT%H:%M:%S%z")
-    except ValueError:
-        return None
-    return moment.astimezone(UTC)
+    return parse_time(facts.get("created_at"))
 
 
 def _seconds(value):

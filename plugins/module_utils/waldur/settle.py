@@ -7,11 +7,10 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
-import datetime
-
 from ansible.module_utils.parsing.convert_bool import boolean
 
 from ansible_collections.waldur.site_agent.plugins.module_utils.core.batch import BatchRunner, ItemError, count_results
+from ansible_collections.waldur.site_agent.plugins.module_utils.core.times import parse_time, utc_now
 from ansible_collections.waldur.site_agent.plugins.module_utils.waldur.client import WaldurApiError, error_message
 from ansible_collections.waldur.site_agent.plugins.module_utils.waldur.marketplace import (
     TERMINAL_ORDER_STATES,
@@ -36,17 +35,6 @@ def _short_traceback(text):
     return text if len(text) <= TRACEBACK_LIMIT else "...\n" + text[-TRACEBACK_LIMIT:]
 
 
-def _parse_time(text):
-    """A Waldur timestamp (``2026-11-29T12:04:26.244102Z``) as an aware datetime, or None."""
-    if not text:
-        return None
-    try:
-        moment = datetime.datetime.fromisoformat(str(text).replace("Z", "+00:00"))
-    except ValueError:
-        return None
-    return moment if moment.tzinfo else moment.replace(tzinfo=datetime.timezone.utc)
-
-
 def _duration(seconds):
     seconds = int(seconds)
     if seconds >= 2 * 3600:
@@ -63,7 +51,7 @@ class Settle:
         self.offering_uuid = offering_uuid
         self.check_mode = module.check_mode
         self.retry_max_age = retry_max_age
-        self.now = now or (lambda: datetime.datetime.now(datetime.timezone.utc))
+        self.now = now or utc_now
         self.listed_resources = {}
 
     def list_resources(self, outcomes):
@@ -126,25 +114,37 @@ class Settle:
         if self.check_mode:
             verb = "would approve and set done" if order["state"] == "pending-provider" else "would set done"
             return item.result("done", verb)
-        try:
-            self.client.post(order_path(uuid, "set_state_done"))
-        except WaldurApiError as exc:
-            item.actions.remove("set_state_done")
-            if not exc.conflict:
-                if exc.transient:
-                    raise
-                return item.result("refused", "Waldur refused set_state_done (%s); the order is left %s"
-                                   % (exc, order["state"]), failed=True)
+        refused, conflict = self._transition(item, "set_state_done")
+        if refused:
+            return refused
+        if conflict:
             # The order moved after it was read (cancelled, settled by another run): look again.
             state = self._state(uuid)
             item.state = state
             if state == "done":
                 return item.result("skipped", "order was set done meanwhile")
             if state in (None, "executing"):
-                raise ItemError("set_state_done was refused (%s); the order is %s" % (exc, state))
+                raise ItemError("set_state_done was refused (%s); the order is %s" % (conflict, state))
             return item.result("skipped", "order is %s, not executing; not set done" % state)
         item.state = "done"
         return item.result("done", "set done")
+
+    def _transition(self, item, action, body=None, refused_detail=""):
+        """POST an order transition the caller has listed in ``item.actions``. Returns
+        ``(refused result, None)`` when Waldur refused it for good, ``(None, conflict error)`` when
+        the order moved since it was read (the caller reads it again), ``(None, None)`` when Waldur
+        took it; a transient failure raises, so the batch retries the item."""
+        try:
+            self.client.post(order_path(item.uuid, action), json=body)
+        except WaldurApiError as exc:
+            item.actions.remove(action)
+            if exc.conflict:
+                return None, exc
+            if exc.transient:
+                raise
+            return item.result("refused", "Waldur refused %s (%s); the order is left %s%s"
+                               % (action, exc, item.order["state"], refused_detail), failed=True), None
+        return None, None
 
     def _state(self, uuid):
         return (self.client.get(order_path(uuid), params={"field": ["uuid", "state"]}) or {}).get("state")
@@ -202,7 +202,7 @@ class Settle:
             state, "nothing else written" if item.actions else "nothing written"))
 
     def _age(self, item):
-        created = _parse_time(item.order.get("created"))
+        created = parse_time(item.order.get("created"))
         return None if created is None else (self.now() - created).total_seconds()
 
     def _retry(self, item, reason):
@@ -228,20 +228,16 @@ class Settle:
         item.actions.append("set_state_erred")
         if self.check_mode:
             return item.result("erred", "would set erred: %s" % message)
-        try:
-            self.client.post(order_path(item.uuid, "set_state_erred"),
-                             json={"error_message": message, "error_traceback": _short_traceback(exception)})
-        except WaldurApiError as exc:
-            item.actions.remove("set_state_erred")
-            if not exc.conflict:
-                if exc.transient:
-                    raise
-                return item.result("refused", "Waldur refused set_state_erred (%s); the order is left %s: %s"
-                                   % (exc, item.order["state"], message), failed=True)
+        refused, conflict = self._transition(
+            item, "set_state_erred", {"error_message": message, "error_traceback": _short_traceback(exception)},
+            ": " + message)
+        if refused:
+            return refused
+        if conflict:
             state = self._state(item.uuid)
             item.state = state
             if state not in TERMINAL_ORDER_STATES:
-                raise ItemError("set_state_erred was refused (%s); the order is %s" % (exc, state))
+                raise ItemError("set_state_erred was refused (%s); the order is %s" % (conflict, state))
             return item.result("skipped", "order became %s meanwhile; nothing written" % state)
         item.state = "erred"
         return item.result("erred", "set erred: %s" % message)

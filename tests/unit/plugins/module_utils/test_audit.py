@@ -12,12 +12,12 @@ from ansible_collections.waldur.site_agent.plugins.module_utils.agent.audit impo
     FINDINGS,
     Auditor,
     age_hours,
-    parse_time,
     plan_cleanup,
     power_check,
     status,
 )
 from ansible_collections.waldur.site_agent.plugins.module_utils.agent.audit_report import build_report, write_report_files
+from ansible_collections.waldur.site_agent.plugins.module_utils.core.times import oldest, parse_time
 from ansible_collections.waldur.site_agent.plugins.modules.do_audit import holdings_of, size_check
 
 NOW = datetime.datetime(2026, 3, 1, 12, 0, tzinfo=datetime.timezone.utc)
@@ -69,6 +69,11 @@ def kinds(findings):
 ])
 def test_times_are_read_in_every_form_the_clouds_send(text, expected):
     assert parse_time(text) == expected
+
+
+def test_the_oldest_of_some_times_ignores_what_is_not_a_time():
+    assert oldest([None, "2026-03-01T12:00:00+01:00", "2026-03-01T11:30:00Z", "soon"]) == NOW.replace(hour=11)
+    assert oldest([None, "", "soon"]) is None
 
 
 def test_ages_are_hours_and_unknown_stays_unknown():
