@@ -132,23 +132,29 @@ class MachineListings:
                                network.public_ip_addresses.list_all),
         ])
         power = dict((key, power_state(getattr(status, "instance_view", None))) for key, status in statuses.items())
+        # the SDK builds a model's attributes on every access: each reference is read once
+        nic_of = dict((key, nic_key_of(vm)) for key, vm in vms.items())
         notes = {}
         # What a listing missed is read one by one: an object made (or a machine created) after
         # one listing passed it and before another did is in one and not the other. Rare, and
         # never in a steady pass.
         self._read_missing([("power", key, vm.id) for key, vm in vms.items() if power.get(key) is None]
-                           + self._unlisted(vms.values(), nics, nic_key_of, "nic", self._nic_id),
+                           + sorted(set(("nic", nic_of[key], self._nic_id(vm)) for key, vm in vms.items()
+                                        if nic_of[key] and nic_of[key] not in nics)),
                            power, nics, public_ips, notes)
-        self._read_missing(self._unlisted([nic for nic in nics.values() if nic is not None], public_ips,
-                                          public_ip_key_of, "public_ip", self._public_ip_id),
+        theirs = dict((nic_key, nics[nic_key]) for nic_key in set(nic_of.values()) if nics.get(nic_key) is not None)
+        public_ip_of = dict((nic_key, public_ip_key_of(nic)) for nic_key, nic in theirs.items())
+        self._read_missing(sorted(set(("public_ip", public_ip_of[nic_key], self._public_ip_id(nic))
+                                      for nic_key, nic in theirs.items()
+                                      if public_ip_of[nic_key] and public_ip_of[nic_key] not in public_ips)),
                            power, nics, public_ips, notes)
         found = {}
         for key, vm in vms.items():
-            nic = nics.get(nic_key_of(vm))
-            public_ip = public_ips.get(public_ip_key_of(nic)) if nic is not None else None
-            found[key] = ListedMachine(vm, power.get(key), nic, public_ip,
-                                       [notes[part] for part in (key, nic_key_of(vm), public_ip_key_of(nic))
-                                        if part in notes])
+            nic_key = nic_of[key]
+            nic = theirs.get(nic_key)
+            public_ip_key = public_ip_of.get(nic_key)
+            found[key] = ListedMachine(vm, power.get(key), nic, public_ips.get(public_ip_key) if public_ip_key else None,
+                                       [notes[part] for part in (key, nic_key, public_ip_key) if part in notes])
         return found
 
     @staticmethod
@@ -159,15 +165,6 @@ class MachineListings:
     def _public_ip_id(nic):
         configuration = primary(getattr(nic, "ip_configurations", None))
         return getattr(getattr(configuration, "public_ip_address", None), "id", None)
-
-    @staticmethod
-    def _unlisted(holders, listed, key_of, kind, id_of):
-        missing = {}
-        for holder in holders:
-            key = key_of(holder)
-            if key and key not in listed:
-                missing[key] = (kind, key, id_of(holder))
-        return sorted(missing.values())
 
     def _read_missing(self, missing, power, nics, public_ips, notes):
         """Read the objects ``missing`` (``(kind, key, ARM id)``) into the joined maps; an object that
