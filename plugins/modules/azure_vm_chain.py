@@ -53,7 +53,9 @@ description:
     backend id, what carries the resource's owner tag is deleted (a create that never reported its
     machine).
   - O(machines[].state=deallocated) and O(machines[].state=running) deallocate or start a machine only when
-    its instance view says otherwise.
+    its instance view says otherwise. With two or more such machines, the machines, their power states,
+    network interfaces and public addresses are read from one subscription-wide paged listing each, not
+    one by one; a machine missing from the listings is read directly.
 author:
   - Waldur site agent developers (@waldur)
 extends_documentation_fragment:
@@ -317,6 +319,7 @@ def main():
             runner.fail("%s; no machine was touched" % error)
     deadline_seconds = module.params["deadline"]
     chain = VmChain(module, clients, time.monotonic() + deadline_seconds)
+    chain.plan_power(items)  # many power items: their machines come from listings, not one read each
 
     results = runner.run(items, chain.run)
     for item, result in zip(items, results):

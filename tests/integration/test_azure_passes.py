@@ -344,3 +344,54 @@ def test_report_pass_meters_readable_machines_once(tmp_path, waldur_sim, azure_s
     since = len(waldur.app.calls)
     run_pass(REPORT_PASS, config)
     assert waldur_writes(waldur, since) == []
+
+
+# ---- many machines: subscription-wide paged listings ------------------------------------------
+
+LISTED_READS = ("vms.list_all", "nics.list_all", "public_ips.list_all")
+# what a pass over many machines must not send: a read (or a group listing) per machine
+PER_MACHINE_READS = ("vms.get", "vms.instance_view", "vms.list", "nics.get", "nics.list", "public_ips.get",
+                     "public_ips.list", "resources.list_by_group", "disks.get")
+
+
+def arm_reads(azure, since):
+    return [call["operation"] for call in azure.app.calls[since:] if call["operation"] not in ("openid", "token")]
+
+
+@pytest.mark.parametrize("pass_playbook", [REPORT_PASS, MEMBERSHIP_PASS], ids=["report", "membership"])
+def test_a_steady_pass_over_many_machines_reads_azure_by_pages_and_writes_nothing(
+        tmp_path, waldur_sim, azure_sim, pass_playbook):
+    """Eleven machines, each in a group of its own, on pages of four: the machines, their power states,
+    NICs and public IPs are listed once each over the subscription, three pages apiece (the SDK follows
+    nextLink), whatever the number of groups; nothing is read per machine or per group."""
+    waldur, azure = waldur_sim, azure_sim
+    waldur.app.reset("empty")
+    azure.app.page_size = 4
+    config = write_config(tmp_path, waldur, azure=azure)
+    machines = [azure.app.seed_vm("many%d" % index, size="Standard_B2s") for index in range(11)]
+    azure.app.set_vm_power_state(machines[3], "deallocated")
+    resources = [waldur.app.seed_resource(W.AZURE_OFFERING_UUID, "many%d" % index, backend_id=machine)["uuid"]
+                 for index, machine in enumerate(machines)]
+    set_flag(waldur, resources[3], "paused", True)
+    run_pass(pass_playbook, config)  # the first pass may write (usage, backend metadata)
+
+    waldur_since, azure_since = len(waldur.app.calls), len(azure.app.calls)
+    run_pass(pass_playbook, config)
+    reads = arm_reads(azure, azure_since)
+    assert arm_writes(azure, azure_since) == [] and waldur_writes(waldur, waldur_since) == []
+    assert not [operation for operation in reads if operation in PER_MACHINE_READS], reads
+    pages = -(-11 // 4)
+    assert {operation: reads.count(operation) for operation in LISTED_READS} == {
+        "vms.list_all": 2 * pages, "nics.list_all": pages, "public_ips.list_all": pages}
+    statuses = [call for call in azure.app.calls[azure_since:] if call["operation"] == "vms.list_all"
+                and "statusOnly=true" in call["query"]]
+    assert len(statuses) == pages
+    assert len(reads) <= 4 * pages + 1  # and, for the report, the sizes of the one location
+    if pass_playbook == REPORT_PASS:
+        assert reads.count("vm_sizes.list") == 1
+        usages = waldur.app.usages(resources[10])
+        assert {usage["type"]: Decimal(usage["usage"]) for usage in usages}["cpu"] == Decimal(2)
+    else:
+        metadata = waldur.app.resource(resources[10])["backend_metadata"]["virtual_machine"]
+        assert metadata["power_state"] == "running" and metadata["public_ip"] and metadata["private_ip"]
+        assert azure.app.vm_power_state(machines[3]) == "deallocated"

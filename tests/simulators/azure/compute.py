@@ -70,6 +70,7 @@ class ComputeProvider:
             ("DELETE", vm, "vms.delete", self._delete_vm),
             ("GET", vm + "/instanceView", "vms.instance_view", self._get_instance_view),
             ("GET", vm + "/vmSizes", "vms.vm_sizes", self._list_vm_available_sizes),
+            ("GET", S + "/disks", "disks.list_all", self._list_disks_all),
             ("GET", RG + "/disks", "disks.list", self._list_disks),
             ("GET", RG + "/disks/<name>", "disks.get", self._get_disk),
             ("PATCH", RG + "/disks/<name>", "disks.update", self._patch_disk),
@@ -673,8 +674,12 @@ class ComputeProvider:
 
     def _list_disks(self, request: Request, sub: str, rg: str) -> Response:
         group = self._require_group(rg)
-        items = [self._render_disk(r) for r in self._children(group["key"], "disk")]
-        return json_response(page(request, items, self.page_size))
+        return json_response(page(request, self._children(group["key"], "disk"), self.page_size, self._render_disk))
+
+    def _list_disks_all(self, request: Request, sub: str) -> Response:
+        """Every managed disk of the subscription (``disks.list()`` in the SDK), paged."""
+        disks = [record for record in self.records.values() if record["kind"] == "disk"]
+        return json_response(page(request, disks, self.page_size, self._render_disk))
 
     def _patch_disk(self, request: Request, sub: str, rg: str, name: str) -> Response:
         """PATCH a disk: the simulator applies ``tags`` (replacing them, as ARM does) and refuses

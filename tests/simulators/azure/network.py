@@ -21,6 +21,7 @@ from tests.simulators.common import json_response
 
 NETWORK = "Microsoft.Network"
 RG = "/subscriptions/<sub>/resourceGroups/<rg>/providers/Microsoft.Network"
+S = "/subscriptions/<sub>/providers/Microsoft.Network"
 
 # kind -> (operation prefix, path segment, ARM type)
 TOP_LEVEL = {
@@ -94,6 +95,9 @@ class NetworkProvider:
         for kind, (op, segment, _type) in TOP_LEVEL.items():
             base = f"{RG}/{segment}"
             routes += [
+                # ARM's List All: every object of the type in the subscription, paged with nextLink
+                # (network_interfaces.list_all(), public_ip_addresses.list_all(), ... in the SDK)
+                ("GET", f"{S}/{segment}", f"{op}.list_all", partial(self._net_list_all, kind=kind)),
                 ("GET", base, f"{op}.list", partial(self._net_list, kind=kind)),
                 ("GET", base + "/<name>", f"{op}.get", partial(self._net_get, kind=kind)),
                 ("PUT", base + "/<name>", f"{op}.put", partial(self._net_put, kind=kind)),
@@ -136,11 +140,15 @@ class NetworkProvider:
     def _net_list(self, request: Request, sub: str, rg: str, kind: str, parent: str | None = None) -> Response:
         group = self._require_group(rg)
         owner = self._net_parent(group, kind, parent) if kind in CHILDREN else group
-        items = [self._render_network(r) for r in self._children(owner["key"], kind)]
-        return json_response(self._page(request, items))
+        return json_response(self._page(request, self._children(owner["key"], kind)))
 
-    def _page(self, request: Request, items: list) -> dict:
-        return page(request, items, self.page_size)
+    def _net_list_all(self, request: Request, sub: str, kind: str) -> Response:
+        records = [record for record in self.records.values() if record["kind"] == kind]
+        return json_response(self._page(request, records))
+
+    def _page(self, request: Request, records: list) -> dict:
+        # only the page's records are rendered: a listing of N objects costs O(N), not O(N) per page
+        return page(request, records, self.page_size, self._render_network)
 
     def _net_get(self, request: Request, sub: str, rg: str, name: str, kind: str,
                  parent: str | None = None) -> Response:

@@ -28,8 +28,13 @@ Operation names (call log and fault injection): ``openid``, ``token``,
 ``subscriptions.get``, ``subscriptions.list_locations``, ``resource_groups.{list,get,head,put,delete}``,
 ``operations.get`` (Azure-AsyncOperation polls), ``operation_results.get`` (Location polls),
 ``{virtual_networks,subnets,public_ips,nsgs,security_rules,nics}.{list,get,put,delete}``,
+``{virtual_networks,public_ips,nsgs,nics}.list_all`` (the subscription's, as ARM's List All),
 ``vms.{list,list_all,list_by_location,get,put,delete,instance_view,vm_sizes,deallocate,start,power_off,restart}``,
-``vm_sizes.list``, ``skus.list``, ``disks.{list,get,update,delete}``, ``resources.{list,list_by_group}``.
+``vm_sizes.list``, ``skus.list``, ``disks.{list,list_all,get,update,delete}``, ``resources.{list,list_by_group}``.
+
+Paging: every list answers ``page_size`` items a page with an absolute ``nextLink`` (carrying
+``$skiptoken``) while more remain, as ARM does; 50 is what Compute's List All pages by (the
+first page of a subscription's machines holds 50). The SDK's ``ItemPaged`` follows ``nextLink``.
 
 Tags: every object but a subnet (ARM has no tags on subnets) stores the ``tags`` of its PUT
 (a PUT replaces them, a disk PATCH too) and returns them. ARM does not copy a VM's tags to the

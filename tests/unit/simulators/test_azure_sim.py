@@ -689,6 +689,51 @@ def test_subscription_wide_vm_listing_is_paged(azure):
     assert [v.id for v in in_group] == [ids[1]] and in_group[0].instance_view.statuses
 
 
+def test_subscription_wide_nic_public_ip_and_disk_listings_follow_next_link(azure):
+    """ARM's List All of NICs, public IPs and disks: the whole subscription across groups, paged
+    with an absolute nextLink the SDK follows; every object once, on ceil(n / page size) pages."""
+    azure.app.page_size = 3
+    ids = [azure.app.seed_vm(f"vm{i}", f"group-00{i:02d}-vm{i}") for i in range(7)]
+    azure.app.seed_vm("nopip", "group-0099-nopip", public_ip=False)
+    since = len(azure.app.calls)
+    nics = list(azure.network.network_interfaces.list_all())
+    public_ips = list(azure.network.public_ip_addresses.list_all())
+    disks = list(azure.compute.disks.list())
+    assert sorted(n.name for n in nics) == sorted([f"nicvm{i}" for i in range(7)] + ["nicnopip"])
+    assert len({n.id.lower() for n in nics}) == 8
+    assert sorted(p.name for p in public_ips) == sorted(f"pubipvm{i}" for i in range(7))
+    assert all(p.ip_address for p in public_ips)
+    assert sorted(d.managed_by.lower() for d in disks) == sorted(
+        [i.lower() for i in ids] + [vm_id("group-0099-nopip", "nopip").lower()])
+    # each NIC's primary configuration names the public IP of its machine, which the listing holds
+    by_id = {p.id.lower(): p for p in public_ips}
+    for nic in nics:
+        reference = nic.ip_configurations[0].public_ip_address
+        assert (reference is None) == (nic.name == "nicnopip")
+        if reference is not None:
+            assert reference.id.lower() in by_id and nic.ip_configurations[0].private_ip_address
+    calls = azure.app.calls[since:]
+    listings = ("nics.list_all", "public_ips.list_all", "disks.list_all")
+    pages = {op: [c for c in calls if c["operation"] == op] for op in listings}
+    assert {op: len(found) for op, found in pages.items()} == {
+        "nics.list_all": 3, "public_ips.list_all": 3, "disks.list_all": 3}
+    for found in pages.values():
+        assert "$skiptoken" not in found[0]["query"]
+        assert ["$skiptoken=%d" % (3 * n) in call["query"] for n, call in enumerate(found[1:], 1)] == [True, True]
+        assert all("api-version=" in call["query"] for call in found)
+    assert not [c for c in calls if c["operation"] in ("nics.list", "public_ips.list", "disks.list")]
+    assert [c["path"] for c in pages["nics.list_all"]] == [
+        f"/subscriptions/{SUB}/providers/Microsoft.Network/networkInterfaces"] * 3
+    # a page is one page: an absolute nextLink while more remain, none on the last
+    token = azure.token()
+    first = azure.raw("GET", f"/subscriptions/{SUB}/providers/Microsoft.Network/publicIPAddresses"
+                             "?api-version=2024-05-01", token=token).json()
+    assert len(first["value"]) == 3 and first["nextLink"].startswith(azure.sim.url + "/subscriptions/")
+    last = azure.raw("GET", first["nextLink"].replace(azure.sim.url, "").replace("$skiptoken=3", "$skiptoken=6"),
+                     token=token).json()
+    assert len(last["value"]) == 1 and "nextLink" not in last
+
+
 # ---- tags ---------------------------------------------------------------------------------------
 
 OWNER = {"waldur-resource-uuid": "1234abcd5678ef901234abcd5678ef90"}

@@ -428,6 +428,55 @@ def test_power_of_a_missing_machine_fails():
     assert result["failed"] and "does not exist" in result["msg"]
 
 
+def power_batch(fake, items):
+    """A batch of power items as the module runs it: planned first, then item by item."""
+    module = FakeModule()
+    module.params = {"max_workers": 4}
+    chain = VmChain(module, fake, None)
+    chain.plan_power(items)
+    before = len(fake.calls)
+    return [chain.run(item) for item in items], fake.calls[before:]
+
+
+def test_many_power_items_read_their_machines_from_listings_once_and_write_only_changes():
+    fake = FakeAzure()
+    uuids = ["%032x" % (index + 1) for index in range(4)]
+    ids = [run(fake, machine(resource_uuid=uuid, name="vm%d" % index))[0]["backend_id"]
+           for index, uuid in enumerate(uuids)]
+    fake.power["vm3"] = "deallocated"
+    gone = dedicated_id("group-%032x-gone" % 9, "gone")
+    items = [machine(resource_uuid=uuid, state="running", backend_id=backend_id) for uuid, backend_id in zip(uuids, ids)]
+    items.append(machine(resource_uuid="%032x" % 9, state="running", backend_id=gone))
+    results, calls = power_batch(fake, items)
+    assert [result["action"] for result in results] == ["none", "none", "none", "powered_on", "none"]
+    assert results[4]["failed"] and "does not exist" in results[4]["msg"]
+    assert sorted(call[:2] for call in calls if call[0].startswith("list_all")) == [
+        ("list_all", "nic"), ("list_all", "public_ip"), ("list_all", "vm"), ("list_all_status", "vm")]
+    # the machine missing from the listings is read on its own, to say it does not exist; no other reads
+    assert [call for call in calls if call[0] in ("get", "instance_view", "list")] == [("get", "vm", "gone")]
+    assert fake.writes() and [call for call in calls if call in fake.writes()] == [("start", "vm", "vm3")]
+    for result in results[:4]:
+        metadata = result["backend_metadata"]["virtual_machine"]
+        assert metadata["power_state"] == "running" and metadata["private_ip"] and metadata["public_ip"]
+    # steady: the same batch again writes nothing and reads nothing per machine
+    results, calls = power_batch(fake, items[:4])
+    assert [result["action"] for result in results] == ["none"] * 4
+    assert not [call for call in calls if call in fake.writes() or call[0] in ("get", "instance_view")]
+
+
+def test_a_failed_power_listing_fails_every_power_item_with_its_reason():
+    fake = FakeAzure()
+    ids = [run(fake, machine(resource_uuid="%032x" % (index + 1), name="vm%d" % index))[0]["backend_id"]
+           for index in range(2)]
+    fake.faults[("list_all", "vm")] = AzureError("Service unavailable", 503, "ServiceUnavailable")
+    results, calls = power_batch(fake, [machine(resource_uuid="%032x" % (index + 1), state="deallocated",
+                                                backend_id=backend_id) for index, backend_id in enumerate(ids)])
+    assert all(result["failed"] and "listing the virtual machines of the subscription: Service unavailable"
+               in result["msg"] for result in results)
+    assert len([call for call in calls if call[:2] == ("list_all", "vm")]) == 1  # listed once, not per item
+    assert not [call for call in calls if call in fake.writes()]
+
+
 # ---- check mode -------------------------------------------------------------------------------
 
 def test_check_mode_reports_and_writes_nothing():
