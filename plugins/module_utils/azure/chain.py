@@ -68,8 +68,6 @@ MESSAGE_ORDER = CHAIN_ORDER + ("vm",)
 # request limits and throttling, docs/scaling.md): 200 tokens, refilled at 10 a second.
 ARM_WRITE_BURST = 200
 ARM_WRITES_PER_SECOND = 10.0
-# Writes one new machine sends: group, VNet, subnet, public IP, NSG, NIC, VM, OS disk tags.
-WRITES_PER_MACHINE = 8
 
 
 class WritePacer:
