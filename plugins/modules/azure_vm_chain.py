@@ -15,11 +15,18 @@ version_added: 0.1.0
 description:
   - Works on a list of machines at once, concurrently, and returns one result per machine in input order.
     One machine failing never stops the others.
-  - O(machines[].state=present) builds the chain of one machine, in this order. The chain is resource group,
+  - O(machines[].state=present) builds the chain of one machine. The chain is resource group,
     virtual network, subnet, Standard static public IP address, network security group (only with
-    O(machines[].allowed_ssh_ranges)), network interface, virtual machine. Every object of the chain is read
-    before anything is written, so that a rerun adopts what exists. An existing virtual machine is never
-    written again.
+    O(machines[].allowed_ssh_ranges)), network interface, virtual machine. After the resource group, three
+    branches run at the same time (O(parallel_branches)), the public IP address, the network security group,
+    and the virtual network then its subnet; the network interface waits for all three, the machine for the
+    interface. Every object of the chain is read before anything is written, so that a rerun adopts what
+    exists. An existing virtual machine is never written again.
+  - Concurrency. O(max_workers) machines are built at once, each with up to three writes in flight, and
+    every write the chains start takes a token from a bucket sized like Azure Resource Manager's documented
+    write limit per subscription and service principal (O(arm_write_burst) tokens, refilled at
+    O(arm_writes_per_second)), so a large batch waits on this side instead of drawing throttling errors.
+    A new machine sends 8 writes, so 24 machines at once fit in the default bucket.
   - Owner tags. Every object made carries the tags C(waldur-resource-uuid) (the Waldur resource, 32
     lower-case hex digits) and C(waldur-offering-uuid) (O(machines[].offering_uuid)); a subnet cannot carry
     tags and belongs to its virtual network; the OS disk, which Azure does not tag with its machine, is
@@ -36,7 +43,9 @@ description:
   - Location, size, image and SSH key are checked before anything is created. A chain that fails part-way
     before its machine exists is rolled back, deleting only what this run made (its own group only when the
     group holds nothing else) and never while one of its operations is still running; the item fails with
-    the cause.
+    the cause. A branch that fails lets the branches already running finish (an operation Azure accepted
+    cannot be called back) and keeps them from starting another write; then the rollback runs, and the
+    item's message names every branch that failed.
   - Once the virtual machine exists (Azure accepted its creation), nothing fails the item. A deadline hit
     while Azure works on an operation, or a failed read afterwards, makes it a C(retry) carrying the
     machine's ARM id, and the next run adopts the machine by its owner tag.
@@ -147,6 +156,25 @@ options:
             one inbound rule admitting exactly these is created; none, and no inbound traffic is admitted.
         type: list
         elements: str
+  parallel_branches:
+    description:
+      - Build the public IP address, the network security group and the virtual network (then its subnet) of
+        a machine at the same time. V(false) builds them one after the other, as one chain.
+    type: bool
+    default: true
+  arm_write_burst:
+    description:
+      - Size of the bucket of write tokens the batch's chains share, a positive number. The default is Azure
+        Resource Manager's documented write bucket per subscription and service principal (200).
+    type: int
+    default: 200
+  arm_writes_per_second:
+    description:
+      - Rate at which the bucket of write tokens refills, a positive number. The default is Azure Resource
+        Manager's documented refill rate for writes (10 a second); a cloud still on the hourly limits (1,200
+        writes an hour per subscription and principal) needs about V(0.33).
+    type: float
+    default: 10
   deadline:
     description:
       - Seconds for the whole batch. Machines not finished by then are a C(retry) with a message saying so
@@ -255,7 +283,12 @@ import time
 
 from ansible.module_utils.basic import AnsibleModule
 
-from ansible_collections.waldur.site_agent.plugins.module_utils.azure.chain import VmChain
+from ansible_collections.waldur.site_agent.plugins.module_utils.azure.chain import (
+    ARM_WRITE_BURST,
+    ARM_WRITES_PER_SECOND,
+    VmChain,
+    WritePacer,
+)
 from ansible_collections.waldur.site_agent.plugins.module_utils.azure.clients import (
     AzureError,
     azure_argument_spec,
@@ -273,6 +306,7 @@ from ansible_collections.waldur.site_agent.plugins.module_utils.core.batch impor
     BatchRunner,
     api_call_counts,
     batch_argument_spec,
+    batch_option_problem,
 )
 
 
@@ -298,11 +332,17 @@ def main():
     argument_spec = azure_argument_spec()
     argument_spec.update(
         machines=dict(type="list", elements="dict", required=True, options=machine_options),
+        parallel_branches=dict(type="bool", default=True),
+        arm_write_burst=dict(type="int", default=ARM_WRITE_BURST),
+        arm_writes_per_second=dict(type="float", default=ARM_WRITES_PER_SECOND),
     )
     argument_spec.update(batch_argument_spec())
     module = AnsibleModule(argument_spec=argument_spec, supports_check_mode=True)
 
     BatchRunner(module, None)  # the batch options, before any call
+    problem = batch_option_problem(module.params, positive=("arm_write_burst", "arm_writes_per_second"))
+    if problem:
+        module.fail_json(msg=problem)
     items = normalized_items(module)
     duplicate_errors(items)
     clients = clients_from_module(module)
@@ -318,7 +358,9 @@ def main():
         except AzureError as error:
             runner.fail("%s; no machine was touched" % error)
     deadline_seconds = module.params["deadline"]
-    chain = VmChain(module, clients, time.monotonic() + deadline_seconds)
+    pacer = WritePacer(module.params["arm_write_burst"], module.params["arm_writes_per_second"])
+    chain = VmChain(module, clients, time.monotonic() + deadline_seconds, branches=module.params["parallel_branches"],
+                    pacer=pacer)
     chain.plan_power(items)  # many power items: their machines come from listings, not one read each
 
     results = runner.run(items, chain.run)

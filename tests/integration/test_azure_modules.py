@@ -28,6 +28,14 @@ GROUP_A = "group-%s-web-server" % UUID_A.replace("-", "")
 OWNER_A = {"waldur-resource-uuid": UUID_A.replace("-", "")}
 
 
+def assert_chain_order(writes):
+    """The writes of one new chain: the group, the three branches in any order (the network
+    before its subnet), then the NIC, the machine and its OS disk's tags."""
+    assert sorted(writes) == sorted(CHAIN_WRITES), writes
+    assert writes[0] == "resource_groups.put" and writes[-3:] == ["nics.put", "vms.put", "disks.update"], writes
+    assert writes.index("virtual_networks.put") < writes.index("subnets.put"), writes
+
+
 def azure_env(sim):
     """The environment AWX's Azure credential injects, plus the simulator's endpoints and CA."""
     return {
@@ -103,7 +111,7 @@ def test_create_builds_exactly_the_chain_and_never_shows_a_secret(azure_sim, tmp
     vm_id = arm(sim, group, "/providers/Microsoft.Compute/virtualMachines/web-server")
     assert result["backend_id"] == vm_id and result["action"] == "created" and result["changed"]
     assert result["resource_uuid"] == UUID_A.replace("-", "")
-    assert arm_writes(sim) == CHAIN_WRITES
+    assert_chain_order(arm_writes(sim))
     assert any(call["operation"] == "operations.get" for call in sim.app.calls)  # the LROs were polled
 
     assert sim.app.get(arm(sim, group))["location"] == "westeurope"
@@ -185,14 +193,75 @@ def test_shared_group_names_carry_the_uuid_and_an_existing_group_is_kept(azure_s
     assert arm_writes(sim).count("vms.put") == 2 and arm_writes(sim).count("virtual_networks.put") == 2
 
 
+# ---- branches: the public IP, the NSG and the network side by side -----------------------------
+
+def operations_by_name(sim):
+    """The long-running operations ARM ran, by operation name (one machine: one of each)."""
+    return dict((op.name, op) for op in sim.app.lro.operations.values())
+
+
+def test_the_branches_are_in_flight_together_and_the_nic_waits_for_what_it_references(azure_sim, tmp_path):
+    sim = azure_sim
+    lro = 1.0  # every operation stays InProgress this long after its PUT
+    sim.app.lro_mode, sim.app.retry_after, sim.app.lro_seconds = "realistic", 0, lro
+    results, output, run = chain(sim, tmp_path, [machine(allowed_ssh_ranges=["203.0.113.0/24"])])
+    assert not results[0]["failed"], results[0]["msg"]
+    assert sorted(arm_writes(sim)) == sorted(CHAIN_WRITES)
+    ops = operations_by_name(sim)
+
+    def started(name):
+        return ops[name].deadline - lro
+    branches = ["virtual_networks.put", "public_ips.put", "nsgs.put"]
+    # all three were running at one moment: the last started before the first was due
+    assert max(started(name) for name in branches) < min(ops[name].deadline for name in branches)
+    assert started("subnets.put") >= ops["virtual_networks.put"].deadline
+    assert started("nics.put") >= max(ops[name].deadline for name in ("subnets.put", "public_ips.put", "nsgs.put"))
+    assert started("vms.put") >= ops["nics.put"].deadline
+    for kind, name in (("virtualNetworks", "netweb-server"), ("publicIPAddresses", "pubipweb-server"),
+                       ("networkSecurityGroups", "nsgweb-server"), ("networkInterfaces", "nicweb-server")):
+        assert net(sim, GROUP_A, kind, name)["tags"]["waldur-resource-uuid"] == OWNER_A["waldur-resource-uuid"]
+
+
+def test_a_failed_branch_errs_its_machine_and_what_it_left_is_found_again_by_owner_tag(azure_sim, tmp_path):
+    sim = azure_sim
+    sim.app.lro_mode, sim.app.retry_after, sim.app.lro_seconds = "realistic", 0, 0.5
+    # ARM refuses the public IP while the network and the NSG are being made, and the rollback
+    # cannot delete the group: what the branches made stays, carrying the owner tag
+    sim.app.add_fault("public_ips.put", status=409)
+    sim.app.add_fault("resource_groups.delete", status=409)
+    other = machine(UUID_B, "db")
+    results, output, run = chain(sim, tmp_path, [machine(allowed_ssh_ranges=["203.0.113.0/24"]), other])
+    failed, fine = results
+    assert failed["failed"] and not failed["retry"] and failed["backend_id"] is None
+    assert failed["msg"].startswith("creating public IP address pubipweb-server: Injected fault on public_ips.put"), \
+        failed["msg"]
+    assert "rollback failed, objects may be left in resource group %s" % GROUP_A in failed["msg"]
+    assert not fine["failed"], fine["msg"]  # one machine's failure is not the other's
+    assert sim.app.get(arm(sim, GROUP_A))["tags"] == OWNER_A
+    left = [rid for rid in resources(sim) if GROUP_A.lower() in rid]
+    kinds_left = sorted(rid.rsplit("/", 2)[-2] for rid in left)
+    assert kinds_left == ["networksecuritygroups", "resourcegroups", "subnets", "virtualnetworks"]
+    for kind, name in (("virtualNetworks", "netweb-server"), ("networkSecurityGroups", "nsgweb-server")):
+        assert net(sim, GROUP_A, kind, name)["tags"] == OWNER_A
+    since = len(sim.app.calls)
+    again, output, run = chain(sim, tmp_path, [machine(allowed_ssh_ranges=["203.0.113.0/24"])])
+    assert not again[0]["failed"], again[0]["msg"]
+    assert "adopted: resource group, virtual network, subnet, network security group" in again[0]["msg"]
+    assert sorted(arm_writes(sim, since)) == sorted(["public_ips.put", "nics.put", "vms.put", "disks.update"])
+    assert len([rid for rid in resources(sim) if "/networksecuritygroups/" in rid]) == 1
+
+
 # ---- failures and rollback --------------------------------------------------------------------
 
 def test_a_fault_at_each_step_fails_that_item_and_leaves_nothing(azure_sim, tmp_path):
     sim = azure_sim
-    # Items run one after the other; item k is the first to reach step k, so the first
-    # call of each step's PUT fails exactly item k. A last item fails in its VM's LRO.
+    # Items run one after the other; item k is the first to reach step k. After its group every
+    # item sends the public IP and NSG PUTs (the branches start together), so those faults wait
+    # for the call of item k: the earlier items that reached the branches sent one each. A failed
+    # network sends no subnet, so the subnet's first call is item 2's. A last item fails in its VM's LRO.
+    nth = {"public_ips.put": 3, "nsgs.put": 4}
     for operation in CHAIN_PUTS:
-        sim.app.add_fault(operation, status=409)
+        sim.app.add_fault(operation, status=409, nth=nth.get(operation, 1))
     sim.app.fail_lro("vms.put", code="AllocationFailed", message="Allocation failed in this region.")
     items = [machine("%08x-0000-4000-8000-000000000000" % (index + 1), "vm%d" % index,
                      allowed_ssh_ranges=["203.0.113.0/24"]) for index in range(8)]

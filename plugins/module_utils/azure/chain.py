@@ -4,15 +4,23 @@
 """``VmChain``: one machine item of ``azure_vm_chain``, end to end.
 
 Here is ``state: present`` (create or adopt: survey every object first, refuse what is
-not this resource's, build the rest in order, roll back what this run made when it
-fails before the machine exists); deletion and rollback come from ``removal``, reads
-and power from ``machine``.
+not this resource's, build the rest, roll back what this run made when it fails before
+the machine exists); deletion and rollback come from ``removal``, reads and power from
+``machine``.
+
+The build runs in branches: after the resource group, the public IP, the NSG and the
+VNet -> subnet are independent ARM objects, so their long-running operations run at the
+same time; the NIC waits for all three (it references each), the machine for the NIC.
+Every write start takes a token of :class:`WritePacer`, ARM's documented write bucket kept
+on this side, so a large batch stays under the subscription's write limit.
 """
 
 from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
+import threading
+import time
 import traceback
 
 from ansible_collections.waldur.site_agent.plugins.module_utils.azure.bodies import (
@@ -51,12 +59,47 @@ from ansible_collections.waldur.site_agent.plugins.module_utils.azure.validate i
 )
 from ansible_collections.waldur.site_agent.plugins.module_utils.core.batch import ItemError
 
-# Kinds of the chain before the machine, in the order they are made.
+# Kinds of the chain before the machine, in the order messages name them (the build runs
+# the public IP, the NSG and the VNet -> subnet side by side, see VmChain._build).
 CHAIN_ORDER = ("group", "vnet", "subnet", "public_ip", "nsg", "nic")
+MESSAGE_ORDER = CHAIN_ORDER + ("vm",)
+
+# ARM's documented write bucket per subscription and service principal (Azure Resource Manager
+# request limits and throttling, docs/scaling.md): 200 tokens, refilled at 10 a second.
+ARM_WRITE_BURST = 200
+ARM_WRITES_PER_SECOND = 10.0
+
+
+class WritePacer:
+    """A token bucket on the writes this batch starts, sized like ARM's own (``burst`` tokens,
+    ``per_second`` refill), so machines in parallel x branches never outrun the subscription's
+    write limit and draw 429s; a write that finds the bucket empty waits its turn here."""
+
+    def __init__(self, burst=ARM_WRITE_BURST, per_second=ARM_WRITES_PER_SECOND, clock=time.monotonic,
+                 sleep=time.sleep):
+        self.burst = float(burst)
+        self.per_second = float(per_second)
+        self._clock, self._sleep = clock, sleep
+        self._tokens = self.burst
+        self._stamp = clock()
+        self._lock = threading.Lock()
+        self.waited = 0.0  # seconds writes spent waiting for a token (for tests and tuning)
+
+    def take(self):
+        """Take one token, waiting until the bucket has refilled enough (reservations queue up)."""
+        with self._lock:
+            now = self._clock()
+            self._tokens = min(self.burst, self._tokens + (now - self._stamp) * self.per_second)
+            self._stamp = now
+            self._tokens -= 1
+            wait = -self._tokens / self.per_second if self._tokens < 0 else 0.0
+            self.waited += wait
+        if wait:
+            self._sleep(wait)
 
 
 class ChainState:
-    """What one create run has found and done, for check mode and rollback."""
+    """What one create run has found and done, for check mode and rollback (shared by its branches)."""
 
     def __init__(self, names):
         self.names = names
@@ -65,12 +108,27 @@ class ChainState:
         self.adopted = []        # kinds that existed already and carry this resource's owner tag
         self.objects = {}        # kind -> SDK object
         self.written = False
-        self.in_flight = None    # the kind being written when an error came
+        self.in_flight = set()   # kinds whose write was sent and has not succeeded (those that failed, at the end)
         self.vm_accepted = False  # ARM accepted the VM PUT: the machine exists from here on
+        self.lock = threading.Lock()
+        self.abandoned = threading.Event()  # a branch failed: the others start no further write
+
+
+def in_message_order(kinds):
+    return sorted(kinds, key=MESSAGE_ORDER.index)
 
 
 class VmChain(ChainRemoval):
-    """Carries out one machine item (create, adopt, delete, power); used concurrently by the batch workers."""
+    """Carries out one machine item (create, adopt, delete, power); used concurrently by the batch workers.
+
+    ``branches``: build the public IP, the NSG and the VNet -> subnet side by side (False: one
+    after the other). ``pacer``: the :class:`WritePacer` every write start of the batch takes a
+    token from (None: unpaced)."""
+
+    def __init__(self, module, clients, deadline, branches=True, pacer=None):
+        super(VmChain, self).__init__(module, clients, deadline)
+        self.branches = branches
+        self.pacer = pacer
 
     # ---- entry point ---------------------------------------------------------------------
     def run(self, item):
@@ -218,7 +276,7 @@ class VmChain(ChainRemoval):
             result.update(action="created" if state.created else "none",
                           msg="would create %s" % ", ".join(
                               "%s %s" % (KIND_LABELS[kind], names["group"] if kind == "group" else names[kind])
-                              for kind in state.created))
+                              for kind in in_message_order(state.created)))
             return
         vm = state.objects["vm"]
         result.update(backend_id=vm.id or backend_id, action="created")
@@ -233,8 +291,9 @@ class VmChain(ChainRemoval):
 
         result["backend_metadata"] = self._after_vm(finish, built)
         result["msg"] = "%s (%s%s)" % (
-            built, "created: " + ", ".join(KIND_LABELS[kind] for kind in state.created),
-            "; adopted: " + ", ".join(KIND_LABELS[kind] for kind in state.adopted) if state.adopted else "")
+            built, "created: " + ", ".join(KIND_LABELS[kind] for kind in in_message_order(state.created)),
+            "; adopted: " + ", ".join(KIND_LABELS[kind] for kind in in_message_order(state.adopted))
+            if state.adopted else "")
 
     def _survey(self, item, state):
         """Read every object of the chain before anything is written (what exists decides
@@ -289,22 +348,68 @@ class VmChain(ChainRemoval):
             raise RetryLater("; ".join(waiting))
 
     def _step(self, state, kind, create, on_accepted=None):
-        """Adopt the object found by the survey, else create it (in check mode, note that it would be)."""
+        """Adopt the object found by the survey, else create it (in check mode, note that it would be).
+        Branches call this at the same time: what it records in ``state`` is under its lock."""
         existing = state.found.get(kind)
         if existing is not None:
-            state.adopted.append(kind)
-            state.objects[kind] = existing
+            with state.lock:
+                state.adopted.append(kind)
+                state.objects[kind] = existing
             return existing
-        state.created.append(kind)
+        with state.lock:
+            state.created.append(kind)
         if self.check_mode:
             return None
         name = state.names["group"] if kind == "group" else state.names[kind]
-        state.written = True
-        state.in_flight = kind
-        state.objects[kind] = self._call("creating %s %s" % (KIND_LABELS[kind], name), create,
-                                         accepted=on_accepted)
-        state.in_flight = None
-        return state.objects[kind]
+        if self.pacer is not None:
+            self.pacer.take()
+        with state.lock:
+            state.written = True
+            state.in_flight.add(kind)
+        made = self._call("creating %s %s" % (KIND_LABELS[kind], name), create, accepted=on_accepted)
+        with state.lock:
+            state.objects[kind] = made
+            state.in_flight.discard(kind)
+        return made
+
+    def _side_by_side(self, state, branches):
+        """Run ``branches`` (callables) at the same time and wait for every one of them: an
+        operation ARM accepted cannot be called back, and a rollback must not race one still
+        running. A failed branch sets ``state.abandoned``, so the others start no further write.
+        One failure is raised as it is; several as one error naming them all; a deadline hit
+        (``OperationStillRunning``) wins, as nothing may be rolled back then."""
+        if not self.branches or self.check_mode or len(branches) < 2:  # check mode waits on nothing
+            for branch in branches:
+                branch()
+            return
+        errors = [None] * len(branches)
+
+        def run(index):
+            try:
+                branches[index]()
+            except Exception as error:  # re-raised below, in the item's own thread
+                errors[index] = error
+                state.abandoned.set()
+
+        helpers = [threading.Thread(target=run, args=(index,), daemon=True,  # daemons: the batch deadline
+                                    name="%s-branch-%d" % (threading.current_thread().name, index))
+                   for index in range(1, len(branches))]
+        for helper in helpers:
+            helper.start()
+        run(0)
+        for helper in helpers:
+            helper.join()
+        failures = [error for error in errors if error is not None]
+        if not failures:
+            return
+        bugs = [error for error in failures if not isinstance(error, AzureError)]
+        if bugs:
+            raise bugs[0]
+        if len(failures) == 1:
+            raise failures[0]
+        still = [error for error in failures if isinstance(error, OperationStillRunning)]
+        kind = type(still[0]) if still else AzureError
+        raise kind("; ".join(str(error) for error in failures))
 
     def _build(self, item, state, location, image, size, backend_id):
         names = state.names
@@ -313,20 +418,30 @@ class VmChain(ChainRemoval):
         tags = self._tags(item)
         network_cidr = item.get("network_cidr") or DEFAULT_NETWORK_CIDR
         subnet_cidr = item.get("subnet_cidr") or DEFAULT_SUBNET_CIDR
+        ranges = ssh_ranges(item)
 
         self._step(state, "group", lambda: self.clients.resource.resource_groups.create_or_update(
             group, group_body(location, group_tags(tags, names["dedicated"]))))
-        self._step(state, "vnet", lambda: network.virtual_networks.begin_create_or_update(
-            group, names["vnet"], vnet_body(location, tags, network_cidr)))
-        subnet = self._step(state, "subnet", lambda: network.subnets.begin_create_or_update(
-            group, names["vnet"], names["subnet"], subnet_body(subnet_cidr)))
-        public_ip = self._step(state, "public_ip", lambda: network.public_ip_addresses.begin_create_or_update(
-            group, names["public_ip"], public_ip_body(location, tags)))
-        nsg = None
-        ranges = ssh_ranges(item)
-        if ranges:
-            nsg = self._step(state, "nsg", lambda: network.network_security_groups.begin_create_or_update(
+
+        def network_branch():
+            self._step(state, "vnet", lambda: network.virtual_networks.begin_create_or_update(
+                group, names["vnet"], vnet_body(location, tags, network_cidr)))
+            if state.abandoned.is_set():  # a sibling failed: a subnet now would only be rolled back
+                return
+            self._step(state, "subnet", lambda: network.subnets.begin_create_or_update(
+                group, names["vnet"], names["subnet"], subnet_body(subnet_cidr)))
+
+        def public_ip_branch():
+            self._step(state, "public_ip", lambda: network.public_ip_addresses.begin_create_or_update(
+                group, names["public_ip"], public_ip_body(location, tags)))
+
+        def nsg_branch():
+            self._step(state, "nsg", lambda: network.network_security_groups.begin_create_or_update(
                 group, names["nsg"], nsg_body(location, tags, ranges)))
+
+        # The network first in the item's own thread: it is the longest branch (two operations).
+        self._side_by_side(state, [network_branch, public_ip_branch] + ([nsg_branch] if ranges else []))
+        subnet, public_ip, nsg = (state.objects.get(kind) for kind in ("subnet", "public_ip", "nsg"))
         nic = self._step(state, "nic", lambda: network.network_interfaces.begin_create_or_update(
             group, names["nic"], nic_body(location, tags, names["ip_config"], subnet.id, public_ip.id,
                                           nsg.id if nsg is not None else None)))
@@ -367,14 +482,18 @@ class VmChain(ChainRemoval):
         if self.check_mode:
             return
         tags = with_owner_tags(current_tags, item["resource_uuid"], item.get("offering_uuid"))
+        if self.pacer is not None:
+            self.pacer.take()
         self._call("tagging OS disk %s" % parts["name"], disks.begin_update, parts["group"], parts["name"],
                    disk_tags_body(tags))
 
     def _still_running(self, state):
-        """Whether the object whose write failed is still being provisioned by ARM (a failed
+        """Whether an object whose write failed is still being provisioned by ARM (a failed
         status poll is not a failed operation)."""
-        kind = state.in_flight
-        if kind is None or kind == "group":  # a group PUT is synchronous
+        return any(self._kind_still_running(state, kind) for kind in in_message_order(state.in_flight))
+
+    def _kind_still_running(self, state, kind):
+        if kind == "group":  # a group PUT is synchronous
             return False
         read = object_operations(self.clients, state.names["group"], state.names["vnet"])[kind][0]
         try:

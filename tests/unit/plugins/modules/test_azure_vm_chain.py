@@ -3,6 +3,7 @@
 import base64
 import copy
 import json
+import threading
 from types import SimpleNamespace
 
 import pytest
@@ -10,7 +11,7 @@ import pytest
 from tests.unit.compat import patch_module_args
 
 from ansible_collections.waldur.site_agent.plugins.modules import azure_vm_chain
-from ansible_collections.waldur.site_agent.plugins.module_utils.azure.chain import VmChain
+from ansible_collections.waldur.site_agent.plugins.module_utils.azure.chain import VmChain, WritePacer
 from ansible_collections.waldur.site_agent.plugins.module_utils.azure.validate import (
     admin_password,
     creation_problem,
@@ -75,11 +76,16 @@ def test_create_builds_the_chain_in_order_and_returns_the_vm_id():
     fake = FakeAzure()
     result, module = run(fake, machine(custom_data="#cloud-config\npackages: [htop]\n"))
     assert not result["failed"], result["msg"]
-    # the chain, then the owner tags on the OS disk the machine made (ARM does not copy them)
-    assert [(verb, kind) for verb, kind, name in fake.writes()] == [("put", kind) for kind in CHAIN] + [
-        ("patch", "disk")]
-    assert [name for verb, kind, name in fake.writes()][:7] == [
-        GROUP, "netweb", "subnetweb", "pubipweb", "nsgweb", "nicweb", "web"]
+    # the group, three branches in any order (the network before its subnet), the NIC, the machine,
+    # then the owner tags on the OS disk the machine made (ARM does not copy them)
+    writes = [(verb, kind) for verb, kind, name in fake.writes()]
+    assert writes[0] == ("put", "group") and writes[5:] == [("put", "nic"), ("put", "vm"), ("patch", "disk")]
+    assert sorted(writes[1:5]) == sorted(("put", kind) for kind in ("vnet", "subnet", "public_ip", "nsg"))
+    assert writes.index(("put", "vnet")) < writes.index(("put", "subnet"))
+    assert sorted(name for verb, kind, name in fake.writes()[:7]) == sorted(
+        [GROUP, "netweb", "subnetweb", "pubipweb", "nsgweb", "nicweb", "web"])
+    assert "(created: resource group, virtual network, subnet, public IP address, network security group, " \
+           "network interface, virtual machine)" in result["msg"]
     assert result["backend_id"] == dedicated_id()
     assert result["action"] == "created" and result["changed"]
     vm = result["backend_metadata"]["virtual_machine"]
@@ -87,6 +93,117 @@ def test_create_builds_the_chain_in_order_and_returns_the_vm_id():
     assert (vm["name"], vm["location"], vm["size"], vm["power_state"]) == (
         "web", "westeurope", "Standard_B1s", "running")
     assert vm["public_ip"].startswith("20.0.0.") and vm["private_ip"] == "10.0.0.4"
+
+
+def hold_puts(fake, kinds, timeout=5.0):
+    """Make the PUTs of ``kinds`` wait for one another (a barrier): they only get through when all
+    are in flight at once, so a build that sends them one after the other breaks the barrier."""
+    barrier = threading.Barrier(len(kinds), timeout=timeout)
+    attributes = {"vnet": ("network", "virtual_networks"), "public_ip": ("network", "public_ip_addresses"),
+                  "nsg": ("network", "network_security_groups")}
+    done = {}
+    for kind in kinds:
+        client, attribute = attributes[kind]
+        operations = getattr(fake._clients[client], attribute)
+        real = operations.begin_create_or_update
+
+        def held(group, *args, real=real, kind=kind):
+            barrier.wait()
+            made = real(group, *args)
+            done[kind] = len(fake.calls)
+            return made
+        operations.begin_create_or_update = held
+    return barrier, done
+
+
+def test_the_public_ip_the_nsg_and_the_network_are_in_flight_together_and_the_nic_waits_for_them():
+    fake = FakeAzure()
+    barrier, done = hold_puts(fake, ["vnet", "public_ip", "nsg"])
+    result, module = run(fake, machine())
+    assert not result["failed"], result["msg"]
+    assert not barrier.broken  # all three PUTs were in flight at once
+    calls = [(verb, kind) for verb, kind, name in fake.calls]
+    nic = calls.index(("put", "nic"))
+    assert nic >= max(done.values()) and nic > calls.index(("put", "subnet"))  # after every object it references
+    body = fake.body("nic", "nicweb")["properties"]
+    assert body["networkSecurityGroup"]["id"].endswith("/networkSecurityGroups/nsgweb")
+    assert body["ipConfigurations"][0]["properties"]["subnet"]["id"].endswith("/subnets/subnetweb")
+
+
+def test_without_branches_the_chain_is_one_after_the_other():
+    fake = FakeAzure()
+    result = VmChain(FakeModule(), fake, None, branches=False).run(machine())
+    assert not result["failed"], result["msg"]
+    assert [(verb, kind) for verb, kind, name in fake.writes()] == [("put", kind) for kind in CHAIN] + [
+        ("patch", "disk")]
+
+
+def test_a_failed_branch_waits_for_the_others_then_rolls_everything_back():
+    fake = FakeAzure()
+    barrier, done = hold_puts(fake, ["vnet", "nsg"])  # the network and the NSG are in flight together
+    fake.faults[("put", "public_ip")] = AzureError("PublicIPCountLimitReached", 400, "PublicIPCountLimitReached")
+    result, module = run(fake, machine())
+    assert result["failed"] and not result["retry"] and result["backend_id"] is None
+    assert result["msg"].startswith("creating public IP address pubipweb: PublicIPCountLimitReached"), result["msg"]
+    assert "rolled back: deleted resource group %s" % GROUP in result["msg"]
+    assert sorted(done) == ["nsg", "vnet"]  # the siblings already sent were waited for, then deleted with the group
+    assert ("put", "nic") not in [(verb, kind) for verb, kind, name in fake.calls]
+    assert fake.groups == {} and fake.store == {}
+
+
+def test_two_failed_branches_are_both_named():
+    fake = FakeAzure()
+    fake.groups["shared"] = {"name": "shared", "location": "westeurope"}
+    fake.faults[("put", "public_ip")] = AzureError("PublicIPCountLimitReached", 400, "PublicIPCountLimitReached")
+    fake.faults[("put", "nsg")] = AzureError("NetworkSecurityGroupCountLimitReached", 400, "QuotaExceeded")
+    result, module = run(fake, machine(resource_group="shared"))
+    assert result["failed"]
+    assert "creating public IP address pubipweb-1234abcd: PublicIPCountLimitReached" in result["msg"]
+    assert "creating network security group nsgweb-1234abcd: NetworkSecurityGroupCountLimitReached" in result["msg"]
+    assert "rolled back: deleted" in result["msg"]
+    assert fake.store == {} and "shared" in fake.groups  # the network made meanwhile is rolled back too
+
+
+def test_a_deadline_in_one_branch_is_a_retry_while_the_others_finish():
+    fake = FakeAzure()
+    fake.slow.add("public_ip")
+    result, module = run(fake, machine())
+    assert result["retry"] and "nothing is rolled back" in result["msg"], result["msg"]
+    assert [call for call in fake.writes() if call[0] == "delete"] == []
+    assert fake.names("public_ip") == ["pubipweb"] and fake.names("nsg") == ["nsgweb"]
+
+
+def test_the_write_pacer_is_a_token_bucket():
+    now = [100.0]
+    slept = []
+
+    def sleep(seconds):
+        slept.append(round(seconds, 3))
+        now[0] += seconds
+    pacer = WritePacer(burst=3, per_second=2, clock=lambda: now[0], sleep=sleep)
+    for _ in range(3):  # the burst goes at once
+        pacer.take()
+    assert slept == []
+    pacer.take()  # then one token every half second
+    pacer.take()
+    assert slept == [0.5, 0.5]
+    now[0] += 10  # an idle bucket refills up to its size, not beyond
+    for _ in range(3):
+        pacer.take()
+    assert slept == [0.5, 0.5]
+    pacer.take()
+    assert slept[-1] == 0.5
+
+
+def test_every_write_of_a_build_takes_a_token():
+    fake = FakeAzure()
+    taken = []
+    pacer = WritePacer(burst=100, per_second=1)
+    real = pacer.take
+    pacer.take = lambda: taken.append(1) or real()
+    result = VmChain(FakeModule(), fake, None, pacer=pacer).run(machine())
+    assert not result["failed"], result["msg"]
+    assert len(taken) == len(fake.writes()) == 8
 
 
 def test_the_vm_body_follows_the_rules():
