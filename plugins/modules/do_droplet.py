@@ -118,8 +118,11 @@ options:
   wait:
     description:
       - Wait for created droplets to become C(active) and for power actions to complete.
-      - Droplets being started are waited for together; one paged listing of the account reads the
-        status of all of them (a single GET when only one droplet is waited for).
+      - Created droplets are waited for together once all creates are sent, so waiting never holds
+        back a create. One paged listing reads the status of all of them - of the tag they all carry
+        (such as C(waldur)) when there is one, else of the account - at a pace that leaves most of
+        DigitalOcean's remaining rate to writes; a single GET when only one droplet is waited for, or
+        when the listing takes more pages than there are droplets.
       - A resize always waits for the power-off and the resize itself, which must finish before the
         droplet can be powered on again.
     type: bool
@@ -299,6 +302,8 @@ msg:
   sample: "3 droplets: 2 created, 1 none; 0 failed"
 """
 
+import time
+
 from ansible.module_utils.basic import AnsibleModule
 
 from ansible_collections.waldur.site_agent.plugins.module_utils.core.batch import (
@@ -347,7 +352,7 @@ def main():
     client = client_from_module(module, max_connections=module.params["max_workers"])
     worker = DropletWorker(client, check_mode=module.check_mode, wait=module.params["wait"],
                            wait_timeout=module.params["wait_timeout"],
-                           duplicate_window=module.params["duplicate_window"])
+                           duplicate_window=module.params["duplicate_window"], defer_waits=True)
 
     def on_error(item, exc):  # a defect in the worker still yields the item's result
         result = base_result(item)
@@ -358,12 +363,14 @@ def main():
         return api_call_counts(client.stats.reads, client.stats.writes, client.stats.retries)
 
     runner = BatchRunner(module, worker, echo=(), on_error=on_error, api_calls=api_calls)
+    batch_deadline = time.monotonic() + module.params["deadline"]
     try:
         worker.prefetch(items)
     except DigitalOceanError:
         worker.known, worker.by_tag = {}, {}  # each item reads itself (and a 401 fails them all)
     # items cut off by the deadline come back without their keys: base_result gives them
-    results = [dict(base_result(item), **result) for item, result in zip(items, runner.run(items))]
+    results = worker.finish_waits(items, runner.run(items), batch_deadline)
+    results = [dict(base_result(item), **result) for item, result in zip(items, results)]
     summary, failed = summarize(results)
     if client.auth_error is not None:
         # One line for the whole task (every item failed the same way): no per-item results

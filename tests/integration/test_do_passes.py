@@ -331,11 +331,16 @@ def test_orders_adopt_their_tagged_droplet_whether_the_account_is_listed_once_or
     assert len(do.app.calls_of("droplets.create", since)) == 2
     assert len(do.app.droplets()) == account_size + 2
     listings = [call["query"] for call in do.app.calls_of("droplets.list", since)]
+    # the two created droplets are waited for together: one page of the tag they share
+    # ("waldur", which the account's other droplets lack), not a GET each
+    assert listings[-1] == "tag_name=waldur&page=1&per_page=200"
+    assert do.app.calls_of("droplets.get", since) == []
+    lookups = listings[:-1]
     if account_size == 10:
-        assert len(listings) == 1 and "tag_name" not in listings[0]
+        assert len(lookups) == 1 and "tag_name" not in lookups[0]
     else:  # the first page shows the listing would cost more: one listing per tag instead
-        assert len(listings) == 4 and "tag_name" not in listings[0]
-        assert sorted(query for query in listings[1:]) == sorted(
+        assert len(lookups) == 4 and "tag_name" not in lookups[0]
+        assert sorted(query for query in lookups[1:]) == sorted(
             "tag_name=waldur-resource%%3A%s&per_page=200" % resource_uuid for dummy, resource_uuid in orders)
 
 
@@ -404,11 +409,16 @@ def test_two_hundred_orders_under_the_rate_limit_all_finish(tmp_path, waldur_sim
     assert 429 in statuses  # the limit was met
     # within DigitalOcean's real burst of 250: creates, a few listings, nothing per droplet
     assert len([status for status in statuses if status != 429]) < 250
-    # one account listing finds the tagged droplets of all 200 orders (no listing per tag),
-    # and waiting for them to boot reads listings, not one droplet after another
+    # one account listing finds the tagged droplets of all 200 orders (no listing per resource
+    # tag); waiting for them to boot starts once all are created and reads listings of the tag
+    # they share, never one droplet after another
     listings = do.app.calls_of("droplets.list")
-    assert [call for call in listings if "tag_name=" in call["query"]] == []
-    assert len(listings) < 60 and len(do.app.calls_of("droplets.get")) < 10
+    assert [call for call in listings if "tag_name=waldur-resource" in call["query"]] == []
+    assert "tag_name" not in listings[0]["query"]
+    waits = listings[1:]
+    assert 1 <= len(waits) <= 3 and all("tag_name=waldur&" in call["query"] for call in waits)
+    assert do.app.calls_of("droplets.get") == []
+    assert [call["status"] for call in do.app.calls_of("droplets.create")].count(202) == 200
     assert elapsed < 120
     # The 200 orders repeat the same few Waldur exchanges: the fixture's contract check reads
     # the first few of each kind (operation and status) rather than all ~2,000 of them.
@@ -502,6 +512,32 @@ def test_membership_pass_shuts_down_paused_and_downscaled_droplets_and_powers_th
     assert {status(name) for name in machines} == {"active"}
     assert actions(do_since) == action_paths("paused", "downscaled")
     assert [a["type"] for a in do.app.actions(machines["paused"][1]["id"])] == ["shutdown", "power_on"]
+
+
+def test_membership_pass_reads_250_droplets_from_two_listing_pages_and_writes_only_the_changes(
+        tmp_path, waldur_sim, do_sim):
+    waldur, do = waldur_sim, do_sim
+    waldur.app.reset("empty")
+    do.app.configure(droplet_limit=1000)
+    config = write_config(tmp_path, waldur, do)
+    machines = [seed_machine(waldur, do, "m-%03d" % index) for index in range(250)]
+    paused = machines[:2]
+    for resource_uuid, dummy in paused:
+        set_flag(waldur, resource_uuid, "paused", True)
+
+    since = len(do.app.calls)
+    run_pass(MEMBERSHIP_PASS, config)
+    assert [do.app.droplet(droplet["id"])["status"] for dummy, droplet in paused] == ["off", "off"]
+    assert sorted(call["path"] for call in do.app.calls_of("droplet_actions.create", since)) == sorted(
+        "/v2/droplets/%d/actions/" % droplet["id"] for dummy, droplet in paused)
+    assert len(do.app.calls_of("droplets.list", since)) == 2  # 250 droplets: two pages of 200
+    # a GET only for a droplet just powered off (its new state), none for the 248 unchanged
+    assert len(do.app.calls_of("droplets.get", since)) <= len(paused)
+
+    # steady: the same two pages, not a GET per droplet, and nothing written
+    since = len(do.app.calls)
+    run_pass(MEMBERSHIP_PASS, config)
+    assert [call["operation"] for call in do.app.calls[since:]] == ["droplets.list", "droplets.list"]
 
 
 # ---- report ---------------------------------------------------------------------------------

@@ -114,6 +114,8 @@ class DigitalOceanClient:
         self.auth_error = None
         # droplets in the account at the last listing (None until one): whether paging pays
         self.droplet_total = None
+        # the same per tag listed, for choosing the cheapest read
+        self.droplet_totals = {}
         self.keys = AccountKeys(self)  # looked up once per client, i.e. once per pass
 
     @property
@@ -301,6 +303,43 @@ class DigitalOceanClient:
         if len(totals) != 1 or len(seen) != totals.pop():
             return None
         return list(seen.values())
+
+    def listing_pages(self, tag_name=None):
+        """Pages the last listing of the droplets (carrying ``tag_name``) took, or None before one."""
+        total = self.droplet_total if tag_name is None else self.droplet_totals.get(tag_name)
+        return None if total is None else max(1, -(-total // PER_PAGE))
+
+    def poll_droplets(self, tag_name=None, max_pages=None):
+        """``(facts, complete)``: the droplets (carrying ``tag_name``) of one paged listing, for
+        waiting on their status. It stops after the first page when the listing would take more
+        than ``max_pages``. ``complete`` says whether a droplet the listing did not show is
+        absent: every page was read and the total did not change while paging (a droplet
+        created or deleted meanwhile shifts the later pages). What was seen is true either way."""
+        params = {"tag_name": tag_name} if tag_name else {}
+        listing = self.build(BoundListing)
+        seen = {}
+        totals = set()
+        page = 1
+        while True:
+            data = listing.get_data("droplets/", params=dict(params, page=page, per_page=PER_PAGE))
+            for item in data.get("droplets") or []:
+                seen[item.get("id")] = droplet_facts(item)
+            total = (data.get("meta") or {}).get("total")
+            if isinstance(total, int):
+                totals.add(total)
+                if tag_name is None:
+                    self.droplet_total = total
+                else:
+                    self.droplet_totals[tag_name] = total
+            if not ((data.get("links") or {}).get("pages") or {}).get("next"):
+                complete = True
+                break
+            if max_pages is not None and isinstance(total, int) and -(-total // PER_PAGE) > max_pages:
+                complete = False
+                break
+            page += 1
+        complete = complete and len(totals) == 1 and len(seen) == next(iter(totals))
+        return list(seen.values()), complete
 
     def create_droplet(self, name, region, size, image, ssh_keys=None, tags=None, user_data=None,
                        resource_tag=None):

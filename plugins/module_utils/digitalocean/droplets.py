@@ -57,8 +57,12 @@ class DropletWorker(DropletPowerSteps):
     become the item's result."""
 
     def __init__(self, client, check_mode=False, wait=True, wait_timeout=300, clock=time.monotonic,
-                 waiter=None, duplicate_window=900):
+                 waiter=None, duplicate_window=900, defer_waits=False):
         self.client = client
+        # Created droplets are waited for after the batch (``finish_waits``), all together: a
+        # worker blocked on a boot would hold back the creates behind it.
+        self.defer_waits = defer_waits
+        self.deferred = {}  # id(item) -> what finishing the item's wait needs
         self.duplicate_window = duplicate_window
         # one waiter for all workers: droplets being started are read together
         self.waiter = waiter or DropletWaiter(client, clock=clock)
@@ -139,12 +143,44 @@ class DropletWorker(DropletPowerSteps):
             else:
                 self.power(item, result, notes, state, deadline)
         except (DigitalOceanError, ItemError, ValueError) as exc:
-            result.update(failed=True, msg=str(exc))
-            if _retryable(exc):
-                # transient, or the droplet exists and only a later step failed: the next pass
-                # finds it by its tag (or id) and carries on; the order is not erred
-                result["retry"] = True
+            self._fail(result, exc)
+        pending = self.deferred.get(id(item))
+        if pending is not None:
+            pending.update(result=result, notes=notes)
+            return dict(self._finish(dict(result), list(notes)), deferred=True)
         return self._finish(result, notes)
+
+    @staticmethod
+    def _fail(result, exc):
+        result.update(failed=True, msg=str(exc))
+        if _retryable(exc):
+            # transient, or the droplet exists and only a later step failed: the next pass
+            # finds it by its tag (or id) and carries on; the order is not erred
+            result["retry"] = True
+
+    def finish_waits(self, items, results, deadline):
+        """Wait, all together, for the droplets the workers created (``defer_waits``), until
+        each item's own deadline or ``deadline`` (clock time, the batch's), and complete their
+        results. A result the batch marked ``deferred`` is one a worker returned before the
+        batch's deadline; the others (cut off by it) stay as they are."""
+        waiting = []
+        for index, item in enumerate(items):
+            if results[index].pop("deferred", False) and id(item) in self.deferred:
+                waiting.append((index, self.deferred.pop(id(item))))
+        outcomes = self.waiter.wait_all([(pending["facts"], ("active", "off"), min(pending["deadline"], deadline))
+                                         for index, pending in waiting])
+        for (index, pending), latest in zip(waiting, outcomes):
+            result, notes = pending["result"], pending["notes"]
+            try:
+                if isinstance(latest, DigitalOceanError):
+                    # the droplet exists: whatever failed while waiting, the next pass adopts it by its tag
+                    raise RetryLater("%s, then reading it failed: %s" % (result["msg"], latest))
+                self._describe(result, self._started(pending["facts"], latest, notes,
+                                                     cut_short=deadline < pending["deadline"]))
+            except ItemError as exc:
+                self._fail(result, exc)
+            results[index] = dict(results[index], **self._finish(result, notes))
+        return results
 
     @staticmethod
     def _finish(result, notes):
@@ -214,7 +250,9 @@ class DropletWorker(DropletPowerSteps):
         notes.extend(key_notes)
         self._describe(result, facts)
         result["msg"] = "created droplet %s %s in %s" % (facts["id"], name, spec)
-        if self.wait:
+        if self.wait and self.defer_waits:
+            self.deferred[id(item)] = {"facts": facts, "deadline": deadline}
+        elif self.wait:
             try:
                 self._describe(result, self._wait_started(facts, deadline, notes))
             except DigitalOceanError as exc:
@@ -258,11 +296,14 @@ class DropletWorker(DropletPowerSteps):
         return keep
 
     def _wait_started(self, facts, deadline, notes):
-        latest = self.waiter.wait(facts, ("active", "off"), deadline)
+        return self._started(facts, self.waiter.wait(facts, ("active", "off"), deadline), notes)
+
+    def _started(self, facts, latest, notes, cut_short=False):
         if latest is None:
             raise ItemError("droplet %s disappeared while it was being created" % facts["id"])
         if latest["status"] == "new":
-            notes.append("still new after %s seconds; it keeps starting" % self.wait_timeout)
+            notes.append("still new %s; it keeps starting" % (
+                "at the batch's deadline" if cut_short else "after %s seconds" % self.wait_timeout))
         return latest
 
     # ---- absent -----------------------------------------------------------------------

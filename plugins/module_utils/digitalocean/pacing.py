@@ -90,3 +90,22 @@ class RequestPacer:
         """The API's count of requests left in its longest window."""
         with self._lock:
             self.buckets[-1].limit_to(self._clock(), remaining)
+
+    def sustained_rate(self):
+        """Requests per second the run can keep sending: the per-minute bucket's refill, or the
+        hourly one's once what is left of the hour (``ratelimit-remaining`` caps it) is less
+        than a minute at the per-minute rate. (DigitalOcean's ``ratelimit-reset`` is when the
+        oldest request of its sliding window expires, which frees one request, not the window:
+        it says nothing about the rate.)"""
+        with self._lock:
+            now = self._clock()
+            burst, longest = self.buckets[0], self.buckets[-1]
+            longest.refill(now)
+            if longest is not burst and longest.tokens < burst.capacity:
+                return longest.rate
+            return burst.rate
+
+    def poll_interval(self, calls, share):
+        """Seconds between polls of ``calls`` requests each so that polling spends at most
+        ``share`` of the sustained rate, leaving the rest to the writes of the run."""
+        return float(calls) / (share * self.sustained_rate())

@@ -1,7 +1,7 @@
 # -*- coding: utf-8 -*-
 # Copyright: Waldur site agent developers
 # MIT License (see LICENSE)
-"""Waiting for many droplets at once, with the cheapest reads."""
+"""Waiting for many droplets at once, with shared paged listings."""
 
 from __future__ import absolute_import, division, print_function
 
@@ -10,29 +10,47 @@ __metaclass__ = type
 import threading
 import time
 
-from ansible_collections.waldur.site_agent.plugins.module_utils.digitalocean.client import PER_PAGE
 from ansible_collections.waldur.site_agent.plugins.module_utils.digitalocean.errors import DigitalOceanError
+from ansible_collections.waldur.site_agent.plugins.module_utils.digitalocean.naming import is_resource_tag
+
+
+def common_tag(entries):
+    """A tag every waited droplet carries (not a resource tag, which is one droplet's), or None:
+    listing only that tag reads the waited droplets in no more pages than the whole account."""
+    shared = None
+    for entry in entries:
+        tags = set(tag for tag in entry["facts"].get("tags") or [] if not is_resource_tag(tag))
+        shared = tags if shared is None else shared & tags
+        if not shared:
+            return None
+    return sorted(shared)[0] if shared else None
 
 
 class DropletWaiter:
-    """Waits for many droplets together, for all worker threads of one run.
+    """Waits for many droplets together, for all threads of one run.
 
-    A worker calls :meth:`wait` with the facts it has (a create's answer says
-    ``new``) and blocks. One waiting thread at a time refreshes every registered
-    droplet with the cheapest read: a GET when one droplet is waited for, else the
-    account's paged listing when it takes fewer pages than there are droplets (and
-    only a consistent one, see ``scan_droplets``); then it wakes the threads whose
-    droplet reached a wanted status or is gone. A droplet not yet refreshed is
-    refreshed at once (or ``min_interval`` after the previous refresh); while no
-    droplet finishes the interval doubles up to ``max_interval``. So a pass of 200
-    creates spends a few dozen reads on waiting instead of a poll per droplet.
+    :meth:`wait` (one droplet, blocking its worker) and :meth:`wait_all` (many, e.g. every
+    droplet a pass created) register what they wait for. One waiting thread at a time
+    refreshes every registered droplet with the cheapest read: one GET when a single droplet
+    is waited for; else one paged listing, of the tag all of them carry when there is one
+    (the pass's common tag) or of the account, unless the last such listing took more pages
+    than there are droplets (then a GET each). A droplet the listing did not show is not
+    read on its own: only after ``CONFIRM_AFTER`` complete listings missed it is it
+    confirmed gone with a GET. The next refresh is due ``min_interval`` after the previous
+    one while a droplet is unread, else after an interval that doubles (up to
+    ``max_interval``) while none finishes, and never sooner than the pacer allows for
+    polls spending at most ``poll_share`` of the rate DigitalOcean leaves (``pacing``).
     """
 
     MIN_INTERVAL = 0.25
     MAX_INTERVAL = 10.0
+    CONFIRM_AFTER = 3
+    POLL_SHARE = 0.25
 
-    def __init__(self, client, min_interval=MIN_INTERVAL, max_interval=MAX_INTERVAL, clock=time.monotonic):
+    def __init__(self, client, min_interval=MIN_INTERVAL, max_interval=MAX_INTERVAL, clock=time.monotonic,
+                 poll_share=POLL_SHARE):
         self.client = client
+        self.poll_share = poll_share
         self.min_interval = min_interval
         self.max_interval = max_interval
         self._clock = clock
@@ -40,6 +58,7 @@ class DropletWaiter:
         self._entries = []
         self._refreshing = False
         self._last_refresh = None  # clock time the last refresh ended
+        self._last_cost = 0  # requests the last refresh made
         self._interval = min_interval
         self.refreshes = 0
 
@@ -47,53 +66,70 @@ class DropletWaiter:
         """Block until the droplet of ``facts`` has one of ``statuses`` or is gone, or until
         ``deadline`` (clock time). Returns its latest facts: None when it is gone, the last
         ones seen at the deadline. A failed read raises its DigitalOceanError."""
-        if facts["status"] in statuses:
-            return facts
-        entry = {"id": int(facts["id"]), "statuses": tuple(statuses), "facts": facts,
-                 "done": False, "seen": False, "error": None}
+        [latest] = self.wait_all([(facts, statuses, deadline)])
+        if isinstance(latest, DigitalOceanError):
+            raise latest
+        return latest
+
+    def wait_all(self, requests):
+        """``wait`` for many ``(facts, statuses, deadline)`` at once; one outcome each, in order:
+        the latest facts, None when gone, or the DigitalOceanError a failed read raised."""
+        outcomes = [facts for facts, dummy, dummy in requests]
+        entries = [{"index": index, "id": int(facts["id"]), "statuses": tuple(statuses), "facts": facts,
+                    "deadline": deadline, "done": False, "seen": False, "missed": 0, "error": None}
+                   for index, (facts, statuses, deadline) in enumerate(requests) if facts["status"] not in statuses]
+        if not entries:
+            return outcomes
         with self._cond:
-            self._entries.append(entry)
+            self._entries.extend(entries)
             try:
                 while True:
-                    if entry["error"] is not None:
-                        raise entry["error"]  # pylint: disable=raising-bad-type  # set by a failed refresh
-                    if entry["done"]:
-                        return entry["facts"]
                     now = self._clock()
-                    if now >= deadline:
-                        return entry["facts"]
+                    waiting = [entry for entry in entries
+                               if not entry["done"] and entry["error"] is None and now < entry["deadline"]]
+                    if not waiting:
+                        break
+                    wake = min(entry["deadline"] for entry in waiting)
                     if self._refreshing:  # another thread reads for everyone; it wakes us
-                        self._cond.wait(deadline - now)
+                        self._cond.wait(wake - now)
                         continue
                     due = self._next_refresh()
                     if due > now:
-                        self._cond.wait(min(due, deadline) - now)
+                        self._cond.wait(min(due, wake) - now)
                         continue
                     self._refresh()
             finally:
-                self._entries.remove(entry)
+                for entry in entries:
+                    self._entries.remove(entry)
+        for entry in entries:
+            outcomes[entry["index"]] = entry["error"] if entry["error"] is not None else entry["facts"]
+        return outcomes
 
     def _next_refresh(self):
         if self._last_refresh is None:
             return float("-inf")  # the first refresh is due at once
         unseen = any(not entry["seen"] for entry in self._entries)
-        return self._last_refresh + (self.min_interval if unseen else self._interval)
+        interval = self.min_interval if unseen else self._interval
+        paced = self.client.pacer.poll_interval(self._last_cost, self.poll_share) if self._last_cost else 0.0
+        return self._last_refresh + max(interval, paced)
 
     def _refresh(self):
         """Read every registered droplet once and wake the finished ones. Called holding
         the lock; releases it while reading."""
         self._refreshing = True
-        batch = list(self._entries)
+        batch = [entry for entry in self._entries if not entry["done"] and entry["error"] is None]
         found, error = {}, None
+        calls_before = self.client.stats.calls
         self._cond.release()
         try:
-            found = self._read(sorted(set(entry["id"] for entry in batch)))
+            found = self._read(batch)
         except DigitalOceanError as exc:
             error = exc
         finally:
             self._cond.acquire()
             self._refreshing = False
             self._last_refresh = self._clock()
+            self._last_cost = self.client.stats.calls - calls_before
             self.refreshes += 1
             finished = False
             for entry in batch:
@@ -107,16 +143,23 @@ class DropletWaiter:
             self._interval = self.min_interval if finished else min(self.max_interval, self._interval * 2)
             self._cond.notify_all()
 
-    def _read(self, ids):
-        """``{id: facts or None}``. Ids a listing did not show are confirmed with a GET: a
-        droplet just created may not be listed yet."""
-        droplets = None
-        total = self.client.droplet_total
-        if len(ids) > 1 and (total is None or -(-total // PER_PAGE) < len(ids)):
-            droplets = self.client.scan_droplets(max_pages=len(ids) - 1)
+    def _read(self, batch):
+        """``{id: facts or None}`` for the droplets of ``batch`` the read settled (None: gone).
+        Counts, per entry, the complete listings that missed its droplet."""
+        ids = sorted(set(entry["id"] for entry in batch))
+        tag = common_tag(batch)
+        pages = self.client.listing_pages(tag)
+        if len(ids) == 1 or (pages is not None and pages > len(ids)):
+            return dict((droplet_id, self.client.get_droplet(droplet_id)) for droplet_id in ids)
+        droplets, complete = self.client.poll_droplets(tag_name=tag, max_pages=len(ids))
         wanted = set(ids)
-        found = dict((facts["id"], facts) for facts in droplets or [] if facts["id"] in wanted)
-        for droplet_id in ids:
-            if droplet_id not in found:
-                found[droplet_id] = self.client.get_droplet(droplet_id)
+        found = dict((facts["id"], facts) for facts in droplets if facts["id"] in wanted)
+        if complete:
+            for entry in batch:
+                if entry["id"] not in found:
+                    entry["missed"] += 1  # the lock is released, but only this refresh writes it
+        # a droplet just created may be listed a moment later; one missed again and again is gone
+        for droplet_id in sorted(set(entry["id"] for entry in batch
+                                     if entry["id"] not in found and entry["missed"] >= self.CONFIRM_AFTER)):
+            found[droplet_id] = self.client.get_droplet(droplet_id)
         return found

@@ -290,6 +290,16 @@ def test_ratelimit_remaining_caps_the_hourly_bucket():
     assert pacer.acquire() == pytest.approx(3600.0 / 5000)
 
 
+def test_polls_are_paced_to_a_share_of_the_rate_left():
+    fake = FakeTime()
+    pacer = RequestPacer(clock=fake.clock, sleep=fake.sleep)
+    # five pages at a quarter of 250 a minute: one listing every 4.8 s
+    assert pacer.poll_interval(5, 0.25) == pytest.approx(5 / (0.25 * 250 / 60.0))
+    # less than a minute's burst left of the hour: the hourly refill paces the polls
+    pacer.observe_remaining(100)
+    assert pacer.poll_interval(5, 0.25) == pytest.approx(5 / (0.25 * 5000 / 3600.0))
+
+
 def test_pacer_is_shared_by_threads():
     pacer = RequestPacer(limits=((10, 1.0),))
     started = time.monotonic()
@@ -626,6 +636,41 @@ def test_one_droplet_is_waited_for_with_gets_and_many_with_the_listing(do_sim):
     assert 1 <= reads.count("droplets.list") <= 5 and len(reads) < 2 * len(created)
 
 
+def test_many_droplets_are_waited_for_with_listings_of_their_common_tag_never_one_get_each(do_sim):
+    do_sim.app.configure(boot_seconds=0.6, droplet_limit=1000)
+    for index in range(250):  # other droplets of the account: two pages of it, one of the tag
+        do_sim.app.seed_droplet("other-%d" % index)
+    client = sim_client(do_sim)
+    created = [client.create_droplet("many-%d" % i, "ams3", "s-1vcpu-1gb", "ubuntu-22-04-x64",
+                                     tags=["waldur", "waldur-resource:%032x" % i]) for i in range(30)]
+    since = len(do_sim.app.calls)
+    deadline = time.monotonic() + 20
+    outcomes = DropletWaiter(client, min_interval=0.1).wait_all([(f, ("active",), deadline) for f in created])
+    assert [f["id"] for f in outcomes] == [f["id"] for f in created]
+    assert all(f["status"] == "active" and f["networks"]["public_ipv4"] for f in outcomes)
+    reads = do_sim.app.calls[since:]
+    assert do_sim.app.calls_of("droplets.get", since) == []
+    assert set(call["operation"] for call in reads) == {"droplets.list"}
+    assert all("tag_name=waldur&" in call["query"] for call in reads)
+    assert 1 <= len(reads) <= 4  # booting takes 0.6 s: a few polls, each one page
+
+
+def test_a_droplet_no_listing_shows_is_confirmed_gone_with_one_get(do_sim):
+    do_sim.app.configure(boot_seconds=30)
+    client = sim_client(do_sim)
+    created = [client.create_droplet("d-%d" % i, "ams3", "s-1vcpu-1gb", "ubuntu-22-04-x64", tags=["waldur"])
+               for i in range(3)]
+    client.destroy_droplet(created[0]["id"])
+    since = len(do_sim.app.calls)
+    waiter = DropletWaiter(client, min_interval=0.02, max_interval=0.05, poll_share=100)
+    outcomes = waiter.wait_all([(f, ("active",), time.monotonic() + 3) for f in created])
+    assert outcomes[0] is None and [f["status"] for f in outcomes[1:]] == ["new", "new"]
+    gets = do_sim.app.calls_of("droplets.get", since)
+    assert [call["path"] for call in gets] == ["/v2/droplets/%d" % created[0]["id"]]
+    listings = do_sim.app.calls_of("droplets.list", since)
+    assert len(listings) >= DropletWaiter.CONFIRM_AFTER
+
+
 def test_a_droplet_gone_while_waited_for_reads_as_none(do_sim):
     do_sim.app.configure(boot_seconds=30)
     client = sim_client(do_sim)
@@ -639,7 +684,9 @@ def test_the_wait_ends_at_the_deadline_with_the_last_facts_and_backs_off(do_sim)
     client = sim_client(do_sim)
     facts = client.create_droplet("stuck", "ams3", "s-1vcpu-1gb", "ubuntu-22-04-x64")
     started = time.monotonic()
-    latest = DropletWaiter(client, min_interval=0.05, max_interval=0.4).wait(facts, ("active",), started + 1.5)
+    # a large poll share: the back-off alone spaces the polls here (the pacing test below paces them)
+    waiter = DropletWaiter(client, min_interval=0.05, max_interval=0.4, poll_share=100)
+    latest = waiter.wait(facts, ("active",), started + 1.5)
     assert latest["status"] == "new" and 1.5 <= time.monotonic() - started < 2.5
     polls = len(do_sim.app.calls_of("droplets.get"))
     assert 4 <= polls <= 8  # 0.05, 0.1, 0.2, 0.4, 0.4 ... apart, not every 0.05 s

@@ -103,6 +103,16 @@ class FakeWaiter:
     def __init__(self, client):
         self.client = client
 
+    def wait_all(self, requests):
+        self.client.calls.append(("wait_all", [facts["id"] for facts, dummy, dummy in requests]))
+        outcomes = []
+        for facts, dummy, dummy in requests:
+            droplet = self.client.droplets.get(int(facts["id"]))
+            if droplet and droplet["status"] == "new":
+                droplet["status"] = "active"
+            outcomes.append(copy.deepcopy(droplet) if droplet else None)
+        return outcomes
+
     def wait(self, facts, statuses, deadline):
         self.client.calls.append(("wait", facts["id"]))
         droplet = self.client.droplets.get(int(facts["id"]))
@@ -542,6 +552,40 @@ def test_module_checks_the_batch_options_before_any_call(run_module):
     out = run_module({"max_workers": 0, "droplets": [{"resource_uuid": UUID, "backend_id": "7"}]}, client)
     assert out["failed"] is True and out["msg"] == "max_workers must be a positive number, got 0"
     assert client.calls == []
+
+
+def test_deferred_creates_are_all_sent_before_one_shared_wait():
+    client = FakeClient()
+    worker = do_droplet.DropletWorker(client, wait_timeout=60, waiter=FakeWaiter(client), defer_waits=True)
+    items = [dict(create_item(resource_uuid="%032x" % (index + 1)), name="web-%d" % index) for index in range(3)]
+    raw = run_batch(items, worker, max_workers=1)
+    assert [r["deferred"] for r in raw] == [True] * 3
+    assert "wait_all" not in [call[0] for call in client.calls]  # no worker waited for its droplet
+
+    results = worker.finish_waits(items, raw, deadline=float("inf"))
+
+    operations = [call[0] for call in client.calls if call[0] in ("create_droplet", "wait_all", "wait")]
+    assert operations == ["create_droplet"] * 3 + ["wait_all"]
+    assert [r["droplet"]["status"] for r in results] == ["active"] * 3
+    assert ["deferred" in r for r in results] == [False] * 3
+    assert [r["msg"] for r in results] == ["created droplet %d web-%d in ams3 (s-1vcpu-1gb, ubuntu-22-04-x64)"
+                                           % (901 + index, index) for index in range(3)]
+
+
+def test_a_deferred_wait_that_fails_or_finds_the_droplet_gone_ends_the_item_with_a_reason():
+    client = FakeClient()
+
+    class Waiter:
+        def wait_all(self, requests):
+            return [DigitalOceanError("DigitalOcean refused the request (403 forbidden)", status=403), None]
+
+    worker = do_droplet.DropletWorker(client, wait_timeout=60, waiter=Waiter(), defer_waits=True)
+    items = [dict(create_item(resource_uuid="%032x" % (index + 1)), name="web-%d" % index) for index in range(2)]
+    results = worker.finish_waits(items, run_batch(items, worker, max_workers=1), deadline=float("inf"))
+    assert (results[0]["failed"], results[0]["retry"], results[0]["backend_id"]) == (True, True, "901")
+    assert "then reading it failed: DigitalOcean refused the request (403 forbidden)" in results[0]["msg"]
+    assert results[1]["failed"] is True and "retry" not in results[1]
+    assert results[1]["msg"] == "droplet 902 disappeared while it was being created"
 
 
 # ---- many creates against the simulator ---------------------------------------------------
