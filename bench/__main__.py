@@ -199,13 +199,22 @@ def measure_events() -> dict:
     return figures
 
 
+def yes_or_no(text: str) -> bool:
+    if text.lower() in ("true", "yes", "1", "on"):
+        return True
+    if text.lower() in ("false", "no", "0", "off"):
+        return False
+    raise argparse.ArgumentTypeError("true or false, not %r" % text)
+
+
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(prog="python -m bench", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--quick", action="store_true", help="N = 10 and 100 only")
     parser.add_argument("--only", choices=("ours", "upstream"), help="run one agent only")
-    parser.add_argument("--docs", action=argparse.BooleanOptionalAction, default=None,
-                        help="render docs/performance.md (default: after a full run of both agents)")
+    parser.add_argument("--docs", nargs="?", const=True, default=None, type=yes_or_no, metavar="true|false",
+                        help="render docs/performance.md and the plots (default: after a full run of both agents)")
+    parser.add_argument("--no-docs", dest="docs", action="store_false", help="the same as --docs false")
     parser.add_argument("--include", metavar="REGEX",
                         help="only the scenarios whose label matches, e.g. 'upstream order' or 'rate-limit'")
     parser.add_argument("--append", metavar="RESULTS_JSON",
