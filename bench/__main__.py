@@ -11,7 +11,10 @@ what it measured) and, for a full run, renders ``docs/performance.md`` and
   python -m bench --quick           N = 10 and 100 only (and N = 10 for Azure creates)
   python -m bench --only ours       one agent only (ours | upstream)
   python -m bench --include REGEX   only the scenarios whose label matches (--append FILE: into FILE)
-  python -m bench --render FILE     re-render docs/performance.md from a results file
+  python -m bench --render FILE     re-render docs/performance.md and its plots from a results file
+
+Membership passes run three cycles (first: metadata recorded; steady: nothing to change; changes:
+a tenth of the resources paused in Waldur); report and membership go up to N = 10,000 (ours).
 """
 
 from __future__ import annotations
@@ -30,8 +33,8 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 from bench import render
-from bench.harness import (AZURE_LRO_SECONDS, LATENCY, RESULTS_DIR, VARIANTS, BenchError, SimulatorSet,
-                           ensure_upstream, run_ours, run_upstream, upstream_import_footprint)
+from bench.harness import (AZURE_LRO_SECONDS, LATENCY, MEMBERSHIP_CHANGED_SHARE, RESULTS_DIR, VARIANTS, BenchError,
+                           SimulatorSet, ensure_upstream, run_ours, run_upstream, upstream_import_footprint)
 from tests.helpers import REPO
 
 SUMMARY = RESULTS_DIR / "summary.json"
@@ -42,15 +45,21 @@ class Step:
     """One scenario: an agent, a pass on one offering, a workload size, the cycles to run."""
 
     agent: str  # ours | ours-serial | upstream
-    pass_name: str  # order | report | audit
+    pass_name: str  # order | report | audit | membership
     backend: str  # digitalocean | azure
     n: int
     variant: str = ""  # "" or a harness.VARIANTS key
 
     @property
     def cycles(self) -> tuple:
-        # A report pass writes usage the first time and nothing after: measure both.
-        return ("first", "steady") if self.pass_name == "report" and self.n else ("only",)
+        # A report pass writes usage the first time and nothing after: measure both. A
+        # membership pass records the machines' metadata the first time, then has nothing to
+        # change (steady), then finds a tenth of the resources paused in Waldur (changes).
+        if self.pass_name == "report" and self.n:
+            return ("first", "steady")
+        if self.pass_name == "membership" and self.n:
+            return ("first", "steady", "changes")
+        return ("only",)
 
     def label(self) -> str:
         return "%s %s/%s N=%d%s" % (self.agent, self.pass_name, self.backend, self.n,
@@ -59,24 +68,28 @@ class Step:
 
 def build_plan(quick: bool = False, only: str | None = None) -> list[Step]:
     sizes = (0, 10, 100) if quick else (0, 10, 100, 1000)
+    # Report and membership at 10,000 resources (ours): their calls must grow with pages.
+    large = (0, 10, 100) if quick else (0, 10, 100, 1000, 10000)
     do_orders = (0, 10, 100) if quick else (0, 10, 100, 200, 1000)
     # Azure creates are bound by the 2 s long-running operations (~7 per machine): 1000 of
     # them would take half an hour at 8 at a time, so the plan stops at 100.
     azure_orders = (0, 10) if quick else (0, 10, 50, 100)
     serial_orders = (10,) if quick else (10, 50)
     # Against DigitalOcean's real limits: more creates than one minute's 250 requests allow.
-    limited = () if quick else (300,)
+    limited = () if quick else (300, 1000)
     ours = ([Step("ours", "order", "digitalocean", n) for n in do_orders]
-            + [Step("ours", "report", "digitalocean", n) for n in sizes]
+            + [Step("ours", "report", "digitalocean", n) for n in large]
+            + [Step("ours", "membership", backend, n) for backend in ("digitalocean", "azure") for n in large]
             + [Step("ours", "order", "azure", n) for n in azure_orders]
             + [Step("ours-serial", "order", "azure", n) for n in serial_orders]
-            + [Step("ours", "report", "azure", n) for n in sizes]
+            + [Step("ours", "report", "azure", n) for n in large]
             + [Step("ours", "audit", backend, n) for backend in ("digitalocean", "azure") for n in sizes]
             + [Step("ours", "order", "digitalocean", n, "do-rate-limit") for n in limited])
     # The upstream Azure plugin builds its SDK clients without a base URL: it only talks to
     # management.azure.com, so only its Waldur and DigitalOcean sides can be measured here.
     upstream = ([Step("upstream", "order", "digitalocean", n) for n in do_orders]
                 + [Step("upstream", "report", "digitalocean", n) for n in sizes]
+                + [Step("upstream", "membership", "digitalocean", n) for n in sizes]
                 + [Step("upstream", "order", "digitalocean", n, "do-rate-limit") for n in limited])
     if only == "ours":
         return ours
@@ -122,6 +135,8 @@ def run_plan(plan: list[Step], results: dict, out_path: Path, sims: SimulatorSet
         sims.apply_variant(step.variant)
         seeded = sims.seed(step.pass_name, step.backend, step.n)
         for cycle in step.cycles:
+            if cycle == "changes":
+                seeded["paused"] = sims.pause_some(step.backend, max(1, int(step.n * MEMBERSHIP_CHANGED_SHARE)))
             load = os.getloadavg()[0]
             if step.agent == "upstream":
                 result = run_upstream(sims, step.pass_name, step.backend, step.n, cycle, logs=logs,
@@ -134,6 +149,7 @@ def run_plan(plan: list[Step], results: dict, out_path: Path, sims: SimulatorSet
                 check_outcome(result, seeded)
             data = result.as_dict()
             data["load_before"] = round(load, 2)
+            data["measured_at"] = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%SZ")
             results["runs"].append(data)
             out_path.write_text(json.dumps(results, indent=1))
             log("%-40s %-6s %8.2f s  calls %s  peak PSS %.0f MiB%s" % (
@@ -142,7 +158,7 @@ def run_plan(plan: list[Step], results: dict, out_path: Path, sims: SimulatorSet
 
 
 def run_label(run: dict) -> str:
-    return Step(run["agent"], run["pass_name"], run["backend"], run["n"], run.get("variant", "")).label()
+    return render.run_label(run)
 
 
 def check_outcome(result, seeded: dict) -> None:
@@ -154,8 +170,41 @@ def check_outcome(result, seeded: dict) -> None:
         done = result.outcome["orders"].get("done", 0)
         if done != seeded["orders"]:
             problems.append("%d of %d orders done (%s)" % (done, seeded["orders"], result.outcome["orders"]))
+    if result.pass_name == "membership":
+        machines = result.outcome["machines"]
+        stopped = sum(count for state, count in machines.items() if state not in ("active", "running"))
+        if stopped != seeded.get("paused", 0):
+            problems.append("%d machines stopped, %d resources paused (%s)"
+                            % (stopped, seeded.get("paused", 0), machines))
     if problems:
         result.note = "; ".join(filter(None, [result.note] + problems))
+
+
+def run_events(args, plan_filtered: bool) -> bool:
+    """The event-latency bench (``bench/events.py``, when present) runs in a full plan, or when
+    ``--include`` matches ``events``."""
+    if importlib.util.find_spec("bench.events") is None:
+        return False
+    return not plan_filtered or bool(args.include and re.search(args.include, "events"))
+
+
+def measure_events() -> dict:
+    """``bench.events.run_event_bench()`` with its defaults, the load it ran under beside it."""
+    from bench import events  # written beside this harness; optional until it exists
+    load = os.getloadavg()[0]
+    figures = dict(events.run_event_bench())
+    figures.setdefault("load_before", round(load, 2))
+    print("events: median %s s, p95 %s s over %s orders (load %.1f)" % (
+        figures.get("median_s"), figures.get("p95_s"), figures.get("orders"), load), flush=True)
+    return figures
+
+
+def yes_or_no(text: str) -> bool:
+    if text.lower() in ("true", "yes", "1", "on"):
+        return True
+    if text.lower() in ("false", "no", "0", "off"):
+        return False
+    raise argparse.ArgumentTypeError("true or false, not %r" % text)
 
 
 def main(argv=None) -> int:
@@ -163,8 +212,9 @@ def main(argv=None) -> int:
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--quick", action="store_true", help="N = 10 and 100 only")
     parser.add_argument("--only", choices=("ours", "upstream"), help="run one agent only")
-    parser.add_argument("--docs", action=argparse.BooleanOptionalAction, default=None,
-                        help="render docs/performance.md (default: after a full run of both agents)")
+    parser.add_argument("--docs", nargs="?", const=True, default=None, type=yes_or_no, metavar="true|false",
+                        help="render docs/performance.md and the plots (default: after a full run of both agents)")
+    parser.add_argument("--no-docs", dest="docs", action="store_false", help="the same as --docs false")
     parser.add_argument("--include", metavar="REGEX",
                         help="only the scenarios whose label matches, e.g. 'upstream order' or 'rate-limit'")
     parser.add_argument("--append", metavar="RESULTS_JSON",
@@ -180,8 +230,7 @@ def main(argv=None) -> int:
         return 2
     if args.render:
         results = json.loads(Path(args.render).read_text())
-        render.write_docs(results)
-        print("rendered %s and %s" % (render.DOC, render.PLOT))
+        print("rendered %s" % ", ".join(str(path) for path in render.write_docs(results)))
         return 0
 
     RESULTS_DIR.mkdir(parents=True, exist_ok=True)
@@ -195,7 +244,7 @@ def main(argv=None) -> int:
         labels = {step.label() for step in plan}
         results["runs"] = [run for run in results["runs"] if run_label(run) not in labels]
         results.setdefault("appended", []).append({"started": stamp, "only": args.only, "include": args.include,
-                                                   "scenarios": len(plan)})
+                                                   "scenarios": len(plan), "labels": sorted(labels)})
     else:
         out_path = RESULTS_DIR / ("%s.json" % stamp)
         results = {
@@ -214,13 +263,16 @@ def main(argv=None) -> int:
     except BenchError as exc:
         print("bench: %s" % exc, file=sys.stderr)
         return 1
+    if run_events(args, plan_filtered=bool(args.quick or args.only or args.include)):
+        results["events"] = measure_events()
+        out_path.write_text(json.dumps(results, indent=1))
     results["duration_s"] = round(time.monotonic() - started, 1)
     out_path.write_text(json.dumps(results, indent=1))
     print("bench: finished in %.0f s; results %s" % (results["duration_s"], out_path))
     if render_docs:
         SUMMARY.write_text(json.dumps(results, indent=1))
-        render.write_docs(results)
-        print("bench: rendered %s and %s; summary %s" % (render.DOC, render.PLOT, SUMMARY))
+        written = render.write_docs(results)
+        print("bench: rendered %s; summary %s" % (", ".join(str(path) for path in written), SUMMARY))
     failed = [run for run in results["runs"] if run.get("note")]
     for run in failed:
         fields = (run["agent"], run["pass_name"], run["backend"], run["n"], run["cycle"], run["note"])

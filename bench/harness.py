@@ -41,7 +41,9 @@ AZURE_LRO_SECONDS = 2.0
 DO_LIMITS = dict(waldur_presets.DO_PLAN_QUOTAS)
 AZURE_LIMITS = dict(waldur_presets.AZURE_PLAN_QUOTAS)
 OFFERING_UUID = {"digitalocean": waldur_presets.DO_OFFERING_UUID, "azure": waldur_presets.AZURE_OFFERING_UUID}
-MODES = {"order": "order_process", "report": "report", "audit": "audit"}
+MODES = {"order": "order_process", "report": "report", "audit": "audit", "membership": "membership_sync"}
+# The membership pass's cycle with some changes: this share of the resources paused in Waldur.
+MEMBERSHIP_CHANGED_SHARE = 0.1
 # Scenario variants: what the simulators do differently from the plain workload.
 VARIANTS = {
     "do-rate-limit": "the DigitalOcean simulator enforces DigitalOcean's documented limits "
@@ -173,8 +175,9 @@ class SimulatorSet:
                     "offering_uuid": offering, "n": n, "name_prefix": "bench", "attributes": attributes,
                     "limits": DO_LIMITS if backend == "digitalocean" else AZURE_LIMITS})
             return {"orders": n}
-        # The audit's machines carry the owner marks the order pass gives them: healthy, nothing to find.
-        owners = [uuid.uuid4().hex for _index in range(n)] if pass_name == "audit" else []
+        # The audit's and membership pass's machines carry the owner marks the order pass gives
+        # them (a healthy world: nothing to find, only power states to keep).
+        owners = [uuid.uuid4().hex for _index in range(n)] if pass_name in ("audit", "membership") else []
         if backend == "digitalocean":
             ids = self["digitalocean"].control("POST", "/_sim/bench/droplets", {
                 "n": n, "name_prefix": "bench", "resource_uuids": owners})["droplets"] if n else []
@@ -191,6 +194,18 @@ class SimulatorSet:
                                **({"uuid": owners[index]} if owners else {}))
                           for index, backend_id in enumerate(ids)]})
         return {"resources": len(ids)}
+
+    def pause_some(self, backend: str, count: int) -> int:
+        """Pause ``count`` of the offering's resources in Waldur (the membership pass's cycle with
+        some changes): their machines must be shut down, the others stay as they are."""
+        return len(self["waldur"].control("POST", "/_sim/bench/pause", {
+            "offering_uuid": OFFERING_UUID[backend], "count": count})["paused"])
+
+    def machine_states(self, backend: str) -> dict:
+        """Machines by power state (DigitalOcean status, Azure power state)."""
+        if backend == "digitalocean":
+            return self["digitalocean"].control("GET", "/_sim/bench/droplet_states")
+        return self["azure"].control("GET", "/_sim/bench/vm_power_states")
 
     def order_states(self) -> dict:
         return self["waldur"].control("GET", "/_sim/bench/orders_by_state")
@@ -309,7 +324,12 @@ def run_ours(sims: SimulatorSet, pass_name: str, backend: str, n: int, cycle: st
 
 
 def _result(agent, pass_name, backend, n, cycle, measured: Measurement, calls: dict, sims: SimulatorSet) -> RunResult:
-    outcome = {"orders": sims.order_states()} if pass_name == "order" else {"usages": sims.usage_count()}
+    if pass_name == "order":
+        outcome = {"orders": sims.order_states()}
+    elif pass_name == "membership":
+        outcome = {"machines": sims.machine_states(backend)}
+    else:
+        outcome = {"usages": sims.usage_count()}
     return RunResult(agent=agent, pass_name=pass_name, backend=backend, n=n, cycle=cycle, rc=measured.rc,
                      wall_s=round(measured.wall_s, 3), peak_tree_pss_mib=round(measured.peak_tree_pss_mib, 1),
                      peak_tree_rss_mib=round(measured.peak_tree_rss_mib, 1),

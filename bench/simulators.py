@@ -14,20 +14,27 @@ never delayed):
 * ``POST /_sim/bench/resources`` (Waldur): ``{offering_uuid, items: [{name, backend_id, uuid?}],
   limits}`` seeds ``OK`` resources.
 * ``POST /_sim/bench/droplets`` (DigitalOcean): ``{n, name_prefix, resource_uuids?}`` seeds active
-  droplets (the i-th tagged ``waldur-resource:<resource_uuids[i]>`` when given) and returns their ids.
+  droplets (the i-th tagged ``waldur-resource:<resource_uuids[i]>`` when given) and returns their ids;
+  one request and one lock for all of them, so 10,000 take seconds.
 * ``POST /_sim/bench/vms`` (Azure): ``{names: [...], size, location, resource_uuids?, offering_uuid?}``
   seeds running VMs, each in its own ``group-xxxx-<vm>`` group, or with ``resource_uuids`` in the
   ``group-<uuid>-<vm>`` group the agent builds, every object carrying the owner tags; returns their
   ARM ids.
+* ``POST /_sim/bench/pause`` (Waldur): ``{offering_uuid, count}`` pauses the offering's first ``count``
+  resources (the membership pass's cycle with some changes).
+* ``GET /_sim/bench/droplet_states`` (DigitalOcean), ``GET /_sim/bench/vm_power_states`` (Azure): machines
+  by status / power state, the membership pass's outcome.
 * ``GET /_sim/bench/counts?since=N`` (all): calls since ``N`` by operation, by method, and
   how many were writes, so the harness never transfers the whole call log.
 
-The Waldur simulator also answers four listings the upstream agent reads and the
-collection does not (``marketplace-component-user-usages``, ``marketplace-offering-users``
-and the offering's ``list_project_service_accounts`` / ``list_course_accounts``) with
-empty pages, as a Waldur whose offering has no per-user usage, offering users or service
-accounts does. Without them the upstream agent sees 404s: the report pass retries each
-resource ten times five seconds apart, which would measure the simulator, not the agent.
+The Waldur simulator also answers five listings the upstream agent reads and the
+collection does not (``marketplace-component-user-usages``, ``marketplace-offering-users``,
+``component-user-usage-limits`` and the offering's ``list_project_service_accounts`` /
+``list_course_accounts``) with empty pages, as a Waldur whose offering has no per-user usage,
+limits, offering users or service accounts does, and upstream membership sync's
+``refresh_last_sync``. Without them the upstream agent sees 404s: the report pass retries
+each resource ten times five seconds apart, and membership sync skips its last steps, which
+would measure the simulator, not the agent.
 """
 
 from __future__ import annotations
@@ -44,11 +51,13 @@ from werkzeug.wrappers import Request, Response
 
 from tests.simulators.azure import AzureSimulator
 from tests.simulators.common import SimulatorServer, json_response
-from tests.simulators.digitalocean import DigitalOceanSimulator
+from tests.simulators.digitalocean import DigitalOceanSimulator, catalogue
 from tests.simulators.waldur import WaldurSimulator
+from tests.simulators.waldur.model import now
 
 
-EXTRA_LISTINGS = ("user_usages", "offering_users", "service_accounts", "course_accounts")
+EXTRA_LISTINGS = ("user_usages", "offering_users", "service_accounts", "course_accounts", "user_limits",
+                  "refresh_last_sync")
 
 
 def _counts(calls: list[dict]) -> dict:
@@ -111,6 +120,10 @@ class BenchWaldur(_BenchControl, WaldurSimulator):
                                  "offering.list_project_service_accounts", e(self._empty_offering_list)),
             "course_accounts": ("GET", offering + "list_course_accounts/", "offering.list_course_accounts",
                                 e(self._empty_offering_list)),
+            # membership sync: per-user limits (none here), and the mark of a fully synced resource
+            "user_limits": ("GET", "/api/component-user-usage-limits/", "user_limits.list", e(self._empty_list)),
+            "refresh_last_sync": ("POST", "/api/marketplace-provider-resources/<uuid>/refresh_last_sync/",
+                                  "resources.refresh_last_sync", e(self._refresh_last_sync)),
         }
         return super().routes() + [extra[name] for name in self.extra_listings]
 
@@ -120,6 +133,12 @@ class BenchWaldur(_BenchControl, WaldurSimulator):
     def _empty_offering_list(self, request: Request, user: dict, uuid: str) -> Response:
         self._provider_offering(user, uuid)
         return self._page(request, [], dict)
+
+    def _refresh_last_sync(self, request: Request, user: dict, uuid: str) -> Response:
+        """200 with a status, as Waldur answers; the resource's ``last_sync`` becomes now."""
+        resource = self._provider_resource(user, uuid)
+        resource["last_sync"] = now()
+        return json_response({"status": "OK"}, 200)
 
     def bench_control(self, request: Request, action: str, payload: dict) -> Response | None:
         if action == "orders" and request.method == "POST":
@@ -145,6 +164,17 @@ class BenchWaldur(_BenchControl, WaldurSimulator):
                                                          uuid=item.get("uuid"))
                     uuids.append(resource["uuid"])
             return json_response({"resources": uuids}, 201)
+        if action == "pause" and request.method == "POST":
+            # The membership pass's "some changes" cycle: Waldur pauses the first ``count``
+            # resources of the offering (by creation), so their machines must be shut down.
+            offering_uuid = payload["offering_uuid"]
+            with self.lock:
+                chosen = sorted((resource for resource in self.market.resources.values()
+                                 if resource["offering_uuid"] == offering_uuid), key=lambda item: item["seq"])
+                chosen = chosen[:int(payload["count"])]
+                for resource in chosen:
+                    resource["paused"] = True
+            return json_response({"paused": [resource["uuid"] for resource in chosen]})
         if action == "orders_by_state":
             with self.lock:
                 return json_response(dict(Counter(order["state"] for order in self.market.orders.values())))
@@ -161,13 +191,35 @@ class BenchDigitalOcean(_BenchControl, DigitalOceanSimulator):
         if action == "droplets" and request.method == "POST":
             prefix = payload.get("name_prefix", "bench")
             owners = payload.get("resource_uuids") or []
-            ids = [self.seed_droplet("%s-%d" % (prefix, index), tags=list(payload.get("tags", ())) + (
-                ["waldur-resource:" + owners[index]] if owners else []))["id"] for index in range(int(payload["n"]))]
-            return json_response({"droplets": ids}, 201)
+            return json_response({"droplets": self.seed_droplets(prefix, int(payload["n"]), owners,
+                                                                 list(payload.get("tags", ())))}, 201)
         if action == "droplet_count":
             with self.lock:
                 return json_response({"droplets": len(self._droplets)})
+        if action == "droplet_states":
+            with self.lock:
+                self._advance(read=True)
+                return json_response(dict(Counter(droplet["status"] for droplet in self._droplets.values())))
         return None
+
+    def seed_droplets(self, prefix: str, n: int, owners: list, tags: list) -> list:
+        """``seed_droplet`` n times under one lock, without rendering each droplet's API view
+        (a deep copy per droplet that took most of the time of seeding 10,000)."""
+        size = catalogue.SIZES_BY_SLUG["s-1vcpu-1gb"]
+        image = catalogue.find_image("ubuntu-22-04-x64")
+        ids = []
+        with self.lock:
+            for index in range(n):
+                droplet_tags = tags + (["waldur-resource:" + owners[index]] if owners else [])
+                for tag in droplet_tags:
+                    self._ensure_tag(tag)
+                droplet = self._new_droplet("%s-%d" % (prefix, index), "ams3", size, image, droplet_tags,
+                                            ipv6=False, backups=False, monitoring=False, vpc_uuid=None)
+                self._droplet_private[droplet["id"]] = {"user_data": None, "ssh_key_ids": []}
+                droplet["status"] = "active"
+                self._assign_networks(droplet)
+                ids.append(droplet["id"])
+        return ids
 
 
 class BenchAzure(_BenchControl, AzureSimulator):
@@ -190,6 +242,11 @@ class BenchAzure(_BenchControl, AzureSimulator):
             with self.lock:
                 count = sum(1 for record in self.records.values() if record.get("kind") == "vm")
             return json_response({"vms": count})
+        if action == "vm_power_states":
+            with self.lock:
+                self.lro.advance()
+                states = Counter(record.get("power") for record in self.records.values() if record.get("kind") == "vm")
+            return json_response({str(state): count for state, count in states.items()})
         return None
 
 

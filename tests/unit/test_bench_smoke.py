@@ -2,7 +2,9 @@
 
 The benchmark itself (``make bench``) is not part of the tests; this checks that its
 harness still measures what docs/performance.md reports: wall time, API calls per
-simulator, memory of the process tree, ansible's tasks and module runs.
+simulator, memory of the process tree, ansible's tasks and module runs; that one small
+scenario runs end to end through ``run_plan`` and renders the page and its plots; and that
+the page's headlines and targets say what was measured and nothing else.
 """
 
 from __future__ import annotations
@@ -12,7 +14,7 @@ import sys
 import pytest
 
 from bench import render
-from bench.__main__ import build_plan
+from bench.__main__ import Step, build_plan, run_plan
 from bench.harness import SimulatorSet, run_ours
 from bench.measure import _module_of, run_measured
 
@@ -40,9 +42,26 @@ def test_module_runs_are_the_python_processes_not_their_shell_wrappers():
 def test_plan_compares_both_agents_on_digitalocean_and_ours_alone_on_azure():
     plan = build_plan(quick=True)
     upstream = {(s.pass_name, s.backend) for s in plan if s.agent == "upstream"}
-    assert upstream == {("order", "digitalocean"), ("report", "digitalocean")}
+    assert upstream == {("order", "digitalocean"), ("report", "digitalocean"), ("membership", "digitalocean")}
+    assert {(s.pass_name, s.backend) for s in plan if s.agent == "ours"} >= {
+        ("membership", "digitalocean"), ("membership", "azure")}
     assert {s.n for s in plan} == {0, 10, 100}
     assert all(s.agent != "upstream" for s in build_plan(quick=True, only="ours"))
+
+
+def test_full_plan_has_ten_thousand_resource_rows_for_report_and_membership_on_both_backends():
+    large = {(s.agent, s.pass_name, s.backend) for s in build_plan() if s.n == 10000}
+    assert large == {("ours", pass_name, backend) for pass_name in ("report", "membership")
+                     for backend in ("digitalocean", "azure")}
+    assert Step("upstream", "order", "digitalocean", 1000, "do-rate-limit") in build_plan()
+
+
+def test_membership_runs_three_cycles_and_a_run_label_matches_its_step():
+    step = Step("ours", "membership", "azure", 10)
+    assert step.cycles == ("first", "steady", "changes")
+    assert Step("ours", "membership", "azure", 0).cycles == ("only",)
+    run = {"agent": "ours", "pass_name": "order", "backend": "digitalocean", "n": 300, "variant": "do-rate-limit"}
+    assert render.run_label(run) == Step("ours", "order", "digitalocean", 300, "do-rate-limit").label()
 
 
 def test_order_pass_smoke_records_time_calls_memory_and_ansible_work(tmp_path):
@@ -87,3 +106,73 @@ def test_audit_scenario_seeds_a_healthy_marked_world_the_audit_finds_clean(tmp_p
     azure = result.calls["azure"]
     assert azure["writes"] == azure["by_operation"].get("token", 0) and result.calls["waldur"]["writes"] == 0
     assert (tmp_path / "audit" / "Azure-bench.json").exists()
+
+
+def test_membership_scenario_runs_end_to_end_and_renders_the_page_and_its_plots(tmp_path):
+    results = {"runs": [], "latency_s": NO_LATENCY, "azure_lro_s": 0}
+    with SimulatorSet(latency=NO_LATENCY, lro_seconds=0, workdir=tmp_path / "sims") as sims:
+        run_plan([Step("ours", "membership", "digitalocean", 3)], results, tmp_path / "results.json", sims,
+                 log=lambda line: None)
+
+    cycles = {run["cycle"]: run for run in results["runs"]}
+    assert list(cycles) == ["first", "steady", "changes"]
+    assert [run["note"] for run in results["runs"]] == ["", "", ""]
+    # first: every machine's metadata recorded; steady: no write anywhere; changes: the paused one shut down
+    assert cycles["first"]["calls"]["waldur"]["by_operation"]["resources.set_backend_metadata"] == 3
+    assert cycles["steady"]["calls"]["waldur"]["writes"] == cycles["steady"]["calls"]["digitalocean"]["writes"] == 0
+    assert cycles["changes"]["outcome"]["machines"] == {"active": 2, "off": 1}
+    assert all(run["load_before"] >= 0 and run["measured_at"] for run in results["runs"])
+
+    plots = {metric: tmp_path / ("%s.png" % metric) for metric in render.PLOTS}
+    written = render.write_docs(results, tmp_path / "performance.md", plots)
+    assert written == [tmp_path / "performance.md"] + list(plots.values())
+    assert all(path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" for path in plots.values())
+    page = (tmp_path / "performance.md").read_text()
+    assert "| 3 | membership DO (steady) | %s |" % render.seconds(cycles["steady"]["wall_s"]) in page
+
+
+def _run(agent, pass_name, backend, n, cycle="only", wall=1.0, waldur=0, backend_calls=0, variant="", **extra):
+    calls = {name: {"total": 0, "writes": 0, "by_operation": {}, "by_status": {}}
+             for name in ("waldur", "digitalocean", "azure")}
+    calls["waldur"]["total"] = waldur
+    calls[backend]["total"] = backend_calls
+    return dict({"agent": agent, "pass_name": pass_name, "backend": backend, "n": n, "cycle": cycle, "wall_s": wall,
+                 "calls": calls, "variant": variant, "outcome": {}, "peak_tree_pss_mib": 100.0,
+                 "max_process_rss_mib": 90.0, "load_before": 3.5, "note": ""}, **extra)
+
+
+def test_digitalocean_report_headline_gives_calls_not_a_speed_ratio():
+    runs = [_run("ours", "report", "digitalocean", 1000, "steady", wall=1.5, waldur=1),
+            _run("upstream", "report", "digitalocean", 1000, "steady", wall=98.0, waldur=2016, backend_calls=1000),
+            _run("ours", "order", "digitalocean", 200, wall=10.0, waldur=1000, backend_calls=200),
+            _run("upstream", "order", "digitalocean", 200, wall=80.0, waldur=2400, backend_calls=400)]
+    rows = {(row[0], row[1]): row for row in render.comparison_rows(runs)}
+    assert rows[(1000, "report DO (steady)")][4] == "1 call vs 3,016 (nothing to send by design)"
+    assert rows[(200, "order DO")][4] == "8.0×"
+    assert rows[(200, "order DO")][7] == "3.5 / 3.5"  # the load each ran under
+
+
+def test_targets_are_the_issues_rows_and_unmeasured_ones_say_so():
+    runs = [_run("ours", "order", "digitalocean", 200, wall=10.0, waldur=1000, backend_calls=200),
+            _run("upstream", "order", "digitalocean", 200, wall=80.0, waldur=2400, backend_calls=400)]
+    rows = render.targets(runs)
+    assert len(rows) == 9
+    by_target = {row[0].split(":")[0]: row for row in rows}
+    assert by_target["200 DigitalOcean creates"][2] is True
+    unmeasured = [row for row in rows if row[1] == render.NOT_MEASURED]
+    assert len(unmeasured) == 8 and all(row[2] is None for row in unmeasured)
+    assert render.met_text(None, "") == "not measured"
+
+    events = {"orders": 50, "median_s": 1.2, "p95_s": 5.0, "latencies_s": [1.2] * 50}
+    event_row = [row for row in render.targets(runs, events) if row[0].startswith("Event path")][0]
+    assert event_row[1].startswith("median 1.20 s, p95 5.00 s over 50 orders") and event_row[2] is False
+
+
+def test_a_rate_limited_miss_is_explained_with_the_floor_of_digitaloceans_limit():
+    limited = _run("ours", "order", "digitalocean", 1000, wall=412.0, waldur=3000, backend_calls=1861,
+                   variant="do-rate-limit", outcome={"orders": {"done": 1000}})
+    row = [row for row in render.targets([limited]) if row[0].startswith("1,000 DigitalOcean creates")][0]
+    assert row[2] is False
+    # (1,861 - the burst of 250) / 250 per minute = 386.6 s at least
+    assert "no less than 387 s" in row[3] or "no less than 386.6 s" in row[3]
+    assert "upstream not measured" in row[1]
