@@ -137,6 +137,8 @@ def summarise(orders: int, created: dict[str, float], finished: dict[str, float]
         "p95_s": percentile(latencies, 0.95),
         "max_s": max(latencies) if latencies else None,
         "latencies_s": latencies,
+        # median, p95 and max are over the finished orders only: these had not finished
+        "unfinished": orders - len(latencies),
         "targets": {"median_s": TARGET_MEDIAN_S, "p95_s": TARGET_P95_S},
     }
     result["met"] = bool(latencies) and result["done"] == orders and \

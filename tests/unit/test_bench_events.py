@@ -82,6 +82,7 @@ def test_a_run_is_summarised_per_order_and_against_the_targets():
     assert summary["latencies_s"] == [1.5, 2.0]
     assert (summary["done"], summary["erred"], summary["median_s"], summary["p95_s"], summary["max_s"]) == \
         (2, 0, 1.75, 2.0, 2.0)
+    assert summary["unfinished"] == 1
     assert summary["met"] is False  # one order short
     start, done = {"a": 0.0, "b": 0.0, "c": 0.0}, {"a": "done", "b": "done", "c": "done"}
     assert events.summarise(3, start, {"a": 1.0, "b": 2.0, "c": 3.9}, done)["met"]
