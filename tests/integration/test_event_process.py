@@ -415,6 +415,26 @@ def test_rotating_the_token_in_the_config_file_alone_is_enough(tmp_path, waldur,
     assert new_token not in rulebook.log() and P.PROVIDER_TOKEN not in rulebook.log()
 
 
+def test_the_message_about_the_runs_own_claim_starts_no_second_run(tmp_path, waldur, do_sim, rabbitmq,
+                                                                   rulebook_factory):
+    """The order run claims the order, and Waldur publishes that (order executing): the
+    rulebook's throttle keeps that message from queueing a second run of the order pass."""
+    config = write_site_config(tmp_path, stomp_site_config(waldur, rabbitmq, "ws", do_sim=do_sim))
+    rulebook = rulebook_factory(config)
+    rulebook.wait_for("Subscribed to /amq/queue/consumer_")
+    rulebook.wait_for(PLAYBOOK_FINISHED)  # the startup sweep
+    first, _resource = order_droplet(waldur, "claimed-once-1")
+    order_done(waldur, first)
+    rulebook.wait_for(f"order {first} is executing")
+    # Runs are sequential: a run for the first order's executing message would come before
+    # the second order's run.
+    second, _resource = order_droplet(waldur, "claimed-once-2")
+    order_done(waldur, second)
+    rulebook.wait_for(PLAYBOOK_FINISHED, count=3)
+    assert rulebook.log().count('"event": "playbook started"') == 3  # the sweep and one run per order
+    assert sorted(droplet_names(do_sim)) == ["claimed-once-1", "claimed-once-2"]
+
+
 def test_orders_are_processed_as_their_events_arrive_over_tls(tmp_path, waldur, do_sim, rabbitmq, rulebook_factory):
     config = write_site_config(tmp_path, stomp_site_config(waldur, rabbitmq, "wss", do_sim=do_sim))
     # The broker's private CA, as an operator trusts one for the broker (ssl's SSL_CERT_FILE).
