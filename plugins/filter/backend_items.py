@@ -180,6 +180,17 @@ def droplet_notes(orders, backend_settings=None, ssh_keys=None):
     return _notes(_droplet_plan(orders, backend_settings, ssh_keys))
 
 
+def droplet_plan(orders, backend_settings=None, ssh_keys=None):
+    """Claimed orders -> ``{backend_items, set_aside, notes}``: ``droplet_items``, ``droplet_outcomes``
+    and ``droplet_notes`` from one planning, so the order pass reads the claimed orders once."""
+    return _plan_parts(_droplet_plan(orders, backend_settings, ssh_keys))
+
+
+def _plan_parts(planned):
+    return {"backend_items": _backend_items(planned), "set_aside": _planned_outcomes(planned),
+            "notes": _notes(planned)}
+
+
 def _droplet_plan(orders, backend_settings=None, ssh_keys=None):
     """Claimed orders -> planned ``do_droplet`` items, with ``error``/``skip``/``comment`` (behaviour page)."""
     def create(order, resource, settings):
@@ -294,6 +305,12 @@ def vm_outcomes(orders, backend_settings=None, ssh_keys=None, offering_uuid=None
     return _planned_outcomes(_vm_plan(orders, backend_settings, ssh_keys, offering_uuid))
 
 
+def vm_plan(orders, backend_settings=None, ssh_keys=None, offering_uuid=None):
+    """Claimed orders -> ``{backend_items, set_aside, notes}``: ``vm_items`` and ``vm_outcomes`` from
+    one planning (``notes`` is empty: nothing an Azure order asks for is dropped)."""
+    return _plan_parts(_vm_plan(orders, backend_settings, ssh_keys, offering_uuid))
+
+
 def _vm_plan(orders, backend_settings=None, ssh_keys=None, offering_uuid=None):
     """Claimed orders -> planned ``azure_vm_chain`` items, with ``error``/``skip`` (behaviour page, Azure)."""
     def create(order, resource, settings):
@@ -364,8 +381,10 @@ class FilterModule(object):
             "droplet_items": droplet_items,
             "droplet_outcomes": droplet_outcomes,
             "droplet_notes": droplet_notes,
+            "droplet_plan": droplet_plan,
             "droplet_membership_items": droplet_membership_items,
             "vm_items": vm_items,
             "vm_outcomes": vm_outcomes,
+            "vm_plan": vm_plan,
             "vm_membership_items": vm_membership_items,
         }

@@ -57,6 +57,15 @@ def usage_rows(machines, resources, components=None):
     return rows
 
 
+def recoverable_resources(resources, machines):
+    """Waldur resources + measured machines -> ``waldur_resource_state`` items: the ``Erred``
+    resources whose machine was found (an erred Update leaves the machine running on)."""
+    found = set(str(machine.get("backend_id") or "").lower() for machine in machines or [] if machine.get("found"))
+    return [{"resource_uuid": resource["uuid"], "name": resource.get("name")}
+            for resource in resources or []
+            if resource.get("state") == "Erred" and str(resource.get("backend_id") or "").lower() in found]
+
+
 def api_call_count(results):
     """Total API calls reported by registered module results: batch modules report
     ``{reads, writes, retries}`` (reads and writes count), the backend info and audit modules
@@ -78,5 +87,6 @@ class FilterModule(object):
         return {
             "metadata_updates": metadata_updates,
             "usage_rows": usage_rows,
+            "recoverable_resources": recoverable_resources,
             "api_call_count": api_call_count,
         }

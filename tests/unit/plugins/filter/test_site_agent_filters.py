@@ -9,11 +9,13 @@ from ansible_collections.waldur.site_agent.plugins.filter.backend_items import (
     droplet_membership_items,
     droplet_notes,
     droplet_outcomes,
+    droplet_plan,
     vm_items,
     vm_membership_items,
     vm_outcomes,
+    vm_plan,
 )
-from ansible_collections.waldur.site_agent.plugins.filter.site_agent import metadata_updates, usage_rows
+from ansible_collections.waldur.site_agent.plugins.filter.site_agent import metadata_updates, recoverable_resources, usage_rows
 
 RESOURCE_UUID = "1234abcd-0000-4000-8000-000000000001"
 RESOURCE_HEX = RESOURCE_UUID.replace("-", "")
@@ -212,6 +214,38 @@ class TestVmItems:
         resources = [{"uuid": "a" * 32, "backend_id": "/v1", "downscaled": True},
                      {"uuid": "b" * 32, "backend_id": "/v2"}]
         assert [i["state"] for i in vm_membership_items(resources)] == ["deallocated", "running"]
+
+
+def test_one_planning_gives_what_the_three_droplet_filters_give():
+    """The order pass plans once (droplet_plan): the same items, set-aside orders and notes."""
+    orders = [order(attributes={"tags": ["web", "waldur-resource:x"]}),
+              order("Update", backend_id="123", resource_limits={"cpu": 1, "ram": 1024},
+                    target_limits={"cpu": 1, "ram": 1024}),
+              order("Update", backend_id="124", target_limits={"cpu": 9, "ram": 1}),
+              order("Terminate", backend_id="125")]
+    plan = droplet_plan(orders, DO_SETTINGS)
+    assert plan == {"backend_items": droplet_items(orders, DO_SETTINGS),
+                    "set_aside": droplet_outcomes(orders, DO_SETTINGS), "notes": droplet_notes(orders, DO_SETTINGS)}
+    assert (len(plan["backend_items"]), len(plan["set_aside"]), len(plan["notes"])) == (2, 2, 1)
+
+
+def test_one_planning_gives_what_the_two_vm_filters_give():
+    orders = [order(attributes={"ssh_public_key": PUBLIC_KEY}), order(), order("Terminate", backend_id="/x")]
+    plan = vm_plan(orders, AZURE_SETTINGS, [], "ab" * 16)
+    assert plan == {"backend_items": vm_items(orders, AZURE_SETTINGS, [], "ab" * 16),
+                    "set_aside": vm_outcomes(orders, AZURE_SETTINGS, [], "ab" * 16), "notes": []}
+    assert (len(plan["backend_items"]), len(plan["set_aside"])) == (2, 1)
+
+
+def test_recoverable_resources_are_the_erred_ones_whose_machine_was_found():
+    resources = [{"uuid": "a" * 32, "name": "vm-1", "state": "Erred", "backend_id": "/Subscriptions/S/VM-1"},
+                 {"uuid": "b" * 32, "name": "vm-2", "state": "OK", "backend_id": "/subscriptions/s/vm-2"},
+                 {"uuid": "c" * 32, "name": "vm-3", "state": "Erred", "backend_id": "/subscriptions/s/vm-3"},
+                 {"uuid": "d" * 32, "name": "vm-4", "state": "Erred", "backend_id": ""}]
+    machines = [{"backend_id": "/subscriptions/s/vm-1", "found": True}, {"backend_id": "/subscriptions/s/vm-2", "found": True},
+                {"backend_id": "/subscriptions/s/vm-3", "found": False}, {"backend_id": None, "found": False}]
+    assert recoverable_resources(resources, machines) == [{"resource_uuid": "a" * 32, "name": "vm-1"}]
+    assert recoverable_resources(resources, []) == []
 
 
 def test_metadata_updates_only_where_changed():
