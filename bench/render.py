@@ -630,9 +630,11 @@ def large_target(runs):
             met, "; ".join(why))
 
 
-def met_text(met, why) -> str:
+def met_text(met, why, measured=NOT_MEASURED) -> str:
     if met is None:
-        return "not measured" if not why else "partly measured; " + why
+        if measured == NOT_MEASURED:
+            return "not measured"
+        return "not all measured" + ("; **no** so far: " + why if why else "")
     return "yes" if met else "**no**: " + why
 
 
@@ -873,7 +875,7 @@ def render_markdown(results) -> str:
         "",
     ]
     lines += _table(["target", "measured", "met"],
-                    [[target, measured, met_text(ok, why)]
+                    [[target, measured, met_text(ok, why, measured)]
                      for target, measured, ok, why in targets(all_runs, results.get("events"))])
     lines += [""] + rate_limit_lines(all_runs)
     lines += [
