@@ -142,7 +142,7 @@ def run_plan(plan: list[Step], results: dict, out_path: Path, sims: SimulatorSet
                 result = run_upstream(sims, step.pass_name, step.backend, step.n, cycle, logs=logs,
                                       variant=step.variant)
             else:
-                extra = {"order_process_max_workers": 1} if step.agent == "ours-serial" else None
+                extra = {"order_process_azure_max_workers": 1} if step.agent == "ours-serial" else None
                 result = run_ours(sims, step.pass_name, step.backend, step.n, cycle, extra_vars=extra,
                                   agent=step.agent, logs=logs, variant=step.variant)
             if not step.variant:  # a variant may leave work undone: that is what it measures

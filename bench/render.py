@@ -859,7 +859,7 @@ def render_markdown(results) -> str:
         "The upstream Azure plugin builds its `azure-mgmt-*` clients with no base URL, so it only ever",
         "talks to `management.azure.com`; it cannot be pointed at the local ARM simulator, and no Azure",
         "figure of upstream is given. Upstream provisions one machine at a time, so *one at a time* is our",
-        "own pass with `order_process_max_workers: 1`: the same chain of calls, with no concurrency.",
+        "own pass with `order_process_azure_max_workers: 1`: the same chain of calls, with no concurrency.",
         "",
     ]
     lines += _table(["N", "pass", "ours, s", "one at a time, s", "ratio", "API calls, ours", "load before"],
