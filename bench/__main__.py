@@ -72,7 +72,7 @@ def build_plan(quick: bool = False, only: str | None = None) -> list[Step]:
     large = (0, 10, 100) if quick else (0, 10, 100, 1000, 10000)
     do_orders = (0, 10, 100) if quick else (0, 10, 100, 200, 1000)
     # Azure creates are bound by the 2 s long-running operations (~7 per machine): 1000 of
-    # them would take half an hour at 8 at a time, so the plan stops at 100.
+    # them would take a quarter of an hour even 24 at a time, so the plan stops at 100.
     azure_orders = (0, 10) if quick else (0, 10, 50, 100)
     serial_orders = (10,) if quick else (10, 50)
     # Against DigitalOcean's real limits: more creates than one minute's 250 requests allow.

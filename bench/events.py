@@ -34,7 +34,6 @@ from tests.integration.test_event_process import (PLAYBOOK_FINISHED, Rulebook, o
 from tests.simulators.common import SimulatorServer
 from tests.simulators.digitalocean import DigitalOceanSimulator
 from tests.simulators.waldur import WaldurSimulator
-from tests.simulators.waldur import presets as waldur_presets
 
 TARGET_MEDIAN_S = 2.0
 TARGET_P95_S = 4.0
@@ -47,7 +46,7 @@ def arrival_offsets(orders: int, span_s: float, seed: int) -> list[float]:
     """Poisson arrivals: exponential gaps of mean ``span_s / orders``, from 0 on."""
     rng = random.Random(seed)
     offsets, moment = [], 0.0
-    for _ in range(orders):
+    for dummy in range(orders):
         offsets.append(round(moment, 3))
         moment += rng.expovariate(orders / span_s) if span_s > 0 else 0.0
     return offsets

@@ -181,14 +181,14 @@ def test_the_write_pacer_is_a_token_bucket():
         slept.append(round(seconds, 3))
         now[0] += seconds
     pacer = WritePacer(burst=3, per_second=2, clock=lambda: now[0], sleep=sleep)
-    for _ in range(3):  # the burst goes at once
+    for dummy in range(3):  # the burst goes at once
         pacer.take()
     assert slept == []
     pacer.take()  # then one token every half second
     pacer.take()
     assert slept == [0.5, 0.5]
     now[0] += 10  # an idle bucket refills up to its size, not beyond
-    for _ in range(3):
+    for dummy in range(3):
         pacer.take()
     assert slept == [0.5, 0.5]
     pacer.take()
