@@ -418,7 +418,7 @@ def test_rotating_the_token_in_the_config_file_alone_is_enough(tmp_path, waldur,
 def test_the_message_about_the_runs_own_claim_starts_no_second_run(tmp_path, waldur, do_sim, rabbitmq,
                                                                    rulebook_factory):
     """The order run claims the order, and Waldur publishes that (order executing): the
-    rulebook's throttle keeps that message from queueing a second run of the order pass."""
+    source drops that echo, so it queues no second run of the order pass."""
     config = write_site_config(tmp_path, stomp_site_config(waldur, rabbitmq, "ws", do_sim=do_sim))
     rulebook = rulebook_factory(config)
     rulebook.wait_for("Subscribed to /amq/queue/consumer_")
@@ -433,6 +433,25 @@ def test_the_message_about_the_runs_own_claim_starts_no_second_run(tmp_path, wal
     rulebook.wait_for(PLAYBOOK_FINISHED, count=3)
     assert rulebook.log().count('"event": "playbook started"') == 3  # the sweep and one run per order
     assert sorted(droplet_names(do_sim)) == ["claimed-once-1", "claimed-once-2"]
+
+
+def test_a_burst_of_orders_is_a_few_runs_not_one_run_per_order(tmp_path, waldur, do_sim, rabbitmq, rulebook_factory):
+    config = write_site_config(tmp_path, stomp_site_config(waldur, rabbitmq, "ws", do_sim=do_sim))
+    rulebook = rulebook_factory(config)
+    rulebook.wait_for("Subscribed to /amq/queue/consumer_")
+    rulebook.wait_for(PLAYBOOK_FINISHED)  # the startup sweep
+    names = ["burst-%d" % index for index in range(6)]
+    orders = [order_droplet(waldur, name)[0] for name in names]
+    for order_uuid in orders:
+        order_done(waldur, order_uuid, timeout=180)
+    # The first order is an event at once; the others arrived within its batch window and
+    # are one more event (two if the window closed in the middle of the burst).
+    assert "One order event for" in rulebook.log()
+    order_runs = [line for line in rulebook.json_lines()
+                  if line.get("event") == "pass summary" and line.get("pass") == "order_process"]
+    assert 2 <= len(order_runs) - 1 <= 3, order_runs  # less the startup sweep
+    assert sorted(droplet_names(do_sim)) == sorted(names)
+    wait_until(lambda: settled(rabbitmq, queue_of(waldur)), 30, "every message acknowledged")
 
 
 def test_orders_are_processed_as_their_events_arrive_over_tls(tmp_path, waldur, do_sim, rabbitmq, rulebook_factory):

@@ -78,6 +78,17 @@ def test_order_event_runs_the_order_pass_for_that_order_only(plugin, rulebook):
                         "waldur_offering_name": OFFERING_UUID, "order_process_order_uuids": [ORDER_UUID]}
 
 
+def test_a_batch_event_runs_one_order_pass_for_all_its_orders(plugin, rulebook):
+    rule = rule_named(rulebook, "Order event")
+    others = ["%032x" % number for number in (7, 8)]
+    batch = plugin.merge_events([event(plugin, {"object_type": "order", "order_uuid": uuid, "order_state": state})
+                                 for uuid, state in ((others[0], "pending-provider"), (others[1], "executing"),
+                                                     (others[0], "executing"))])
+    rendered = extra_vars(rule, dict(CONFIG_VARS), batch)
+    assert rendered["order_process_order_uuids"] == others
+    assert len(batch["waldur"]["messages"]) == 3 and batch["waldur"]["order_uuid"] == others[0]
+
+
 def test_resource_event_runs_the_membership_pass_for_that_resource(plugin, rulebook):
     rule = rule_named(rulebook, "Resource event")
     assert rule["action"]["run_playbook"]["name"] == "waldur.site_agent.membership_sync"

@@ -324,8 +324,8 @@ Frame = namedtuple("Frame", "headers body")
 
 class FakeConnection:
     """Plays one scripted broker session through the plugin's listener, as stomp-py's
-    receiver thread would. Delivers messages one at a time, the next after the ACK of the
-    previous (prefetch-count 1). Script steps: ("receipt",), ("message", body),
+    receiver thread would. Delivers messages as RabbitMQ does: at most prefetch-count of them
+    unacknowledged, the next after an ACK. Script steps: ("receipt",), ("message", body),
     ("error", headers, body), ("disconnect",)."""
 
     def __init__(self, broker, script):
@@ -336,6 +336,8 @@ class FakeConnection:
         self.acks = []
         self.subscriptions = []
         self.transport = self
+        self.prefetch = 1
+        self.unacked = 0
 
     def set_listener(self, name, listener):
         self.listener = listener
@@ -350,6 +352,7 @@ class FakeConnection:
     def subscribe(self, destination, id, ack, headers):
         self.subscriptions.append((destination, id, ack, dict(headers)))
         self.receipt = headers["receipt"]
+        self.prefetch = int(headers["prefetch-count"])
         self._play()
 
     def _play(self):
@@ -362,7 +365,9 @@ class FakeConnection:
                 self.broker.delivered.append(step[1])
                 self.listener.on_message(Frame({"ack": "ack-%d" % number, "message-id": "m-%d" % number,
                                                 "subscription": "q"}, step[1]))
-                return  # the next step waits for this message's ACK
+                self.unacked += 1
+                if self.unacked >= self.prefetch:
+                    return  # the next step waits for an ACK
             elif step[0] == "error":
                 self.listener.on_error(Frame(step[1], step[2]))
             elif step[0] == "disconnect":
@@ -371,8 +376,11 @@ class FakeConnection:
                 return
 
     def ack(self, ack_id):
+        if not self.connected:
+            raise ConnectionError("not connected")  # stomp-py raises NotConnectedException
         self.acks.append(ack_id)
         self.broker.acks.append((ack_id, self.broker.queue.qsize()))
+        self.unacked -= 1
         self._play()
 
     def is_connected(self):
@@ -420,8 +428,8 @@ REGISTRATION_ARGS = ("1" * 32, "consumer_q", "u1", "v1", ("order", "resource"))
 SourceRun = namedtuple("SourceRun", "events sleeps source")
 
 
-def run_source(plugin, broker, api, until, sweep_interval=0, timeout=10, reload=None):
-    """Run the source until ``until(events, sleeps)`` holds."""
+def run_source(plugin, broker, api, until, sweep_interval=0, timeout=10, reload=None, **overrides):
+    """Run the source until ``until(events, sleeps)`` holds (``overrides``: source arguments)."""
     events, sleeps = [], []
 
     class RecordingQueue:
@@ -436,7 +444,8 @@ def run_source(plugin, broker, api, until, sweep_interval=0, timeout=10, reload=
         await asyncio.sleep(0)
 
     broker.queue = RecordingQueue()
-    source = plugin.WaldurStompSource(broker.queue, settings(plugin, sweep_interval=sweep_interval, connect_timeout=2),
+    source = plugin.WaldurStompSource(broker.queue, settings(plugin, sweep_interval=sweep_interval, connect_timeout=2,
+                                                             **overrides),
                                       api=api, connection_factory=broker.factory, sleep=fast_sleep,
                                       rand=lambda: 0.0, reload=reload)
 
@@ -477,8 +486,94 @@ def test_messages_become_events_acked_after_they_are_queued(plugin):
     assert run.source.counts == {"event": 2, "ignored": 1, "malformed": 1, "sweep": 1}
     ((destination, sub_id, ack, headers),) = [s for connection in broker.made for s in connection.subscriptions]
     assert (destination, sub_id, ack) == ("/amq/queue/consumer_q", "consumer_q", "client-individual")
-    assert headers["prefetch-count"] == "1"
+    # Enough unacknowledged messages for a whole batch (each waits for its batch's event).
+    assert headers["prefetch-count"] == "100"
     assert broker.logins == [("u1", TOKEN, {"accept-version": "1.2"})]
+
+
+ORDER_UUIDS = ["%032x" % number for number in range(1, 6)]
+
+
+def orders_of(events):
+    return [event["waldur"].get("order_uuids") for event in events if event["waldur"]["type"] == "order"]
+
+
+def test_a_burst_of_orders_is_one_event_after_the_first(plugin):
+    # The first order after a quiet spell is an event at once; the orders of the next
+    # batch_window seconds are one event, acknowledged only once it is queued.
+    broker = FakeBroker([("receipt",)] + [("message", order_message(order_uuid=uuid)) for uuid in ORDER_UUIDS])
+    run = run_source(plugin, broker, FakeApi(registration(plugin)), batch_window=0.3,
+                     until=lambda events, sleeps: len(orders_of(events)) == 2)
+    assert orders_of(run.events) == [ORDER_UUIDS[:1], ORDER_UUIDS[1:]]
+    batch = run.events[-1]["waldur"]
+    assert batch["order_uuid"] == ORDER_UUIDS[1] and len(batch["messages"]) == 4
+    assert [ack for ack, queued in broker.acks] == ["ack-1", "ack-2", "ack-3", "ack-4", "ack-5"]
+    # ack-2..5 went out after the batch event was queued (sweep + 2 order events).
+    assert [queued for ack, queued in broker.acks[1:]] == [3, 3, 3, 3]
+
+
+def test_a_batch_is_at_most_batch_max_orders(plugin):
+    broker = FakeBroker([("receipt",)] + [("message", order_message(order_uuid=uuid)) for uuid in ORDER_UUIDS])
+    run = run_source(plugin, broker, FakeApi(registration(plugin)), batch_window=30, batch_max=2,
+                     until=lambda events, sleeps: len(orders_of(events)) == 3)
+    # Full batches go at once, whatever is left of the window (the last one waits for it).
+    assert orders_of(run.events) == [ORDER_UUIDS[:1], ORDER_UUIDS[1:3], ORDER_UUIDS[3:5]]
+    assert broker.made[0].subscriptions[0][3]["prefetch-count"] == "2"
+
+
+def test_without_a_batch_window_every_message_is_an_event(plugin):
+    broker = FakeBroker([("receipt",)] + [("message", order_message(order_uuid=uuid)) for uuid in ORDER_UUIDS[:3]])
+    run = run_source(plugin, broker, FakeApi(registration(plugin)), batch_window=0,
+                     until=lambda events, sleeps: len(orders_of(events)) == 3)
+    assert orders_of(run.events) == [[uuid] for uuid in ORDER_UUIDS[:3]]
+    assert broker.made[0].subscriptions[0][3]["prefetch-count"] == "1"
+
+
+def test_the_executing_echo_of_an_orders_own_event_is_ignored(plugin, caplog):
+    first, other = ORDER_UUIDS[:2]
+    broker = FakeBroker([("receipt",), ("message", order_message(order_uuid=first)),
+                         ("message", order_message(order_uuid=first, order_state="executing")),
+                         ("message", order_message(order_uuid=other, order_state="executing"))])
+    with caplog.at_level(logging.INFO, logger=plugin.LOGGER_NAME):
+        run = run_source(plugin, broker, FakeApi(registration(plugin)), batch_window=0,
+                         until=lambda events, sleeps: len(broker.acks) == 3)
+    # An executing order no event of ours named (a pass that died after its claim) is work.
+    assert orders_of(run.events) == [[first], [other]]
+    assert run.source.counts["ignored"] == 1
+    assert "order %s is executing: the claim of the run its event started" % first in caplog.text
+
+
+def test_the_echo_window_can_be_closed(plugin):
+    broker = FakeBroker([("receipt",), ("message", order_message()),
+                         ("message", order_message(order_state="executing"))])
+    run = run_source(plugin, broker, FakeApi(registration(plugin)), batch_window=0, repeat_window=0,
+                     until=lambda events, sleeps: len(orders_of(events)) == 2)
+    assert orders_of(run.events) == [[ORDER_UUID], [ORDER_UUID]]
+
+
+def test_orders_gathered_when_the_connection_drops_are_still_an_event(plugin):
+    broker = FakeBroker([("receipt",)] + [("message", order_message(order_uuid=uuid)) for uuid in ORDER_UUIDS[:3]]
+                        + [("disconnect",)], [("receipt",)])
+    run = run_source(plugin, broker, FakeApi(registration(plugin)), batch_window=60,
+                     until=lambda events, sleeps: len(orders_of(events)) == 2)
+    assert orders_of(run.events) == [ORDER_UUIDS[:1], ORDER_UUIDS[1:3]]
+    # Their connection was gone before they were queued: none is acknowledged on it (the broker
+    # delivers them again, and the passes find them done).
+    assert broker.acks == []
+
+
+def test_resource_events_are_gathered_apart_from_orders(plugin):
+    resource = json.dumps({"object_type": "resource", "resource_uuid": RESOURCE_UUID})
+    other = json.dumps({"object_type": "resource", "resource_uuid": ORDER_UUIDS[4]})
+    broker = FakeBroker([("receipt",), ("message", resource), ("message", order_message()), ("message", other),
+                         ("message", resource)])
+    run = run_source(plugin, broker, FakeApi(registration(plugin)), batch_window=0.3,
+                     until=lambda events, sleeps: len(events) == 4)
+    kinds = [(event["waldur"]["type"], event["waldur"].get("resource_uuids") or event["waldur"].get("order_uuids"))
+             for event in run.events[1:]]
+    # One resource named twice in a batch is named once; both messages are kept.
+    assert kinds == [("resource", [RESOURCE_UUID]), ("order", [ORDER_UUID]), ("resource", [ORDER_UUIDS[4], RESOURCE_UUID])]
+    assert len(run.events[-1]["waldur"]["messages"]) == 2
 
 
 def test_malformed_message_is_logged_as_a_warning(plugin, caplog):

@@ -61,13 +61,22 @@ description:
   - Events are dictionaries with one key, C(waldur). C(waldur.type) is C(order),
     C(resource) or C(sweep). Order and resource events carry C(offering_uuid),
     C(order_uuid), C(order_state), C(order_type), C(resource_uuid) (UUIDs as 32 lower-case
-    hex digits) and the original C(message). Sweep events carry C(offering_uuid),
+    hex digits) and the original C(message) of their first message; C(order_uuids) (order
+    events) or C(resource_uuids) (resource events) name every order or resource of the event
+    once, and C(messages) holds all its messages. Sweep events carry C(offering_uuid),
     C(pass_name) (C(order_process) or C(membership_sync)) and C(reason) (C(startup) or
     C(interval)) and ask for the full pass of the offering.
+  - Batches - the first order (resource) message after a quiet spell is an event at once;
+    the messages of that kind arriving in the next O(batch_window) seconds are one event
+    when the window ends (or as soon as O(batch_max) are gathered). The rulebook runs one
+    pass at a time, so a burst of orders becomes a few passes each handling many orders, not
+    a queue of one pass per order. A connection that ends turns what it gathered into an event.
   - Order messages whose state needs nothing from the provider (C(pending-consumer),
     C(pending-project), C(pending-start-date), C(done), C(erred), C(canceled),
-    C(rejected)) are dropped. Each message is acknowledged after its event is on the
-    rulebook's queue; malformed messages are logged and acknowledged.
+    C(rejected)) are dropped, and so is an order's C(executing) message within
+    O(repeat_window) seconds of an event naming it (the claim by the run that event started).
+    Each message is acknowledged after its event is on the rulebook's queue; malformed
+    messages are logged and acknowledged.
   - An order sweep event is emitted once the queue is registered at startup, then every
     O(sweep_interval) seconds, so orders whose message was lost are still processed, even
     while the broker is unreachable. A membership sweep event (offerings with resource events)
@@ -159,6 +168,26 @@ options:
         Default E(WALDUR_SITE_AGENT_RESOURCE_STATUS_RECONCILIATION_MINUTES) (minutes), else 3600.
     type: float
     default: 3600
+  batch_window:
+    description:
+      - Seconds after an order (resource) event during which further messages of that kind are
+        gathered into the next event. About one pass's duration keeps the rulebook's runs back
+        to back without a queue. C(0) makes every message an event of its own (and asks the
+        broker for one unacknowledged message at a time).
+    type: float
+    default: 5
+  batch_max:
+    description:
+      - Most orders (resources) in one event; a full batch is an event at once. Also the
+        broker's prefetch count (messages delivered before their acknowledgement).
+    type: int
+    default: 100
+  repeat_window:
+    description:
+      - Seconds after an order event during which that order's C(executing) message is dropped
+        as the echo of the run's own claim. C(0) keeps every such message.
+    type: float
+    default: 300
   heartbeat:
     description:
       - STOMP heart-beat interval in seconds, both ways.
@@ -195,8 +224,7 @@ EXAMPLES = r"""
           extra_vars:
             agent_pass_config: /etc/waldur/waldur-site-agent-config.yaml
             waldur_offering_name: "{{ event.waldur.offering_uuid }}"
-            order_process_order_uuids:
-              - "{{ event.waldur.order_uuid }}"
+            order_process_order_uuids: "{{ event.waldur.order_uuids }}"
 
 - name: Orders of one Waldur offering given without a configuration file
   hosts: all
@@ -213,8 +241,7 @@ EXAMPLES = r"""
           name: waldur.site_agent.order_process
           extra_vars:
             waldur_offering_name: d0000000000000000000000000000001
-            order_process_order_uuids:
-              - "{{ event.waldur.order_uuid }}"
+            order_process_order_uuids: "{{ event.waldur.order_uuids }}"
 
 - name: Plain STOMP over TCP to a broker on the same network, hourly sweeps off
   hosts: all
@@ -258,6 +285,15 @@ BACKOFF_INITIAL = 1.0
 BACKOFF_FACTOR = 2.0
 BACKOFF_MAX = 120.0
 BACKOFF_JITTER = 0.25
+# An event gathers the order (resource) messages of this many seconds after the previous
+# event of its kind, up to DEFAULT_BATCH_MAX of them: the rulebook runs one pass at a time,
+# and a pass lasts about this long, so a burst of orders becomes a few passes, not a queue of
+# one pass per order. The first message after a quiet spell is an event at once.
+DEFAULT_BATCH_WINDOW = 5.0
+DEFAULT_BATCH_MAX = 100
+# An order's "executing" message within this many seconds of its event is the echo of the
+# claim by the run that event started (the upstream agent re-reads the order and skips it).
+DEFAULT_REPEAT_WINDOW = 300.0
 _HEX32 = re.compile(r"^[0-9a-f]{32}$")
 _TRUE = ("1", "true", "yes", "on")
 _FALSE = ("0", "false", "no", "off")
@@ -266,6 +302,7 @@ Settings = namedtuple("Settings", [
     "api_root", "token", "offering_uuid", "offering_uuid_hex", "verify_ssl", "ca_path", "object_types",
     "stomp_host", "stomp_port", "stomp_ws_path", "use_websocket", "use_tls", "sweep_interval",
     "heartbeat", "connect_timeout", "request_timeout", "offering_name", "membership_sweep_interval",
+    "batch_window", "batch_max", "repeat_window",
 ])
 QueueRegistration = namedtuple("QueueRegistration", ["identity_uuid", "queue_name", "rmq_username", "vhost",
                                                      "object_types"])
@@ -393,6 +430,9 @@ def parse_args(args):
         request_timeout=_number(args, "request_timeout", 30.0, 0.1),
         offering_name=str(_given(args, "offering_name") or offering_uuid.strip()),
         membership_sweep_interval=_number(args, "membership_sweep_interval", 3600.0, 0),
+        batch_window=_number(args, "batch_window", DEFAULT_BATCH_WINDOW, 0),
+        batch_max=_number(args, "batch_max", DEFAULT_BATCH_MAX, 1, int),
+        repeat_window=_number(args, "repeat_window", DEFAULT_REPEAT_WINDOW, 0),
     )
 
 
@@ -418,7 +458,7 @@ def sweep_event(offering_uuid_hex, reason, pass_name="order_process"):
 # Source options that are not in the configuration file (timers, timeouts, a CA bundle):
 # they apply to every offering the file gives.
 TUNING_OPTIONS = ("ca_path", "sweep_interval", "membership_sweep_interval", "heartbeat", "connect_timeout",
-                  "request_timeout")
+                  "request_timeout", "batch_window", "batch_max", "repeat_window")
 CONFIG_ENVIRONMENT = "WALDUR_SITE_AGENT_CONFIG"
 # The upstream agent's timers (minutes), for the sweeps when the source options do not set them.
 PERIOD_ENVIRONMENT = (("sweep_interval", "WALDUR_SITE_AGENT_RECONCILIATION_PERIOD_MINUTES"),
@@ -553,7 +593,8 @@ def _settings_args(settings):
                 use_websocket=settings.use_websocket, websocket_use_tls=settings.use_tls,
                 sweep_interval=settings.sweep_interval, membership_sweep_interval=settings.membership_sweep_interval,
                 heartbeat=settings.heartbeat, connect_timeout=settings.connect_timeout,
-                request_timeout=settings.request_timeout)
+                request_timeout=settings.request_timeout, batch_window=settings.batch_window,
+                batch_max=settings.batch_max, repeat_window=settings.repeat_window)
 
 
 def reread_offering(path, offering_uuid_hex, tuning=None, environ=None):
@@ -604,13 +645,28 @@ def message_to_event(body, offering_uuid_hex, object_types):
         event.update(order_uuid=order_uuid, order_state=state,
                      order_type=order_type if isinstance(order_type, str) else None,
                      resource_uuid=normalize_uuid(message.get("marketplace_resource_uuid"))
-                     or normalize_uuid(message.get("resource_uuid")))
+                     or normalize_uuid(message.get("resource_uuid")),
+                     order_uuids=[order_uuid], messages=[message])
         return Decision({"waldur": event}, EVENT, "order %s is %s" % (order_uuid, state or "in an unnamed state"))
     resource_uuid = normalize_uuid(message.get("resource_uuid"))
     if resource_uuid is None:
         return Decision(None, MALFORMED, "resource message without a valid resource_uuid")
-    event.update(resource_uuid=resource_uuid, order_uuid=None, order_state=None, order_type=None)
+    event.update(resource_uuid=resource_uuid, order_uuid=None, order_state=None, order_type=None,
+                 resource_uuids=[resource_uuid], messages=[message])
     return Decision({"waldur": event}, EVENT, "resource %s changed" % resource_uuid)
+
+
+def merge_events(events):
+    """One event for the events of one kind gathered together: the first one's keys, with
+    ``order_uuids`` (order events) or ``resource_uuids`` (resource events) naming every
+    order or resource once, in arrival order, and ``messages`` every original message."""
+    if len(events) == 1:
+        return events[0]
+    first = dict(events[0]["waldur"])
+    key = "order_uuids" if first["type"] == "order" else "resource_uuids"
+    first[key] = list(dict.fromkeys(uuid for event in events for uuid in event["waldur"][key]))
+    first["messages"] = [message for event in events for message in event["waldur"]["messages"]]
+    return {"waldur": first}
 
 
 def is_not_found(headers, body):
@@ -893,6 +949,11 @@ class WaldurStompSource:
         self.loop = None
         self.registered = None
         self.counts = {EVENT: 0, IGNORED: 0, MALFORMED: 0, "sweep": 0}
+        # kind (order, resource) -> [(event, ack id)] gathered for its next event
+        self.batches = {}
+        self.last_emitted = {}
+        # order uuid -> when an event named it (monotonic): what its executing echo is
+        self.emitted_orders = {}
 
     def _reload(self):
         """Read the offering's settings again; a rotated token means a new registration and
@@ -1035,14 +1096,28 @@ class WaldurStompSource:
         return redact(" - ".join(part for part in (message, body) if part) or "no details", [self.settings.token])
 
     async def _consume(self, connection, generation, registration):
+        subscribed = await self._consume_frames(connection, generation, registration)
+        # The connection ended: what was gathered is still work to do. Its messages may not
+        # be acknowledged any more and come again; the passes are idempotent.
+        await self._flush_all(connection, generation)
+        return subscribed
+
+    async def _consume_frames(self, connection, generation, registration):
         destination = "/amq/queue/%s" % registration.queue_name
         receipt = "subscribe-%s-%d" % (registration.queue_name, generation)
+        # A message is acknowledged once the event that names it is on the rulebook's queue,
+        # so a batch needs the broker to deliver that many before the first ACK.
+        prefetch = self.settings.batch_max if self.settings.batch_window > 0 else 1
         connection.subscribe(destination, id=registration.queue_name, ack="client-individual",
-                             headers={"prefetch-count": "1", "receipt": receipt})
+                             headers={"prefetch-count": str(prefetch), "receipt": receipt})
         subscribed = False
         while True:
-            item = await self._next(generation, None if subscribed else self.settings.connect_timeout)
+            timeout = self._batch_timeout() if subscribed else self.settings.connect_timeout
+            item = await self._next(generation, timeout)
             if item is None:
+                if subscribed:
+                    await self._flush_due(connection, generation)
+                    continue
                 logger.warning("No receipt for the subscription to %s within %s s", destination,
                                self.settings.connect_timeout)
                 self.registration_stale = True
@@ -1085,22 +1160,93 @@ class WaldurStompSource:
     async def _handle_message(self, connection, generation, frame, registration):
         headers = frame.headers or {}
         decision = message_to_event(frame.body, self.settings.offering_uuid_hex, self.settings.object_types)
+        if decision.outcome == EVENT:
+            decision = self._unless_echo(decision)
         self.counts[decision.outcome] += 1
+        ack_id = headers.get("ack") or headers.get("message-id")
         if decision.outcome == EVENT:
             logger.info("Event: %s", decision.reason)
-            await self.queue.put(decision.event)
-        elif decision.outcome == IGNORED:
+            kind = decision.event["waldur"]["type"]
+            self.batches.setdefault(kind, []).append((decision.event, ack_id))
+            if self._due(kind):
+                await self._flush(kind, connection, generation)
+            return
+        if decision.outcome == IGNORED:
             logger.info("Ignored a message: %s", decision.reason)
         else:
             logger.warning("Malformed message on queue %s acknowledged and dropped: %s",
                            registration.queue_name, decision.reason)
-        ack_id = headers.get("ack") or headers.get("message-id")
-        if ack_id is None or generation != self.generation:
-            return  # its connection is gone: the broker redelivers it
-        try:
-            connection.ack(ack_id)
-        except Exception as exc:  # the connection dropped meanwhile: redelivered later
-            logger.info("Could not acknowledge a message (%s); the broker will redeliver it", type(exc).__name__)
+        self._ack(connection, generation, [ack_id])
+
+    # -- batches -----------------------------------------------------------------------------
+    def _unless_echo(self, decision):
+        """An order's ``executing`` message soon after its event is the echo of the claim by
+        the run that event started: a second run would find nothing to do."""
+        event = decision.event["waldur"]
+        if event["type"] != "order" or event.get("order_state") != "executing":
+            return decision
+        emitted = self.emitted_orders.get(event["order_uuid"])
+        if emitted is None or time.monotonic() - emitted > self.settings.repeat_window:
+            return decision
+        return Decision(None, IGNORED, "order %s is executing: the claim of the run its event started %.0f s ago"
+                        % (event["order_uuid"], time.monotonic() - emitted))
+
+    def _due(self, kind):
+        gathered = self.batches.get(kind) or []
+        if not gathered:
+            return False
+        if len(gathered) >= self.settings.batch_max:
+            return True
+        last = self.last_emitted.get(kind)
+        return last is None or time.monotonic() - last >= self.settings.batch_window
+
+    def _batch_timeout(self):
+        """Seconds until the first gathered batch is due; None with nothing gathered."""
+        waits = [max(0.0, self.last_emitted.get(kind, 0.0) + self.settings.batch_window - time.monotonic())
+                 for kind, gathered in self.batches.items() if gathered]
+        return min(waits) if waits else None
+
+    async def _flush_due(self, connection, generation):
+        for kind in list(self.batches):
+            if self._due(kind):
+                await self._flush(kind, connection, generation)
+
+    async def _flush_all(self, connection, generation):
+        for kind in list(self.batches):
+            if self.batches.get(kind):
+                await self._flush(kind, connection, generation)
+
+    async def _flush(self, kind, connection, generation):
+        gathered = self.batches.pop(kind, [])
+        event = merge_events([item[0] for item in gathered])
+        await self.queue.put(event)
+        now = time.monotonic()
+        self.last_emitted[kind] = now
+        if kind == "order":
+            self._remember_orders(event["waldur"]["order_uuids"], now)
+        if len(gathered) > 1:
+            logger.info("One %s event for %d messages: %s", kind, len(gathered),
+                        ", ".join(event["waldur"].get("order_uuids") or event["waldur"].get("resource_uuids")))
+        self._ack(connection, generation, [item[1] for item in gathered])
+
+    def _remember_orders(self, order_uuids, now):
+        for uuid in order_uuids:
+            self.emitted_orders[uuid] = now
+        if len(self.emitted_orders) > 4 * self.settings.batch_max:
+            horizon = now - self.settings.repeat_window
+            self.emitted_orders = {uuid: moment for uuid, moment in self.emitted_orders.items() if moment >= horizon}
+
+    def _ack(self, connection, generation, ack_ids):
+        if generation != self.generation:
+            return  # its connection is gone: the broker redelivers them
+        for ack_id in ack_ids:
+            if ack_id is None:
+                continue
+            try:
+                connection.ack(ack_id)
+            except Exception as exc:  # the connection dropped meanwhile: redelivered later
+                logger.info("Could not acknowledge a message (%s); the broker will redeliver it", type(exc).__name__)
+                return
 
 
 async def _serve(source):
