@@ -66,6 +66,17 @@ def recoverable_resources(resources, machines):
             if resource.get("state") == "Erred" and str(resource.get("backend_id") or "").lower() in found]
 
 
+def healed_resources(resources, results):
+    """Waldur resources + membership results -> ``waldur_resource_state`` items: the ``Erred``
+    resources whose machine this pass found and set (a result that did not fail and carries
+    backend metadata). An erred Update leaves its resource Erred although the machine runs on."""
+    healthy = set(normalize_uuid(result.get("resource_uuid")) for result in results or []
+                  if not result.get("failed") and result.get("backend_metadata"))
+    return [{"resource_uuid": resource["uuid"], "name": resource.get("name")}
+            for resource in resources or []
+            if resource.get("state") == "Erred" and normalize_uuid(resource.get("uuid")) in healthy]
+
+
 def api_call_count(results):
     """Total API calls reported by registered module results: batch modules report
     ``{reads, writes, retries}`` (reads and writes count), the backend info and audit modules
@@ -88,5 +99,6 @@ class FilterModule(object):
             "metadata_updates": metadata_updates,
             "usage_rows": usage_rows,
             "recoverable_resources": recoverable_resources,
+            "healed_resources": healed_resources,
             "api_call_count": api_call_count,
         }

@@ -15,7 +15,8 @@ from ansible_collections.waldur.site_agent.plugins.filter.backend_items import (
     vm_outcomes,
     vm_plan,
 )
-from ansible_collections.waldur.site_agent.plugins.filter.site_agent import metadata_updates, recoverable_resources, usage_rows
+from ansible_collections.waldur.site_agent.plugins.filter.site_agent import (healed_resources, metadata_updates, recoverable_resources,
+                                                                         usage_rows)
 
 RESOURCE_UUID = "1234abcd-0000-4000-8000-000000000001"
 RESOURCE_HEX = RESOURCE_UUID.replace("-", "")
@@ -287,3 +288,17 @@ def test_api_call_count_sums_waldur_and_backend_figures_and_ignores_skipped_task
     registered = [{"api_calls": {"reads": 3, "writes": 2, "retries": 1}}, {"api_calls": 7},
                   {"skipped": True}, {}, None]
     assert api_call_count(registered) == 12
+
+
+def test_healed_resources_are_the_erred_ones_this_membership_pass_found_and_set():
+    resources = [{"uuid": "a" * 32, "name": "vm-1", "state": "Erred"},
+                 {"uuid": "b" * 32, "name": "vm-2", "state": "OK"},
+                 {"uuid": "c" * 32, "name": "vm-3", "state": "Erred"},
+                 {"uuid": "d" * 32, "name": "vm-4", "state": "Erred"}]
+    results = [{"resource_uuid": "A" * 8 + "-" + "a" * 24, "failed": False, "backend_metadata": {"power": "on"}},
+               {"resource_uuid": "b" * 32, "failed": False, "backend_metadata": {"power": "on"}},
+               {"resource_uuid": "c" * 32, "failed": True, "backend_metadata": {"power": "on"}},
+               {"resource_uuid": "d" * 32, "failed": False, "backend_metadata": {}}]
+    # vm-3's call failed and vm-4 was not found: both stay Erred.
+    assert healed_resources(resources, results) == [{"resource_uuid": "a" * 32, "name": "vm-1"}]
+    assert healed_resources(resources, []) == []
