@@ -15,8 +15,8 @@ from ansible_collections.waldur.site_agent.plugins.filter.backend_items import (
     vm_outcomes,
     vm_plan,
 )
-from ansible_collections.waldur.site_agent.plugins.filter.site_agent import (healed_resources, metadata_updates, recoverable_resources,
-                                                                         usage_rows)
+from ansible_collections.waldur.site_agent.plugins.filter.site_agent import healed_resources, metadata_updates
+from ansible_collections.waldur.site_agent.plugins.filter.site_agent import recoverable_resources, usage_rows
 
 RESOURCE_UUID = "1234abcd-0000-4000-8000-000000000001"
 RESOURCE_HEX = RESOURCE_UUID.replace("-", "")
