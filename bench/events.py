@@ -40,9 +40,6 @@ TARGET_P95_S = 4.0
 DEFAULT_SEED = 14
 DEFAULT_SPAN_S = 60.0
 FINAL_STATES = ("done", "erred")
-# The source's default (extensions/eda/plugins/event_source/waldur_stomp.py): the rulebook
-# runs as shipped.
-BATCH_WINDOW_S = 5.0
 
 
 def arrival_offsets(orders: int, span_s: float, seed: int) -> list[float]:
@@ -213,7 +210,6 @@ def run_event_bench(orders: int = 50, seed: int = DEFAULT_SEED, workdir: str | o
             "orders_get": waldur_ops.count("orders.get"),
             "orders_list": waldur_ops.count("orders.list"),
             "do_creates": len(do.app.calls_of("droplets.create")),
-            "batch_window_s": BATCH_WINDOW_S,
             "load_before": load_before,
             "load_after": load_average(),
         })

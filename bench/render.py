@@ -600,13 +600,13 @@ def targets(runs, events=None):
             why = "median %s s, p95 %s s" % (seconds(events["median_s"]), seconds(events.get("p95_s")))
             if passes.get("playbook_median_s") and events.get("orders"):
                 order_passes = max(0, (passes.get("order_process") or 0) - 1)  # less the startup sweep
-                why += ("; the floor is one order pass per order's event: ansible-rulebook starts ansible-playbook "
-                        "(%s s between runs) and the pass claims, creates and settles (%s s per run, median), one "
-                        "run at a time. The source gathers the orders of %s s into one event, so %d orders took %s "
-                        "order passes (%s orders each) and no backlog built up; below that floor needs a resident "
-                        "worker instead of a playbook per event" % (
+                why += ("; the floor is one order pass: ansible-rulebook starts ansible-playbook (%s s between runs) "
+                        "and the pass claims, creates and settles (%s s per run, median), one run at a time. The "
+                        "source holds the orders that arrive while a pass runs for one next event, so %d orders "
+                        "took %s order passes (%s orders each); an order waits for the rest of the running pass and "
+                        "then its own. Below that floor needs a resident worker instead of a playbook per event" % (
                             seconds(passes.get("start_gap_median_s")), seconds(passes["playbook_median_s"]),
-                            seconds(events.get("batch_window_s", 5.0)), events["orders"], order_passes,
+                            events["orders"], order_passes,
                             "%.1f" % (events["orders"] / order_passes) if order_passes else "?"))
         out.append((target, measured, ok, why))
 

@@ -106,10 +106,3 @@ def test_the_rulebook_runs_are_counted_from_its_json_lines():
              {"event": "task ok", "seconds": 99}]
     assert events.pass_runs(lines) == {"order_process": 2, "membership_sync": 1, "playbooks": 3,
                                        "playbook_median_s": 9.0, "playbook_max_s": 12.0, "start_gap_median_s": 2.5}
-
-
-def test_the_bench_states_the_batch_window_the_source_ships_with():
-    from tests.unit.eda.source_plugin import load_source_plugin
-
-    # The bench runs the rulebook as shipped; its figures name the window they ran with.
-    assert events.BATCH_WINDOW_S == load_source_plugin().DEFAULT_BATCH_WINDOW

@@ -499,10 +499,11 @@ def orders_of(events):
 
 
 def test_a_burst_of_orders_is_one_event_after_the_first(plugin):
-    # The first order after a quiet spell is an event at once; the orders of the next
-    # batch_window seconds are one event, acknowledged only once it is queued.
+    # The first order after a quiet spell is an event at once; the orders after it are held
+    # (no run was seen claiming the first, so for claim_wait) and are one event, acknowledged
+    # only once it is queued.
     broker = FakeBroker([("receipt",)] + [("message", order_message(order_uuid=uuid)) for uuid in ORDER_UUIDS])
-    run = run_source(plugin, broker, FakeApi(registration(plugin)), batch_window=0.3,
+    run = run_source(plugin, broker, FakeApi(registration(plugin)), claim_wait=0.3,
                      until=lambda events, sleeps: len(orders_of(events)) == 2)
     assert orders_of(run.events) == [ORDER_UUIDS[:1], ORDER_UUIDS[1:]]
     batch = run.events[-1]["waldur"]
@@ -512,21 +513,38 @@ def test_a_burst_of_orders_is_one_event_after_the_first(plugin):
     assert [queued for ack, queued in broker.acks[1:]] == [3, 3, 3, 3]
 
 
+def test_the_held_orders_are_an_event_once_the_run_before_claims_its_order(plugin):
+    first, second, third = ORDER_UUIDS[:3]
+    broker = FakeBroker([("receipt",), ("message", order_message(order_uuid=first)),
+                         ("message", order_message(order_uuid=second)), ("message", order_message(order_uuid=third)),
+                         # the run of the first event approves its order: Waldur says it is executing
+                         ("message", order_message(order_uuid=first, order_state="executing")),
+                         ("message", order_message(order_uuid=ORDER_UUIDS[3]))])
+    run = run_source(plugin, broker, FakeApi(registration(plugin)), timeout=5,
+                     until=lambda events, sleeps: len(orders_of(events)) == 2)
+    # Long before claim_wait (30 s): the second event waits behind the running first one.
+    assert orders_of(run.events) == [[first], [second, third]]
+    # The order after it waits for the claim of the second event's run.
+    assert run.source.batches["order"][0][0]["waldur"]["order_uuid"] == ORDER_UUIDS[3]
+    assert run.source.unclaimed == {second, third}
+
+
 def test_a_batch_is_at_most_batch_max_orders(plugin):
     broker = FakeBroker([("receipt",)] + [("message", order_message(order_uuid=uuid)) for uuid in ORDER_UUIDS])
-    run = run_source(plugin, broker, FakeApi(registration(plugin)), batch_window=30, batch_max=2,
+    run = run_source(plugin, broker, FakeApi(registration(plugin)), batch_max=2,
                      until=lambda events, sleeps: len(orders_of(events)) == 3)
     # Full batches go at once, whatever is left of the window (the last one waits for it).
     assert orders_of(run.events) == [ORDER_UUIDS[:1], ORDER_UUIDS[1:3], ORDER_UUIDS[3:5]]
     assert broker.made[0].subscriptions[0][3]["prefetch-count"] == "2"
 
 
-def test_without_a_batch_window_every_message_is_an_event(plugin):
+@pytest.mark.parametrize("overrides, prefetch", [({"batch_max": 1}, "1"), ({"claim_wait": 0}, "100")])
+def test_without_batches_every_message_is_an_event(plugin, overrides, prefetch):
     broker = FakeBroker([("receipt",)] + [("message", order_message(order_uuid=uuid)) for uuid in ORDER_UUIDS[:3]])
-    run = run_source(plugin, broker, FakeApi(registration(plugin)), batch_window=0,
+    run = run_source(plugin, broker, FakeApi(registration(plugin)), **overrides,
                      until=lambda events, sleeps: len(orders_of(events)) == 3)
     assert orders_of(run.events) == [[uuid] for uuid in ORDER_UUIDS[:3]]
-    assert broker.made[0].subscriptions[0][3]["prefetch-count"] == "1"
+    assert broker.made[0].subscriptions[0][3]["prefetch-count"] == prefetch
 
 
 def test_the_executing_echo_of_an_orders_own_event_is_ignored(plugin, caplog):
@@ -535,7 +553,7 @@ def test_the_executing_echo_of_an_orders_own_event_is_ignored(plugin, caplog):
                          ("message", order_message(order_uuid=first, order_state="executing")),
                          ("message", order_message(order_uuid=other, order_state="executing"))])
     with caplog.at_level(logging.INFO, logger=plugin.LOGGER_NAME):
-        run = run_source(plugin, broker, FakeApi(registration(plugin)), batch_window=0,
+        run = run_source(plugin, broker, FakeApi(registration(plugin)), batch_max=1,
                          until=lambda events, sleeps: len(broker.acks) == 3)
     # An executing order no event of ours named (a pass that died after its claim) is work.
     assert orders_of(run.events) == [[first], [other]]
@@ -546,7 +564,7 @@ def test_the_executing_echo_of_an_orders_own_event_is_ignored(plugin, caplog):
 def test_the_echo_window_can_be_closed(plugin):
     broker = FakeBroker([("receipt",), ("message", order_message()),
                          ("message", order_message(order_state="executing"))])
-    run = run_source(plugin, broker, FakeApi(registration(plugin)), batch_window=0, repeat_window=0,
+    run = run_source(plugin, broker, FakeApi(registration(plugin)), batch_max=1, repeat_window=0,
                      until=lambda events, sleeps: len(orders_of(events)) == 2)
     assert orders_of(run.events) == [[ORDER_UUID], [ORDER_UUID]]
 
@@ -554,7 +572,7 @@ def test_the_echo_window_can_be_closed(plugin):
 def test_orders_gathered_when_the_connection_drops_are_still_an_event(plugin):
     broker = FakeBroker([("receipt",)] + [("message", order_message(order_uuid=uuid)) for uuid in ORDER_UUIDS[:3]]
                         + [("disconnect",)], [("receipt",)])
-    run = run_source(plugin, broker, FakeApi(registration(plugin)), batch_window=60,
+    run = run_source(plugin, broker, FakeApi(registration(plugin)),
                      until=lambda events, sleeps: len(orders_of(events)) == 2)
     assert orders_of(run.events) == [ORDER_UUIDS[:1], ORDER_UUIDS[1:3]]
     # Their connection was gone before they were queued: none is acknowledged on it (the broker

@@ -66,11 +66,14 @@ description:
     once, and C(messages) holds all its messages. Sweep events carry C(offering_uuid),
     C(pass_name) (C(order_process) or C(membership_sync)) and C(reason) (C(startup) or
     C(interval)) and ask for the full pass of the offering.
-  - Batches - the first order (resource) message after a quiet spell is an event at once;
-    the messages of that kind arriving in the next O(batch_window) seconds are one event
-    when the window ends (or as soon as O(batch_max) are gathered). The rulebook runs one
-    pass at a time, so a burst of orders becomes a few passes each handling many orders, not
-    a queue of one pass per order. A connection that ends turns what it gathered into an event.
+  - Batches - the rulebook runs one pass at a time, so one event per order would queue a burst
+    of orders behind each other. The first order (resource) message after a quiet spell is an
+    event at once. Later order messages are gathered until the run of the previous order event
+    is seen claiming its orders (Waldur's message that one of them is C(executing)), at most
+    O(claim_wait) seconds. One event then waits behind the running pass, holding every order
+    that arrived meanwhile. Resource messages are gathered for O(batch_window) seconds after
+    the previous resource event. A batch of O(batch_max) is an event at once, and a connection
+    that ends turns what it gathered into an event.
   - Order messages whose state needs nothing from the provider (C(pending-consumer),
     C(pending-project), C(pending-start-date), C(done), C(erred), C(canceled),
     C(rejected)) are dropped, and so is an order's C(executing) message within
@@ -168,18 +171,24 @@ options:
         Default E(WALDUR_SITE_AGENT_RESOURCE_STATUS_RECONCILIATION_MINUTES) (minutes), else 3600.
     type: float
     default: 3600
+  claim_wait:
+    description:
+      - Longest seconds order messages are gathered after an order event whose run has not been
+        seen claiming its orders (a run that claims nothing, or a Waldur that publishes no
+        C(executing) message). C(0) gathers none - every order message is an event.
+    type: float
+    default: 30
   batch_window:
     description:
-      - Seconds after an order (resource) event during which further messages of that kind are
-        gathered into the next event. About one pass's duration keeps the rulebook's runs back
-        to back without a queue. C(0) makes every message an event of its own (and asks the
-        broker for one unacknowledged message at a time).
+      - Seconds after a resource event during which further resource messages are gathered into
+        the next event. C(0) makes every resource message an event.
     type: float
     default: 5
   batch_max:
     description:
       - Most orders (resources) in one event; a full batch is an event at once. Also the
-        broker's prefetch count (messages delivered before their acknowledgement).
+        broker's prefetch count (messages delivered before their acknowledgement). C(1) makes
+        every message an event of its own.
     type: int
     default: 100
   repeat_window:
@@ -285,10 +294,14 @@ BACKOFF_INITIAL = 1.0
 BACKOFF_FACTOR = 2.0
 BACKOFF_MAX = 120.0
 BACKOFF_JITTER = 0.25
-# An event gathers the order (resource) messages of this many seconds after the previous
-# event of its kind, up to DEFAULT_BATCH_MAX of them: the rulebook runs one pass at a time,
-# and a pass lasts about this long, so a burst of orders becomes a few passes, not a queue of
-# one pass per order. The first message after a quiet spell is an event at once.
+# The rulebook runs one pass at a time, so one event per order would queue a burst of orders
+# behind each other. The first message after a quiet spell is an event at once; later order
+# messages are gathered until the run of the previous order event is seen claiming its orders
+# (Waldur's message that one of them is executing), so exactly one event waits behind the
+# running pass and holds every order that arrived meanwhile - at most DEFAULT_CLAIM_WAIT
+# seconds, for a run that claims nothing. Resource messages (no such sign) are gathered for
+# DEFAULT_BATCH_WINDOW seconds after the previous resource event. At most DEFAULT_BATCH_MAX each.
+DEFAULT_CLAIM_WAIT = 30.0
 DEFAULT_BATCH_WINDOW = 5.0
 DEFAULT_BATCH_MAX = 100
 # An order's "executing" message within this many seconds of its event is the echo of the
@@ -302,11 +315,13 @@ Settings = namedtuple("Settings", [
     "api_root", "token", "offering_uuid", "offering_uuid_hex", "verify_ssl", "ca_path", "object_types",
     "stomp_host", "stomp_port", "stomp_ws_path", "use_websocket", "use_tls", "sweep_interval",
     "heartbeat", "connect_timeout", "request_timeout", "offering_name", "membership_sweep_interval",
-    "batch_window", "batch_max", "repeat_window",
+    "batch_window", "batch_max", "repeat_window", "claim_wait",
 ])
 QueueRegistration = namedtuple("QueueRegistration", ["identity_uuid", "queue_name", "rmq_username", "vhost",
                                                      "object_types"])
-Decision = namedtuple("Decision", ["event", "outcome", "reason"])
+# order_uuid: the order a valid order message is about, events and ignored ones alike (its
+# later messages tell the source that a run has claimed or settled it).
+Decision = namedtuple("Decision", ["event", "outcome", "reason", "order_uuid"], defaults=(None,))
 EVENT, IGNORED, MALFORMED = "event", "ignored", "malformed"
 
 
@@ -433,6 +448,7 @@ def parse_args(args):
         batch_window=_number(args, "batch_window", DEFAULT_BATCH_WINDOW, 0),
         batch_max=_number(args, "batch_max", DEFAULT_BATCH_MAX, 1, int),
         repeat_window=_number(args, "repeat_window", DEFAULT_REPEAT_WINDOW, 0),
+        claim_wait=_number(args, "claim_wait", DEFAULT_CLAIM_WAIT, 0),
     )
 
 
@@ -458,7 +474,7 @@ def sweep_event(offering_uuid_hex, reason, pass_name="order_process"):
 # Source options that are not in the configuration file (timers, timeouts, a CA bundle):
 # they apply to every offering the file gives.
 TUNING_OPTIONS = ("ca_path", "sweep_interval", "membership_sweep_interval", "heartbeat", "connect_timeout",
-                  "request_timeout", "batch_window", "batch_max", "repeat_window")
+                  "request_timeout", "batch_window", "batch_max", "repeat_window", "claim_wait")
 CONFIG_ENVIRONMENT = "WALDUR_SITE_AGENT_CONFIG"
 # The upstream agent's timers (minutes), for the sweeps when the source options do not set them.
 PERIOD_ENVIRONMENT = (("sweep_interval", "WALDUR_SITE_AGENT_RECONCILIATION_PERIOD_MINUTES"),
@@ -594,7 +610,8 @@ def _settings_args(settings):
                 sweep_interval=settings.sweep_interval, membership_sweep_interval=settings.membership_sweep_interval,
                 heartbeat=settings.heartbeat, connect_timeout=settings.connect_timeout,
                 request_timeout=settings.request_timeout, batch_window=settings.batch_window,
-                batch_max=settings.batch_max, repeat_window=settings.repeat_window)
+                batch_max=settings.batch_max, repeat_window=settings.repeat_window,
+                claim_wait=settings.claim_wait)
 
 
 def reread_offering(path, offering_uuid_hex, tuning=None, environ=None):
@@ -640,14 +657,15 @@ def message_to_event(body, offering_uuid_hex, object_types):
         state = message.get("order_state")
         state = state if isinstance(state, str) and state else None
         if state in NOT_ACTIONABLE_ORDER_STATES:
-            return Decision(None, IGNORED, "order %s is %s" % (order_uuid, state))
+            return Decision(None, IGNORED, "order %s is %s" % (order_uuid, state), order_uuid)
         order_type = message.get("order_type")
         event.update(order_uuid=order_uuid, order_state=state,
                      order_type=order_type if isinstance(order_type, str) else None,
                      resource_uuid=normalize_uuid(message.get("marketplace_resource_uuid"))
                      or normalize_uuid(message.get("resource_uuid")),
                      order_uuids=[order_uuid], messages=[message])
-        return Decision({"waldur": event}, EVENT, "order %s is %s" % (order_uuid, state or "in an unnamed state"))
+        return Decision({"waldur": event}, EVENT, "order %s is %s" % (order_uuid, state or "in an unnamed state"),
+                        order_uuid)
     resource_uuid = normalize_uuid(message.get("resource_uuid"))
     if resource_uuid is None:
         return Decision(None, MALFORMED, "resource message without a valid resource_uuid")
@@ -954,6 +972,8 @@ class WaldurStompSource:
         self.last_emitted = {}
         # order uuid -> when an event named it (monotonic): what its executing echo is
         self.emitted_orders = {}
+        # the orders of the last order event while its run has not been seen claiming them
+        self.unclaimed = set()
 
     def _reload(self):
         """Read the offering's settings again; a rotated token means a new registration and
@@ -1107,7 +1127,7 @@ class WaldurStompSource:
         receipt = "subscribe-%s-%d" % (registration.queue_name, generation)
         # A message is acknowledged once the event that names it is on the rulebook's queue,
         # so a batch needs the broker to deliver that many before the first ACK.
-        prefetch = self.settings.batch_max if self.settings.batch_window > 0 else 1
+        prefetch = self.settings.batch_max
         connection.subscribe(destination, id=registration.queue_name, ack="client-individual",
                              headers={"prefetch-count": str(prefetch), "receipt": receipt})
         subscribed = False
@@ -1162,6 +1182,11 @@ class WaldurStompSource:
         decision = message_to_event(frame.body, self.settings.offering_uuid_hex, self.settings.object_types)
         if decision.outcome == EVENT:
             decision = self._unless_echo(decision)
+        if decision.order_uuid in self.unclaimed and not (decision.event and decision.event["waldur"].get(
+                "order_state") == "pending-provider"):
+            # The run of the last order event has claimed (or settled) one of its orders: it
+            # is running, and the orders gathered since are the next event, queued behind it.
+            self.unclaimed = set()
         self.counts[decision.outcome] += 1
         ack_id = headers.get("ack") or headers.get("message-id")
         if decision.outcome == EVENT:
@@ -1177,6 +1202,7 @@ class WaldurStompSource:
             logger.warning("Malformed message on queue %s acknowledged and dropped: %s",
                            registration.queue_name, decision.reason)
         self._ack(connection, generation, [ack_id])
+        await self._flush_due(connection, generation)
 
     # -- batches -----------------------------------------------------------------------------
     def _unless_echo(self, decision):
@@ -1189,7 +1215,14 @@ class WaldurStompSource:
         if emitted is None or time.monotonic() - emitted > self.settings.repeat_window:
             return decision
         return Decision(None, IGNORED, "order %s is executing: the claim of the run its event started %.0f s ago"
-                        % (event["order_uuid"], time.monotonic() - emitted))
+                        % (event["order_uuid"], time.monotonic() - emitted), event["order_uuid"])
+
+    def _hold(self, kind):
+        """How long a batch of ``kind`` is held after the previous event of its kind: orders
+        until that event's run is seen claiming (then 0), resources a fixed window."""
+        if kind == "order":
+            return self.settings.claim_wait if self.unclaimed else 0.0
+        return self.settings.batch_window
 
     def _due(self, kind):
         gathered = self.batches.get(kind) or []
@@ -1198,11 +1231,11 @@ class WaldurStompSource:
         if len(gathered) >= self.settings.batch_max:
             return True
         last = self.last_emitted.get(kind)
-        return last is None or time.monotonic() - last >= self.settings.batch_window
+        return last is None or time.monotonic() - last >= self._hold(kind)
 
     def _batch_timeout(self):
         """Seconds until the first gathered batch is due; None with nothing gathered."""
-        waits = [max(0.0, self.last_emitted.get(kind, 0.0) + self.settings.batch_window - time.monotonic())
+        waits = [max(0.0, self.last_emitted.get(kind, 0.0) + self._hold(kind) - time.monotonic())
                  for kind, gathered in self.batches.items() if gathered]
         return min(waits) if waits else None
 
@@ -1224,6 +1257,7 @@ class WaldurStompSource:
         self.last_emitted[kind] = now
         if kind == "order":
             self._remember_orders(event["waldur"]["order_uuids"], now)
+            self.unclaimed = set(event["waldur"]["order_uuids"]) if self.settings.claim_wait > 0 else set()
         if len(gathered) > 1:
             logger.info("One %s event for %d messages: %s", kind, len(gathered),
                         ", ".join(event["waldur"].get("order_uuids") or event["waldur"].get("resource_uuids")))
