@@ -115,6 +115,9 @@ class Marketplace:
         self.orders: dict[str, dict] = {}
         self.resources: dict[str, dict] = {}
         self.usages: list[dict] = []
+        # the usages of each resource (a database index): a report pass over 10,000 resources
+        # must not cost a scan of every stored usage per set_usage, under the simulator's lock
+        self.usages_by_resource: dict[str, list[dict]] = {}
 
     # ------------------------------------------------------------------ seeding
     def load(self, preset: str | None) -> None:
@@ -163,7 +166,7 @@ class Marketplace:
         }
         self.ssh_keys = [dict(key, user_uuid=presets.PROVIDER_USER_UUID, created=created)
                          for key in presets.SSH_KEYS]
-        self.orders, self.resources, self.usages = {}, {}, []
+        self.orders, self.resources, self.usages, self.usages_by_resource = {}, {}, [], {}
         if preset == "default":
             for order_uuid, resource_uuid, offering_uuid, plan_uuid, attributes, limits in presets.DEFAULT_ORDERS:
                 self.seed_order(offering_uuid, type="Create", state="pending-provider", uuid=order_uuid,
@@ -449,14 +452,15 @@ class Marketplace:
             raise ApiError(400, {"non_field_errors": ["These components are invalid: %s." % ", ".join(invalid)]})
         components = {c["type"]: c for c in self.offerings[resource["offering_uuid"]]["components"]}
         for item in usages:
-            existing = next((u for u in self.usages if u["resource_uuid"] == resource["uuid"]
-                             and u["type"] == item["type"] and u["billing_period"] == billing_period), None)
+            existing = next((u for u in self.usages_by_resource.get(resource["uuid"], ())
+                             if u["type"] == item["type"] and u["billing_period"] == billing_period), None)
             if existing is None:
                 existing = dict(uuid=new_uuid(), seq=next(self._seq), resource_uuid=resource["uuid"],
                                 type=item["type"], name=components[item["type"]]["name"],
                                 measured_unit=components[item["type"]]["measured_unit"],
                                 billing_period=billing_period, created=now())
                 self.usages.append(existing)
+                self.usages_by_resource.setdefault(resource["uuid"], []).append(existing)
             existing.update(usage=item["amount"], description=item.get("description", ""),
                             recurring=bool(item.get("recurring", False)), date=moment, modified=now())
 
@@ -638,8 +642,8 @@ class Marketplace:
 
     def current_usages(self, resource: dict) -> dict:
         period = month_start(now().date())
-        return {u["type"]: decimal_string(u["usage"]) for u in self.usages
-                if u["resource_uuid"] == resource["uuid"] and u["billing_period"] == period}
+        return {u["type"]: decimal_string(u["usage"]) for u in self.usages_by_resource.get(resource["uuid"], ())
+                if u["billing_period"] == period}
 
     def resource_repr(self, resource: dict) -> dict:
         project = self.projects[resource["project_uuid"]]

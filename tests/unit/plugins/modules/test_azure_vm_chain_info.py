@@ -73,6 +73,44 @@ def test_many_machines_are_read_from_listings_not_one_by_one():
     assert all(entry["power_state"] == "running" and entry["msg"] == "" for entry in entries)
 
 
+def test_the_listings_keep_a_few_fields_of_each_object_not_its_sdk_model():
+    """At 10,000 machines four listings of SDK models took hundreds of MiB: each listed object is
+    cut down to the fields a pass reads as its page arrives, and no SDK model outlives the join."""
+    import gc
+    import weakref
+
+    from ansible_collections.waldur.site_agent.plugins.module_utils.azure.listings import (
+        MachineListings, SlimNic, SlimPublicIp, SlimVm, arm_key)
+    fake = FakeAzure()
+    ids = make_machines(fake, 3)
+    fake.body("vm", "vm0")["properties"]["storageProfile"]["osDisk"]["diskSizeGB"] = 64
+    listed = []
+
+    def tracked(listing):
+        def walk(*args, **kwargs):
+            for model in listing(*args, **kwargs):
+                listed.append(weakref.ref(model))
+                yield model
+        return walk
+
+    machines, network = fake.compute.virtual_machines, fake.network
+    machines.list_all = tracked(machines.list_all)
+    network.network_interfaces.list_all = tracked(network.network_interfaces.list_all)
+    network.public_ip_addresses.list_all = tracked(network.public_ip_addresses.list_all)
+    found = MachineListings(fake).read([arm_key(backend_id) for backend_id in ids])
+    gc.collect()
+    assert len(listed) == 4 * 3 and not [ref for ref in listed if ref() is not None]
+    for backend_id in ids:
+        machine = found[arm_key(backend_id)]
+        assert type(machine.vm) is SlimVm and type(machine.nic) is SlimNic and type(machine.public_ip) is SlimPublicIp
+        assert machine.power == "running" and machine.vm.id == backend_id and machine.vm.vm_size == "Standard_B2s"
+        assert machine.addresses[0] == "10.0.0.4" and machine.addresses[1].startswith("20.0.0.")
+        assert machine.vm.hardware_profile.vm_size == "Standard_B2s"  # read as an SDK model is
+        assert not hasattr(machine.vm, "__dict__") and not hasattr(machine.nic, "__dict__")
+    assert found[arm_key(ids[0])].vm.storage_profile.os_disk.disk_size_gb == 64
+    assert found[arm_key(ids[0])].vm.network_profile.network_interfaces[0].id.lower().endswith("/nicvm0")
+
+
 def test_what_a_listing_missed_is_read_on_its_own_and_a_failed_read_is_said():
     """A NIC or public IP made while the listings ran is in the machine listing's references but
     not in its own listing: it is read by id, and only that one; one that cannot be read is named."""
