@@ -406,13 +406,23 @@ def load_of(run) -> str:
     return "load %.1f" % run["load_before"] if run.get("load_before") is not None else "load unknown"
 
 
-def time_why(run, limit) -> str:
-    """Why a run took longer than ``limit`` seconds: where its time went, and the load it ran under."""
+def time_why(run, limit, runs=None) -> str:
+    """Why a run took longer than ``limit`` seconds: where its time went, the load it ran under
+    and (given ``runs``) what the same pass costs with nothing to do - the floor of any N."""
     modules = sum(module["seconds"] for module in run.get("modules") or [])
-    return ("%s s over %s s: %s s outside modules (ansible), %s s in modules; the machine's load average was %.1f "
-            "on 2 CPUs when it started" % (seconds(run["wall_s"] - limit), seconds(limit),
-                                           seconds(run.get("ansible_overhead_s")), seconds(modules),
-                                           run.get("load_before") or 0))
+    why = ("%s s over %s s: %s s outside modules (ansible), %s s in modules; the machine's load average was %.1f "
+           "on 2 CPUs when it started" % (seconds(run["wall_s"] - limit), seconds(limit),
+                                          seconds(run.get("ansible_overhead_s")), seconds(modules),
+                                          run.get("load_before") or 0))
+    idle = find(runs, run["agent"], run["pass_name"], run["backend"], 0) if runs else None
+    if idle is not None:
+        why += ("; the same pass with nothing to do (N = 0) takes %s s here: ansible-playbook's start %s s, then "
+                "%d module runs of %s s each on average (Python, ansible's module_utils, requests%s)" % (
+                    seconds(idle["wall_s"]), seconds(idle.get("startup_s")), len(idle.get("modules") or []),
+                    seconds(sum(module["seconds"] for module in idle.get("modules") or [])
+                            / max(1, len(idle.get("modules") or []))),
+                    ", the Azure SDK" if run["backend"] == "azure" else ""))
+    return why
 
 
 def per_resource_operations(run, n) -> str:
@@ -446,7 +456,7 @@ def targets(runs, events=None):
             seconds(run["wall_s"]), count(arm_calls(run)), count(waldur_calls(run)), count(writes(run)), load_of(run))
         why = []
         if not wall_ok:
-            why.append(time_why(run, limit))
+            why.append(time_why(run, limit, runs))
         if not calls_ok:
             why.append("%s ARM calls; made once per VM or more: %s" % (count(arm_calls(run)),
                                                                        per_resource_operations(run, run["n"])))
@@ -478,7 +488,7 @@ def targets(runs, events=None):
             parts.append("%s %s s, %s (%s)" % (label, seconds(run["wall_s"]), calls_text(run), load_of(run)))
             if run["wall_s"] > 5.0:
                 met = False
-                why.append("%s: %s" % (label, time_why(run, 5.0)))
+                why.append("%s: %s" % (label, time_why(run, 5.0, runs)))
         if do_ours and do_upstream:
             share = total_calls(do_ours) / float(total_calls(do_upstream) or 1)
             parts.append("DO calls %s vs upstream %s (1/%.0f)"
@@ -502,7 +512,7 @@ def targets(runs, events=None):
         if not ok:
             chain = module_seconds(serial, "azure_vm_chain") / max(serial["n"], 1)
             why = ("one machine's chain takes %s s on its own (its 2 s long-running operations, polled); %s"
-                   % (seconds(chain), time_why(ours, 40.0)))
+                   % (seconds(chain), time_why(ours, 40.0, runs)))
         return ("%s s, %.1f× one at a time (%s s%s; %s / %s)"
                 % (seconds(ours["wall_s"]), speed, seconds(serial_wall), scaled, load_of(ours), load_of(serial)), ok, why)
 
@@ -548,7 +558,7 @@ def targets(runs, events=None):
         if not ok:
             why = ("short of 8× by a factor of %.1f: do_droplet %s s for %d DO calls, claim and settle %s s; %s"
                    % (8 / speed, seconds(module_seconds(ours, "do_droplet")), backend_calls(ours),
-                      seconds(module_seconds(ours, "waldur_orders")), time_why(ours, upstream["wall_s"] / 8)))
+                      seconds(module_seconds(ours, "waldur_orders")), time_why(ours, upstream["wall_s"] / 8, runs)))
         return ("%.1f× (%s s vs %s s; calls %s vs %s; %s / %s)" % (
             speed, seconds(ours["wall_s"]), seconds(upstream["wall_s"]), count(total_calls(ours)),
             count(total_calls(upstream)), load_of(ours), load_of(upstream)), ok, why)
