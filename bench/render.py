@@ -628,8 +628,9 @@ LARGE_N, PEAK_LIMIT_MIB = 10000, 500
 
 
 def large_target(runs):
-    """10,000 resources: the calls of a steady cycle grow with pages (less than one call per ten more
-    resources than at 1,000), and the peak memory stays under 500 MiB."""
+    """10,000 resources: the calls of a steady cycle grow with pages - no operation is made for a
+    tenth of the resources or more (a page holds at least ten of them) - and the peak memory
+    stays under 500 MiB."""
     target = ("10,000 resources, report and membership, both backends: calls grow with pages, not resources; "
               "wall and peak memory plotted; peak < 500 MiB")
     parts, why, met, missing = [], [], True, []
@@ -648,10 +649,13 @@ def large_target(runs):
             parts.append("%s: %s s, %s API calls%s, peak %.0f MiB (%s)" % (
                 label, seconds(big["wall_s"]), count(total_calls(big)),
                 " (%s at 1,000)" % count(total_calls(small)) if small else "", peak, load_of(big)))
-            if per_resource >= 0.1:
+            busiest = max(((number, operation) for data in big["calls"].values()
+                           for operation, number in data["by_operation"].items()), default=(0, "none"))
+            if busiest[0] >= LARGE_N / 10:
                 met = False
-                why.append("%s: %.2f calls per resource more (per resource: %s)" % (
-                    label, per_resource, per_resource_operations(big, LARGE_N)))
+                why.append("%s: %s made %s times for %s resources (%.2f calls per resource added; per "
+                           "resource: %s)" % (label, busiest[1], count(busiest[0]), count(LARGE_N), per_resource,
+                                              per_resource_operations(big, LARGE_N)))
             if peak >= PEAK_LIMIT_MIB:
                 met = False
                 why.append("%s: peak %.0f MiB" % (label, peak))
