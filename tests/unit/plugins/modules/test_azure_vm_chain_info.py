@@ -102,7 +102,7 @@ def test_the_listings_keep_a_few_fields_of_each_object_not_its_sdk_model():
     assert len(listed) == 4 * 3 and not [ref for ref in listed if ref() is not None]
     for backend_id in ids:
         machine = found[arm_key(backend_id)]
-        assert type(machine.vm) is SlimVm and type(machine.nic) is SlimNic and type(machine.public_ip) is SlimPublicIp
+        assert isinstance(machine.vm, SlimVm) and isinstance(machine.nic, SlimNic) and isinstance(machine.public_ip, SlimPublicIp)
         assert machine.power == "running" and machine.vm.id == backend_id and machine.vm.vm_size == "Standard_B2s"
         assert machine.addresses[0] == "10.0.0.4" and machine.addresses[1].startswith("20.0.0.")
         assert machine.vm.hardware_profile.vm_size == "Standard_B2s"  # read as an SDK model is
