@@ -151,10 +151,22 @@ def run_plan(plan: list[Step], results: dict, out_path: Path, sims: SimulatorSet
             data["load_before"] = round(load, 2)
             data["measured_at"] = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%SZ")
             results["runs"].append(data)
-            out_path.write_text(json.dumps(results, indent=1))
+            out_path.write_text(results_text(results))
             log("%-40s %-6s %8.2f s  calls %s  peak PSS %.0f MiB%s" % (
                 step.label(), cycle, result.wall_s, render.calls_text(data), result.peak_tree_pss_mib,
                 ("  NOTE: " + result.note) if result.note else ""))
+
+
+# Tasks shorter than this are left out of a results file's task_times (each run still counts
+# its tasks): the many short ones made summary.json, which is committed, too large to review.
+SHORT_TASK_S = 0.2
+
+
+def results_text(results: dict) -> str:
+    """``results`` as written to a results file, each run's short tasks left out."""
+    runs = [dict(run, task_times=[task for task in run.get("task_times") or [] if task["seconds"] >= SHORT_TASK_S])
+            for run in results.get("runs") or []]
+    return json.dumps(dict(results, runs=runs), indent=1)
 
 
 def run_label(run: dict) -> str:
@@ -265,12 +277,12 @@ def main(argv=None) -> int:
         return 1
     if run_events(args, plan_filtered=bool(args.quick or args.only or args.include)):
         results["events"] = measure_events()
-        out_path.write_text(json.dumps(results, indent=1))
+        out_path.write_text(results_text(results))
     results["duration_s"] = round(time.monotonic() - started, 1)
-    out_path.write_text(json.dumps(results, indent=1))
+    out_path.write_text(results_text(results))
     print("bench: finished in %.0f s; results %s" % (results["duration_s"], out_path))
     if render_docs:
-        SUMMARY.write_text(json.dumps(results, indent=1))
+        SUMMARY.write_text(results_text(results))
         written = render.write_docs(results)
         print("bench: rendered %s; summary %s" % (", ".join(str(path) for path in written), SUMMARY))
     failed = [run for run in results["runs"] if run.get("note")]
