@@ -1119,7 +1119,7 @@ class WaldurStompSource:
         subscribed = await self._consume_frames(connection, generation, registration)
         # The connection ended: what was gathered is still work to do. Its messages may not
         # be acknowledged any more and come again; the passes are idempotent.
-        await self._flush_all(connection, generation)
+        await self._flush_due(connection, generation, every=True)
         return subscribed
 
     async def _consume_frames(self, connection, generation, registration):
@@ -1239,14 +1239,10 @@ class WaldurStompSource:
                  for kind, gathered in self.batches.items() if gathered]
         return min(waits) if waits else None
 
-    async def _flush_due(self, connection, generation):
+    async def _flush_due(self, connection, generation, every=False):
+        """The gathered batches that are due (``every``: all gathered ones) become events."""
         for kind in list(self.batches):
-            if self._due(kind):
-                await self._flush(kind, connection, generation)
-
-    async def _flush_all(self, connection, generation):
-        for kind in list(self.batches):
-            if self.batches.get(kind):
+            if self._due(kind) or (every and self.batches.get(kind)):
                 await self._flush(kind, connection, generation)
 
     async def _flush(self, kind, connection, generation):
