@@ -18,7 +18,16 @@ class _Counter:
         self.writes = 0
         self.retries = 0
         self.throttled = 0
+        # the calls of each thread apart: a waiter measuring its own reads must not count
+        # the creates other threads send meanwhile
+        self._thread = threading.local()
 
     def add(self, name):
         with self._lock:
             setattr(self, name, getattr(self, name) + 1)
+        if name == "calls":
+            self._thread.calls = self.thread_calls() + 1
+
+    def thread_calls(self):
+        """Calls the current thread has sent through this client."""
+        return getattr(self._thread, "calls", 0)

@@ -119,7 +119,7 @@ class DropletWaiter:
         self._refreshing = True
         batch = [entry for entry in self._entries if not entry["done"] and entry["error"] is None]
         found, error = {}, None
-        calls_before = self.client.stats.calls
+        calls_before = self.client.stats.thread_calls()  # the reads below run in this thread
         self._cond.release()
         try:
             found = self._read(batch)
@@ -129,7 +129,7 @@ class DropletWaiter:
             self._cond.acquire()
             self._refreshing = False
             self._last_refresh = self._clock()
-            self._last_cost = self.client.stats.calls - calls_before
+            self._last_cost = self.client.stats.thread_calls() - calls_before
             self.refreshes += 1
             finished = False
             for entry in batch:

@@ -692,6 +692,28 @@ def test_the_wait_ends_at_the_deadline_with_the_last_facts_and_backs_off(do_sim)
     assert 4 <= polls <= 8  # 0.05, 0.1, 0.2, 0.4, 0.4 ... apart, not every 0.05 s
 
 
+def test_the_polls_are_paced_by_the_waiters_own_reads_not_the_calls_other_threads_send(do_sim):
+    """While a refresh reads, other workers keep creating: their calls are not the poll's
+    cost (counting them spaced the next poll by seconds and let waits run into their deadline)."""
+    do_sim.app.configure(boot_seconds=30)
+    client = sim_client(do_sim)
+    facts = client.create_droplet("polled", "ams3", "s-1vcpu-1gb", "ubuntu-22-04-x64")
+    read_alone = client.get_droplet
+
+    def read_while_others_create(droplet_id):
+        others = threading.Thread(target=lambda: [client.account() for _call in range(20)])
+        others.start()
+        others.join()
+        return read_alone(droplet_id)
+
+    client.get_droplet = read_while_others_create
+    waiter = DropletWaiter(client, min_interval=0.05, max_interval=0.05)
+    latest = waiter.wait(facts, ("active",), time.monotonic() + 0.01)
+    assert latest["status"] == "new" and waiter.refreshes == 1
+    assert waiter._last_cost == 1  # one GET, not 21
+    assert waiter._next_refresh() - waiter._last_refresh == pytest.approx(client.pacer.poll_interval(1, waiter.poll_share))
+
+
 def test_a_failed_refresh_fails_the_waits_it_was_for(api):
     api.app.on("GET", "/v2/droplets/5",
                (403, {"id": "forbidden", "message": "You do not have access for the attempted action."}))
