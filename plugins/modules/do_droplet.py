@@ -139,6 +139,13 @@ options:
         pass uses its deadline).
     type: float
     default: 900
+  return_facts:
+    description:
+      - Whether each result carries the droplet's facts (RV(results[].droplet)).
+      - The membership pass turns it off. RV(results[].backend_metadata) holds what Waldur keeps,
+        and at 10,000 items the facts would be most of what Ansible takes in and templates again.
+    type: bool
+    default: true
 extends_documentation_fragment:
   - waldur.site_agent.digitalocean
   - waldur.site_agent.batch
@@ -226,6 +233,7 @@ results:
       choices: [created, adopted, deleted, absent, resized, powered_off, powered_on, none]
     droplet:
       description: Facts of the droplet after the action; null when there is no droplet.
+      returned: when O(return_facts) is true
       type: dict
       contains:
         id:
@@ -341,6 +349,7 @@ def main():
         wait=dict(type="bool", default=True),
         wait_timeout=dict(type="int", default=300),
         duplicate_window=dict(type="float", default=900),
+        return_facts=dict(type="bool", default=True),
     )
     argument_spec.update(batch_argument_spec())
     module = AnsibleModule(argument_spec=argument_spec, supports_check_mode=True)
@@ -371,6 +380,9 @@ def main():
     # items cut off by the deadline come back without their keys: base_result gives them
     results = worker.finish_waits(items, runner.run(items), batch_deadline)
     results = [dict(base_result(item), **result) for item, result in zip(items, results)]
+    if not module.params["return_facts"]:
+        for result in results:
+            result.pop("droplet", None)
     summary, failed = summarize(results)
     if client.auth_error is not None:
         # One line for the whole task (every item failed the same way): no per-item results

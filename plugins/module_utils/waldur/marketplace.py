@@ -18,6 +18,12 @@ def _mapping(value):
     return value if isinstance(value, dict) else {}
 
 
+# the keys of a normalised resource, each also the name of a Waldur field (``field=``)
+RESOURCE_KEYS = ("uuid", "name", "slug", "state", "backend_id", "limits", "attributes", "options", "paused",
+                 "downscaled", "backend_metadata", "project_uuid", "project_slug", "customer_uuid",
+                 "customer_slug", "offering_uuid", "plan_uuid", "offering_plugin_options")
+
+
 def normalize_resource(raw):
     """A provider resource in the shape of the data contract (``orders[].resource``)."""
     raw = raw or {}

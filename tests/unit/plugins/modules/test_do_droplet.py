@@ -500,6 +500,15 @@ def test_module_returns_results_in_input_order(run_module):
     assert "dop_v1_secret-token" not in json.dumps(out)
 
 
+def test_module_leaves_the_facts_out_when_asked_but_keeps_the_metadata(run_module):
+    items = [{"resource_uuid": UUID, "backend_id": "7", "state": "off"}]
+    full = run_module({"droplets": items}, FakeClient(facts(7)))["results"][0]
+    compact = run_module({"droplets": items, "return_facts": False}, FakeClient(facts(7)))["results"][0]
+    assert full["droplet"]["id"] == 7 and "droplet" not in compact
+    assert compact == dict((key, value) for key, value in full.items() if key != "droplet")
+    assert compact["backend_metadata"]["droplet"]["id"] == 7
+
+
 def test_module_fails_on_item_error_when_asked(run_module):
     out = run_module({"fail_on_item_error": True, "droplets": [{"resource_uuid": UUID, "region": "ams3"}]},
                      FakeClient())

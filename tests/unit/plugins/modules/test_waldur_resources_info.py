@@ -67,3 +67,34 @@ def test_a_bad_offering_uuid_is_named(waldur_sim, capsys):
     result = run(waldur_sim, capsys, offering_uuid="do-offering")
     assert result["failed"] is True
     assert result["msg"] == "offering_uuid must be a UUID (32 hex digits, dashes optional), got 'do-offering'"
+
+
+def test_fields_are_asked_of_waldur_and_only_they_come_back(waldur_sim, capsys, many):
+    result = run(waldur_sim, capsys, with_backend_id_only=True, fields=["paused", "name"])
+    assert result["count"] == 130  # with_backend_id_only still applies: the module asks for backend_id itself
+    assert all(sorted(resource) == ["name", "paused", "uuid"] for resource in result["resources"])
+    paused = next(r for r in result["resources"] if r["uuid"] == many[3])
+    assert paused == {"uuid": many[3], "name": "vm-003", "paused": True}
+    queries = [call["query"] for call in waldur_sim.app.calls_of("resources.list")]
+    assert queries and all("field=paused" in query and "field=name" in query and "field=backend_id" in query
+                           and "field=limits" not in query for query in queries)
+
+
+def test_fields_of_named_resources_and_other_offerings_still_checked(waldur_sim, capsys, many):
+    other = [r for r in waldur_sim.app.market.resources.values() if r["name"] == "other-1"][0]["uuid"]
+    result = run(waldur_sim, capsys, resource_uuids=[many[0], other], fields=["state"])
+    assert result["resources"] == [{"uuid": many[0], "state": "OK"}]
+    assert result["missing"][0]["msg"] == "resource belongs to offering %s" % P.AZURE_OFFERING_UUID.replace("-", "")
+    assert all("field=offering_uuid" in call["query"] for call in waldur_sim.app.calls_of("resources.get"))
+
+
+def test_an_unknown_field_is_named_and_nothing_is_listed(waldur_sim, capsys, many):
+    result = run(waldur_sim, capsys, fields=["name", "size"])
+    assert result["failed"] is True
+    assert result["msg"].startswith("fields[1]: 'size' is not a resource key; expected some of uuid, name, slug")
+    assert waldur_sim.app.calls_of("resources.list") == []
+
+
+def test_the_keys_fields_may_name_are_those_of_a_normalised_resource():
+    from ansible_collections.waldur.site_agent.plugins.module_utils.waldur.marketplace import RESOURCE_KEYS, normalize_resource
+    assert tuple(normalize_resource({})) == RESOURCE_KEYS
