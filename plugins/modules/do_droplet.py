@@ -118,8 +118,11 @@ options:
   wait:
     description:
       - Wait for created droplets to become C(active) and for power actions to complete.
-      - Created droplets are waited for together once all creates are sent, so waiting never holds
-        back a create. One paged listing reads the status of all of them - of the tag they all carry
+      - Created droplets, and droplets being shut down or powered on (V(off), V(active)), are
+        waited for together once all creates and power actions are sent, so waiting never holds
+        back a write. A graceful shutdown that has not finished within half of O(wait_timeout) is
+        followed by a power off, and those are waited for together again. One paged listing reads
+        the status of all of them - of the tag they all carry
         (such as C(waldur)) when there is one, else of the account - at a pace that leaves most of
         DigitalOcean's remaining rate to writes; a single GET when only one droplet is waited for, or
         when the listing takes more pages than there are droplets.

@@ -217,6 +217,25 @@ def test_off_and_active_act_only_when_needed(do_sim, run):
     assert [a["type"] for a in do_sim.app.actions(on["id"])] == ["shutdown"]
 
 
+def test_many_power_changes_are_waited_for_with_shared_listings_not_a_poll_per_action(do_sim, run):
+    do_sim.app.configure(action_seconds=0.5)
+    uuids = ["%032x" % (index + 1) for index in range(30)]
+    seeded = [do_sim.app.seed_droplet("p-%d" % index, tags=["waldur", tag(uuid)], status="off" if index % 2 else "active")
+              for index, uuid in enumerate(uuids)]
+    items = [{"resource_uuid": uuid, "backend_id": str(droplet["id"]), "state": "active" if index % 2 else "off"}
+             for index, (uuid, droplet) in enumerate(zip(uuids, seeded))]
+    mark = len(do_sim.app.calls)
+    out = run(droplets=items, max_workers=10)
+    assert [r["action"] for r in out["results"]] == ["powered_off", "powered_on"] * 15
+    assert [r["droplet"]["status"] for r in out["results"]] == ["off", "active"] * 15
+    assert [do_sim.app.droplet(d["id"])["status"] for d in seeded] == ["off", "active"] * 15
+    done = operations(do_sim, mark)
+    assert done.count("droplet_actions.create") == 30
+    # the actions' ends are seen in listings of the droplets, a few for all 30, not a read per action
+    assert "droplet_actions.get" not in done and "actions.get" not in done and "droplets.get" not in done
+    assert 1 <= done.count("droplets.list") <= 6, done
+
+
 def test_absent_deletes_and_an_already_deleted_droplet_is_fine(do_sim, run):
     doomed = do_sim.app.seed_droplet("doomed", tags=[tag(UUID_A)])
     leaked = do_sim.app.seed_droplet("leaked", tags=[tag(UUID_B)])

@@ -416,6 +416,12 @@ class DigitalOceanClient:
             status = loader.status
         return status
 
+    def action_status(self, droplet_id, action):
+        """The action's status now (one read): why a droplet did not reach the state it asked for."""
+        loader = self.build(BoundAction, id=action.get("id"), droplet_id=droplet_id)
+        loader.load()
+        return loader.status
+
     # ---- SSH keys (``keys.AccountKeys``) ------------------------------------------------
     def account_keys(self):
         """The account's SSH keys, listed once per client and cached."""

@@ -159,28 +159,46 @@ class DropletWorker(DropletPowerSteps):
             result["retry"] = True
 
     def finish_waits(self, items, results, deadline):
-        """Wait, all together, for the droplets the workers created (``defer_waits``), until
-        each item's own deadline or ``deadline`` (clock time, the batch's), and complete their
-        results. A result the batch marked ``deferred`` is one a worker returned before the
-        batch's deadline; the others (cut off by it) stay as they are."""
+        """Wait, all together, for the droplets the workers created or powered on or off
+        (``defer_waits``), until each item's own deadline or ``deadline`` (clock time, the
+        batch's), and complete their results. A graceful shutdown that does not finish in half
+        the item's time is followed by a hard power off, waited for together again. A result the
+        batch marked ``deferred`` is one a worker returned before the batch's deadline; the
+        others (cut off by it) stay as they are."""
         waiting = []
         for index, item in enumerate(items):
             if results[index].pop("deferred", False) and id(item) in self.deferred:
                 waiting.append((index, self.deferred.pop(id(item))))
-        outcomes = self.waiter.wait_all([(pending["facts"], ("active", "off"), min(pending["deadline"], deadline))
-                                         for index, pending in waiting])
-        for (index, pending), latest in zip(waiting, outcomes):
-            result, notes = pending["result"], pending["notes"]
+        self._wait_together(waiting, deadline)
+        late = [(index, pending) for index, pending in waiting
+                if pending.get("step") == "shutdown" and not isinstance(pending["latest"], DigitalOceanError)
+                and pending["latest"] is not None and pending["latest"]["status"] != "off"]
+        self._wait_together(self._hard_power_off(late), deadline)
+        for index, pending in waiting:
+            result, notes, latest = pending["result"], pending["notes"], pending["latest"]
             try:
                 if isinstance(latest, DigitalOceanError):
-                    # the droplet exists: whatever failed while waiting, the next pass adopts it by its tag
+                    # the droplet exists: whatever failed while waiting, the next pass finds it by its tag or id
                     raise RetryLater("%s, then reading it failed: %s" % (result["msg"], latest))
-                self._describe(result, self._started(pending["facts"], latest, notes,
-                                                     cut_short=deadline < pending["deadline"]))
+                if pending.get("step", "create") == "create":
+                    self._describe(result, self._started(pending["facts"], latest, notes,
+                                                         cut_short=deadline < pending["deadline"]))
+                else:
+                    facts, result["msg"] = self._powered(pending, latest)
+                    self._describe(result, facts)
             except ItemError as exc:
                 self._fail(result, exc)
             results[index] = dict(results[index], **self._finish(result, notes))
         return results
+
+    def _wait_together(self, waiting, deadline):
+        """One shared wait for every ``(index, pending)``; each pending gets its ``latest``."""
+        if not waiting:
+            return
+        outcomes = self.waiter.wait_all([(pending["facts"], self._statuses(pending), min(pending["deadline"], deadline))
+                                         for index, pending in waiting])
+        for (index, pending), latest in zip(waiting, outcomes):
+            pending["latest"] = latest
 
     @staticmethod
     def _finish(result, notes):

@@ -131,6 +131,68 @@ class DropletPowerSteps:
                              % (droplet_id, self.wait_timeout, status, facts["status"]))
         return facts, "graceful shutdown did not finish; powered off"
 
+    # ---- power changes waited for together (``defer_waits``) ----------------------------
+    def _defer_power_off(self, item, result, droplet_id, facts, deadline):
+        """Ask for a graceful shutdown and leave the wait to ``finish_waits``: the droplets of
+        the batch are then waited for together, with shared listings, not a poll per action."""
+        now = self.clock()
+        pending = {"step": "shutdown", "facts": facts, "deadline": now + max(0.0, deadline - now) / 2,
+                   "final_deadline": deadline}
+        try:
+            self.client.droplet_action(droplet_id, "shutdown")
+        except DigitalOceanError as exc:
+            if exc.status != 422:
+                raise
+            # refused (e.g. no agent able to shut it down): straight to the hard power off
+            pending.update(step="power_off", deadline=deadline,
+                           action=self.client.droplet_action(droplet_id, "power_off"))
+        result["msg"] = "shutdown of droplet %s requested" % droplet_id
+        self.deferred[id(item)] = pending
+
+    @staticmethod
+    def _statuses(pending):
+        """The droplet statuses that end a deferred wait."""
+        return ("active", "off") if pending.get("step", "create") == "create" else (
+            ("active",) if pending["step"] == "power_on" else ("off",))
+
+    def _hard_power_off(self, late):
+        """Power off, at once, the droplets whose graceful shutdown did not finish in its grace
+        time; returns the waits to go on with (each until its item's own deadline)."""
+        going_on = []
+        for index, pending in late:
+            droplet_id = pending["facts"]["id"]
+            try:
+                pending["action"] = self.client.droplet_action(droplet_id, "power_off")
+            except DigitalOceanError as exc:
+                pending["error"] = exc
+                continue
+            pending.update(step="power_off", deadline=pending["final_deadline"])
+            going_on.append((index, pending))
+        return going_on
+
+    def _powered(self, pending, latest):
+        """The deferred power change's end: ``(facts, msg)``, or raises why it did not happen."""
+        droplet_id = pending["facts"]["id"]
+        step = pending["step"]
+        if pending.get("error") is not None:
+            raise RetryLater("graceful shutdown of droplet %s did not finish, and the power off failed: %s"
+                             % (droplet_id, pending["error"]))
+        if latest is None:
+            raise ItemError("droplet %s disappeared while powering %s" % (droplet_id, "on" if step == "power_on" else "off"))
+        if step == "power_on":
+            if latest["status"] != "active":
+                status = self.client.action_status(droplet_id, pending["action"])
+                raise ItemError("power on of droplet %s %s" % (
+                    droplet_id, "failed" if status == "errored" else
+                    "did not finish within %s seconds" % self.wait_timeout))
+            return latest, "powered on droplet %s" % droplet_id
+        if latest["status"] != "off":
+            status = self.client.action_status(droplet_id, pending["action"])
+            raise RetryLater("droplet %s did not power off within %s seconds (power_off %s, status %s)"
+                             % (droplet_id, self.wait_timeout, status, latest["status"]))
+        how = "shut down" if step == "shutdown" else "graceful shutdown did not finish; powered off"
+        return latest, "droplet %s %s" % (droplet_id, how)
+
     # ---- off / active -----------------------------------------------------------------
     def _locate(self, item):
         backend_id = item.get("backend_id")
@@ -164,6 +226,8 @@ class DropletPowerSteps:
             result.update(action="powered_off", changed=True)
             if self.check_mode:
                 result["msg"] = "would shut down droplet %s" % droplet_id
+            elif self.wait and self.defer_waits:
+                self._defer_power_off(item, result, droplet_id, facts, deadline)
             elif self.wait:
                 facts, how = self._power_off(droplet_id, deadline)
                 self._describe(result, facts)
@@ -179,6 +243,10 @@ class DropletPowerSteps:
         action = self.client.droplet_action(droplet_id, "power_on")
         if not self.wait:
             result["msg"] = "power on of droplet %s requested" % droplet_id
+            return None
+        if self.defer_waits:
+            result["msg"] = "power on of droplet %s requested" % droplet_id
+            self.deferred[id(item)] = {"step": "power_on", "facts": facts, "deadline": deadline, "action": action}
             return None
         status = self.client.wait_for_action(droplet_id, action, deadline)
         self._describe(result, self.client.get_droplet(droplet_id) or facts)

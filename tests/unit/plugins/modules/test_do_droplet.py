@@ -10,6 +10,7 @@ import pytest
 from tests.unit.compat import patch_module_args
 
 from ansible_collections.waldur.site_agent.plugins.module_utils.core.batch import run_batch
+from ansible_collections.waldur.site_agent.plugins.module_utils.digitalocean import droplets
 from ansible_collections.waldur.site_agent.plugins.module_utils.digitalocean.client import DigitalOceanClient
 from ansible_collections.waldur.site_agent.plugins.module_utils.digitalocean.errors import DigitalOceanError
 from ansible_collections.waldur.site_agent.plugins.modules import do_droplet
@@ -83,6 +84,10 @@ class FakeClient:
         return {"id": len(self.calls), "status": "in-progress", "type": action_type, "size": size,
                 "droplet": int(droplet_id)}
 
+    def action_status(self, droplet_id, action):
+        self.calls.append(("action_status", int(droplet_id), action["type"]))
+        return self.outcomes.get(action["type"], "completed")
+
     def wait_for_action(self, droplet_id, action, deadline):
         self.calls.append(("wait_for_action", int(droplet_id), action["type"]))
         status = self.outcomes.get(action["type"], "completed")
@@ -98,27 +103,29 @@ class FakeClient:
 
 
 class FakeWaiter:
-    """The DropletWaiter interface over a FakeClient: a droplet being started is up at once."""
+    """The DropletWaiter interface over a FakeClient: a droplet being started is up at once, and
+    a power action ends at once as the client's ``outcomes`` say (completed unless told)."""
 
     def __init__(self, client):
         self.client = client
 
+    def _settle(self, droplet_id):
+        droplet = self.client.droplets.get(int(droplet_id))
+        if droplet and droplet["status"] == "new":
+            droplet["status"] = "active"
+        actions = [call[2] for call in self.client.calls if call[0] == "droplet_action" and call[1] == int(droplet_id)]
+        if droplet and actions and self.client.outcomes.get(actions[-1], "completed") == "completed":
+            droplet["status"] = {"shutdown": "off", "power_off": "off", "power_on": "active"}.get(
+                actions[-1], droplet["status"])
+        return copy.deepcopy(droplet) if droplet else None
+
     def wait_all(self, requests):
         self.client.calls.append(("wait_all", [facts["id"] for facts, dummy, dummy in requests]))
-        outcomes = []
-        for facts, dummy, dummy in requests:
-            droplet = self.client.droplets.get(int(facts["id"]))
-            if droplet and droplet["status"] == "new":
-                droplet["status"] = "active"
-            outcomes.append(copy.deepcopy(droplet) if droplet else None)
-        return outcomes
+        return [self._settle(facts["id"]) for facts, dummy, dummy in requests]
 
     def wait(self, facts, statuses, deadline):
         self.client.calls.append(("wait", facts["id"]))
-        droplet = self.client.droplets.get(int(facts["id"]))
-        if droplet and droplet["status"] == "new":
-            droplet["status"] = "active"
-        return copy.deepcopy(droplet) if droplet else None
+        return self._settle(facts["id"])
 
 
 def item(**fields):
@@ -476,6 +483,7 @@ def test_prefetch_reads_many_droplets_in_one_go():
 def run_module(monkeypatch, capsys):
     def run(args, client):
         monkeypatch.setattr(do_droplet, "client_from_module", lambda module, max_connections=10: client)
+        monkeypatch.setattr(droplets, "DropletWaiter", lambda client, clock=None: FakeWaiter(client))
         args = dict({"token": "dop_v1_secret-token", "api_url": "http://127.0.0.1:1/v2/"}, **args)
         with patch_module_args(args), pytest.raises(SystemExit):
             do_droplet.main()
@@ -579,6 +587,73 @@ def test_deferred_creates_are_all_sent_before_one_shared_wait():
     assert ["deferred" in r for r in results] == [False] * 3
     assert [r["msg"] for r in results] == ["created droplet %d web-%d in ams3 (s-1vcpu-1gb, ubuntu-22-04-x64)"
                                            % (901 + index, index) for index in range(3)]
+
+
+def power_items(*pairs):
+    return [item(resource_uuid="%032x" % droplet_id, backend_id=str(droplet_id), state=state)
+            for droplet_id, state in pairs]
+
+
+def test_deferred_power_changes_are_all_asked_for_before_one_shared_wait():
+    client = FakeClient(facts(7), facts(8, status="off"), facts(9))
+    worker = do_droplet.DropletWorker(client, wait_timeout=60, waiter=FakeWaiter(client), defer_waits=True)
+    items = power_items((7, "off"), (8, "active"), (9, "active"))
+    raw = run_batch(items, worker, max_workers=1)
+    assert [r.get("deferred", False) for r in raw] == [True, True, False]  # 9 is already active
+    results = worker.finish_waits(items, raw, deadline=float("inf"))
+
+    operations = [call[:3] for call in client.calls if call[0] in ("droplet_action", "wait_all", "wait_for_action")]
+    assert operations == [("droplet_action", 7, "shutdown"), ("droplet_action", 8, "power_on"), ("wait_all", [7, 8])]
+    assert [r["msg"] for r in results] == ["droplet 7 shut down", "powered on droplet 8", "droplet 9 is already active"]
+    assert [r["droplet"]["status"] for r in results] == ["off", "active", "active"]
+    assert [r["backend_metadata"]["droplet"]["status"] for r in results] == ["off", "active", "active"]
+    assert [r["changed"] for r in results] == [True, True, False] and not any(r["failed"] for r in results)
+
+
+def test_a_deferred_shutdown_that_does_not_finish_is_followed_by_one_power_off_waited_for_together():
+    client = FakeClient(facts(7), facts(8), outcomes={"shutdown": "in-progress"})
+    worker = do_droplet.DropletWorker(client, wait_timeout=60, waiter=FakeWaiter(client), defer_waits=True)
+    items = power_items((7, "off"), (8, "off"))
+    results = worker.finish_waits(items, run_batch(items, worker, max_workers=1), deadline=float("inf"))
+    operations = [call[:3] for call in client.calls if call[0] in ("droplet_action", "wait_all")]
+    assert operations == [("droplet_action", 7, "shutdown"), ("droplet_action", 8, "shutdown"), ("wait_all", [7, 8]),
+                          ("droplet_action", 7, "power_off"), ("droplet_action", 8, "power_off"), ("wait_all", [7, 8])]
+    assert [r["msg"] for r in results] == ["droplet %d graceful shutdown did not finish; powered off" % i for i in (7, 8)]
+    assert [r["droplet"]["status"] for r in results] == ["off", "off"]
+
+
+def test_a_refused_deferred_shutdown_goes_straight_to_the_power_off():
+    client = FakeClient(facts(7))
+    asked = client.droplet_action
+
+    def droplet_action(droplet_id, action_type, size=None):
+        if action_type == "shutdown":
+            client.calls.append(("droplet_action", int(droplet_id), action_type))
+            raise DigitalOceanError("DigitalOcean refused the request (422 unprocessable)", status=422)
+        return asked(droplet_id, action_type, size)
+
+    client.droplet_action = droplet_action
+    worker = do_droplet.DropletWorker(client, wait_timeout=60, waiter=FakeWaiter(client), defer_waits=True)
+    items = power_items((7, "off"))
+    results = worker.finish_waits(items, run_batch(items, worker, max_workers=1), deadline=float("inf"))
+    operations = [call[:3] for call in client.calls if call[0] in ("droplet_action", "wait_all")]
+    assert operations == [("droplet_action", 7, "shutdown"), ("droplet_action", 7, "power_off"), ("wait_all", [7])]
+    assert results[0]["msg"] == "droplet 7 graceful shutdown did not finish; powered off"
+    assert results[0]["droplet"]["status"] == "off" and not results[0]["failed"]
+
+
+def test_a_deferred_power_change_that_does_not_happen_fails_naming_the_actions_status():
+    outcomes = {"power_on": "errored", "shutdown": "in-progress", "power_off": "in-progress"}
+    client = FakeClient(facts(7, status="off"), facts(8), outcomes=outcomes)
+    worker = do_droplet.DropletWorker(client, wait_timeout=60, waiter=FakeWaiter(client), defer_waits=True)
+    items = power_items((7, "active"), (8, "off"))
+    results = worker.finish_waits(items, run_batch(items, worker, max_workers=1), deadline=float("inf"))
+    assert (results[0]["failed"], results[0]["msg"]) == (True, "power on of droplet 7 failed")
+    assert "retry" not in results[0]
+    assert (results[1]["failed"], results[1]["retry"]) == (True, True)  # the droplet runs on: a later pass retries
+    assert results[1]["msg"] == "droplet 8 did not power off within 60 seconds (power_off in-progress, status active)"
+    assert [call for call in client.calls if call[0] == "action_status"] == [("action_status", 7, "power_on"),
+                                                                             ("action_status", 8, "power_off")]
 
 
 def test_a_deferred_wait_that_fails_or_finds_the_droplet_gone_ends_the_item_with_a_reason():
