@@ -170,8 +170,10 @@ class DropletWorker(DropletPowerSteps):
             if results[index].pop("deferred", False) and id(item) in self.deferred:
                 waiting.append((index, self.deferred.pop(id(item))))
         self._wait_together(waiting, deadline)
+        # (not when the batch's deadline cut the grace time short: a later pass shuts it down)
         late = [(index, pending) for index, pending in waiting
-                if pending.get("step") == "shutdown" and not isinstance(pending["latest"], DigitalOceanError)
+                if pending.get("step") == "shutdown" and pending["deadline"] <= deadline
+                and not isinstance(pending["latest"], DigitalOceanError)
                 and pending["latest"] is not None and pending["latest"]["status"] != "off"]
         self._wait_together(self._hard_power_off(late), deadline)
         for index, pending in waiting:

@@ -139,7 +139,7 @@ class DropletPowerSteps:
         pending = {"step": "shutdown", "facts": facts, "deadline": now + max(0.0, deadline - now) / 2,
                    "final_deadline": deadline}
         try:
-            self.client.droplet_action(droplet_id, "shutdown")
+            pending["action"] = self.client.droplet_action(droplet_id, "shutdown")
         except DigitalOceanError as exc:
             if exc.status != 422:
                 raise
@@ -188,8 +188,8 @@ class DropletPowerSteps:
             return latest, "powered on droplet %s" % droplet_id
         if latest["status"] != "off":
             status = self.client.action_status(droplet_id, pending["action"])
-            raise RetryLater("droplet %s did not power off within %s seconds (power_off %s, status %s)"
-                             % (droplet_id, self.wait_timeout, status, latest["status"]))
+            raise RetryLater("droplet %s did not power off within %s seconds (%s %s, status %s)"
+                             % (droplet_id, self.wait_timeout, step, status, latest["status"]))
         how = "shut down" if step == "shutdown" else "graceful shutdown did not finish; powered off"
         return latest, "droplet %s %s" % (droplet_id, how)
 

@@ -622,6 +622,17 @@ def test_a_deferred_shutdown_that_does_not_finish_is_followed_by_one_power_off_w
     assert [r["droplet"]["status"] for r in results] == ["off", "off"]
 
 
+def test_a_shutdown_the_batchs_deadline_cuts_short_is_left_to_a_later_pass_not_powered_off():
+    client = FakeClient(facts(7), outcomes={"shutdown": "in-progress"})
+    worker = do_droplet.DropletWorker(client, wait_timeout=60, waiter=FakeWaiter(client), defer_waits=True)
+    items = power_items((7, "off"))
+    raw = run_batch(items, worker, max_workers=1)
+    results = worker.finish_waits(items, raw, deadline=worker.clock() + 5)  # before half of the 60 s
+    assert [call[2] for call in client.calls if call[0] == "droplet_action"] == ["shutdown"]
+    assert (results[0]["failed"], results[0]["retry"]) == (True, True)
+    assert results[0]["msg"] == "droplet 7 did not power off within 60 seconds (shutdown in-progress, status active)"
+
+
 def test_a_refused_deferred_shutdown_goes_straight_to_the_power_off():
     client = FakeClient(facts(7))
     asked = client.droplet_action
