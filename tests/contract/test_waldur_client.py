@@ -197,3 +197,13 @@ def test_consumer_order_flow_calls_parse(waldur_sim, consumer, provider):
     terminate = marketplace_resources_terminate.sync(resource_uuid, client=consumer, body=ResourceTerminateRequest())
     assert marketplace_orders_retrieve.sync(terminate.order_uuid, client=provider).type_ == RequestTypes.TERMINATE
     assert waldur_sim.app.resource(resource_uuid.hex)["limits"]["cpu"] == 2
+
+
+def test_the_resource_fields_the_passes_ask_for_are_waldurs_own_field_names():
+    """``waldur_resources_info`` sends ``field=`` with its keys: each must be one Waldur's
+    provider-resources endpoints take (``ResourceFieldEnum``). Waldur ignores a name it does not
+    know, so a wrong one would come back as an empty value, silently."""
+    from waldur_api_client.models import ResourceFieldEnum
+
+    from ansible_collections.waldur.site_agent.plugins.module_utils.waldur.marketplace import RESOURCE_KEYS
+    assert set(RESOURCE_KEYS) - set(field.value for field in ResourceFieldEnum) == set()
