@@ -18,6 +18,11 @@ description:
     and the order is carried on when it is executing), reads every approved order again (Waldur's
     processor runs on approval and may err it at once, for example a Create without C(name) or an
     Update on Waldur 7.0.7) and returns every actionable order joined with its provider resource.
+    The approved orders are read again from one paged listing of the offering's C(executing)
+    orders, and the resources from one of its C(Creating), C(Updating) and C(Terminating) ones,
+    when two or more are wanted; a listing stops once it has them all and never takes more pages
+    than there are items. What a listing does not hold (an order Waldur erred, a resource it gave up
+    on), or everything when a listing fails (with a warning), is read on its own.
     An order that is no longer C(executing), and a Create, Restore or Update whose resource Waldur
     already marked C(Erred) or C(Terminated), is returned in RV(skipped_orders) instead, and nothing is
     built for it. Update orders get C(target_limits) (the order's limits, else the plan's quotas).
@@ -25,8 +30,10 @@ description:
     returned too.
   - With O(state=settled), takes the per-order outcomes of the backend task (a backend module's
     C(results) can be passed as they are; see O(outcomes) for the contract) and, per order,
-    re-reads the order's state and ends it in exactly one of C(done), C(erred), C(retry),
-    C(refused), C(failed) or C(skipped) (RV(results[].outcome)).
+    reads the order's state again (from one paged listing of the offering's C(executing) orders
+    when two or more are settled, else on its own; an order not in the listing is read on its own)
+    and ends it in exactly one of C(done), C(erred), C(retry), C(refused), C(failed) or C(skipped)
+    (RV(results[].outcome)).
   - C(done) records the backend id and backend metadata on the resource when they differ and sets
     the order C(done) (only from C(executing); an order that moved meanwhile makes Waldur refuse,
     and is read again).
@@ -46,6 +53,8 @@ description:
   - The current backend ids and metadata are compared with one paged listing of the offering's
     in-flight (C(Creating), C(Updating), C(Terminating)) resources when two or more outcomes record
     something; other resources are read one by one.
+  - A pass of N Create orders thus costs Waldur about 4 calls per order (approve, C(set_backend_id),
+    C(set_backend_metadata), C(set_state_done)) plus a few listings.
   - Orders are worked on concurrently; one order failing never stops the others. With
     O(fail_on_item_error) the task fails when any order could not be claimed (RV(errors)) or
     settled (RV(results[].failed)).

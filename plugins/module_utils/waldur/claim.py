@@ -15,6 +15,8 @@ from ansible_collections.waldur.site_agent.plugins.module_utils.core.uuids impor
 from ansible_collections.waldur.site_agent.plugins.module_utils.waldur.client import WaldurApiError, error_message
 from ansible_collections.waldur.site_agent.plugins.module_utils.waldur.marketplace import (
     ACTIONABLE_ORDER_STATES,
+    IN_FLIGHT_RESOURCE_STATES,
+    find_of_offering,
     normalize_order,
     normalize_resource,
     order_path,
@@ -42,6 +44,8 @@ class Claim:
         self.offering_uuid = offering_uuid
         self.check_mode = module.check_mode
         self.approved = []
+        self.listed_orders = {}
+        self.listed_resources = {}
         self._lock = threading.Lock()
 
     def candidates(self, order_uuids, max_workers, deadline):
@@ -124,18 +128,37 @@ class Claim:
             })
         return keys
 
+    def approve(self, order):
+        """Approve a pending order (not in check mode); True when its state must be read again."""
+        if order["state"] != "pending-provider" or self.check_mode:
+            return False
+        try:
+            self.client.post(order_path(order["uuid"], "approve_by_provider"), json={})
+            with self._lock:
+                self.approved.append(order["uuid"])
+        except WaldurApiError as exc:
+            if not exc.conflict:  # 409: approved meanwhile (or cancelled); the re-read tells
+                raise
+        return True
+
+    def list_current(self, orders):
+        """The approved orders and the resources of all, from one paged listing each where that
+        pays (``WaldurClient.find``): the approved orders among the offering's executing ones,
+        the resources among its in-flight ones. What a listing misses (an order Waldur erred at
+        approval, a resource Waldur gave up on) or a listing that fails is read on its own."""
+        self.listed_orders = find_of_offering(
+            self.module, self.client, "marketplace-orders/", self.offering_uuid,
+            [order["uuid"] for order in orders if order["reread"]], ["executing"])
+        self.listed_resources = find_of_offering(
+            self.module, self.client, "marketplace-provider-resources/", self.offering_uuid,
+            [order["marketplace_resource_uuid"] for order in orders if order["marketplace_resource_uuid"]],
+            IN_FLIGHT_RESOURCE_STATES)
+
     def claim_one(self, order, quotas):
-        if order["state"] == "pending-provider" and not self.check_mode:
-            try:
-                self.client.post(order_path(order["uuid"], "approve_by_provider"), json={})
-                with self._lock:
-                    self.approved.append(order["uuid"])
-            except WaldurApiError as exc:
-                if not exc.conflict:  # 409: approved meanwhile (or cancelled); the re-read tells
-                    raise
+        if order.pop("reread"):
             # Waldur's processor runs on approval and may err the order at once (a Create without
             # a name, an Update on Waldur 7.0.7): the order is read again before anything is built.
-            raw = self.client.get(order_path(order["uuid"])) or {}
+            raw = self.listed_orders.get(order["uuid"]) or self.client.get(order_path(order["uuid"])) or {}
             order = dict(order, **{key: value for key, value in normalize_order(raw).items() if value is not None})
             if order["state"] != "executing":
                 reason = " (Waldur: %s)" % _one_line(raw["error_message"]) if raw.get("error_message") else ""
@@ -143,7 +166,8 @@ class Claim:
                                               % (order["state"], reason))}
         if not order["marketplace_resource_uuid"]:
             raise ItemError("the order names no marketplace resource")
-        resource = normalize_resource(self.client.get(provider_resource_path(order["marketplace_resource_uuid"])))
+        resource = normalize_resource(self.listed_resources.get(order["marketplace_resource_uuid"])
+                                      or self.client.get(provider_resource_path(order["marketplace_resource_uuid"])))
         order["resource"] = resource
         order["resource_name"] = order["resource_name"] or resource["name"]
         if order["type"] in BUILD_TYPES and resource["state"] in DEAD_RESOURCE_STATES:
@@ -160,6 +184,21 @@ class Claim:
         return {"uuid": order["uuid"], "state": order["state"], "type": order.get("type"),
                 "resource_uuid": order.get("marketplace_resource_uuid"),
                 "resource_name": order.get("resource_name") or "", "msg": msg}
+
+
+def _sort_out(orders, results, skipped, errors):
+    """The orders a batch step kept; the ones it skipped or could not do go to their lists."""
+    kept = []
+    for order, result in zip(orders, results):
+        if "order" in result:
+            kept.append(result["order"])
+        elif "skip" in result:
+            skipped.append(result["skip"])
+        elif "error" in result:
+            errors.append(result["error"])
+        else:  # not finished within the deadline
+            errors.append({"uuid": order["uuid"], "msg": result.get("msg")})
+    return kept
 
 
 def run_claim(module, client, offering_uuid, params):
@@ -188,18 +227,13 @@ def run_claim(module, client, offering_uuid, params):
     def on_error(order, exc):
         return {"error": {"uuid": order["uuid"], "msg": error_message(exc)}}
 
-    claimed = []
-    results = BatchRunner(module, None, echo=(), on_error=on_error).run(
-        orders, lambda order: claim.claim_one(order, quotas))
-    for order, result in zip(orders, results):
-        if "order" in result:
-            claimed.append(result["order"])
-        elif "skip" in result:
-            skipped.append(result["skip"])
-        elif "error" in result:
-            errors.append(result["error"])
-        else:  # not finished within the deadline
-            errors.append({"uuid": order["uuid"], "msg": result.get("msg")})
+    # Every approval first, then the listings that replace a read per order, then each order.
+    runner = BatchRunner(module, None, echo=(), on_error=on_error)
+    approvals = runner.run(orders, lambda order: {"order": dict(order, reread=claim.approve(order))})
+    approved_orders = _sort_out(orders, approvals, skipped, errors)
+    claim.list_current(approved_orders)
+    claims = runner.run(approved_orders, lambda order: claim.claim_one(dict(order), quotas))
+    claimed = _sort_out(approved_orders, claims, skipped, errors)
 
     approved = [uuid for uuid in (order["uuid"] for order in orders) if uuid in claim.approved]
     result = dict(changed=bool(approved), orders=claimed, ssh_keys=ssh_keys, approved=approved,

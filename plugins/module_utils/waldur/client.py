@@ -46,6 +46,7 @@ from ansible_collections.waldur.site_agent.plugins.module_utils.core.retry impor
     parse_retry_after,
 )
 from ansible_collections.waldur.site_agent.plugins.module_utils.core.secrets import redact_text
+from ansible_collections.waldur.site_agent.plugins.module_utils.core.uuids import hex_uuid
 from ansible_collections.waldur.site_agent.plugins.module_utils.waldur.errors import (  # noqa: F401 (re-exported)
     WaldurApiError,
     _error_text,
@@ -165,31 +166,58 @@ class WaldurClient:
 
     def list(self, path, params=None):
         """Every item of a paged listing, following ``Link: <...>; rel="next"``."""
+        items = []
+        for page in self.pages(path, params):
+            items.extend(page)
+        return items
+
+    def pages(self, path, params=None):
+        """The pages of a listing, one list of items each, fetched as the caller asks for them."""
         query = dict(params or {})
         query.setdefault("page_size", DEFAULT_PAGE_SIZE)
-        items = []
         seen_pages = set()
         for _page in range(MAX_PAGES):
             response = self._send("GET", path, params=query)
             body = self._decode(response)
             if isinstance(body, dict) and isinstance(body.get("results"), list):
-                items.extend(body["results"])  # DRF page-number style, tolerated
+                yield body["results"]  # DRF page-number style, tolerated
             elif isinstance(body, list):
-                items.extend(body)
+                yield body
             elif body is not None:
                 raise WaldurApiError(response.status_code, "GET", self.api_path(path),
                                      "expected a JSON list, got %s" % type(body).__name__)
+            else:
+                yield []
             next_url = (response.links.get("next") or {}).get("url")
             if not next_url:
-                break
+                return
             # Re-issue our own path with the next page's query: a proxy may put the wrong scheme
             # or host in Link, and the token must only ever go to api_url.
             query = self._query_of(next_url)
             marker = tuple(sorted((key, str(value)) for key, value in query.items()))
             if "page" not in query or marker in seen_pages:
-                break
+                return
             seen_pages.add(marker)
-        return items
+
+    def find(self, path, uuids, params=None):
+        """``{uuid: item}`` for the items of a paged listing whose ``uuid`` is one of ``uuids``.
+
+        Worth it for two or more (one item is one read). The listing stops once every one is seen,
+        and never runs to more pages than there are uuids: a listing that cannot pay for itself
+        (the items are few, or not in it) costs at most what reading them one by one does. The
+        caller reads the ones missing on their own."""
+        wanted = set(uuids)
+        found = {}
+        if len(wanted) < 2:
+            return found
+        for number, page in enumerate(self.pages(path, params), 1):
+            for item in page:
+                uuid = hex_uuid(item.get("uuid")) if isinstance(item, dict) else None
+                if uuid in wanted:
+                    found[uuid] = item
+            if len(found) == len(wanted) or number >= len(wanted):
+                break
+        return found
 
     @staticmethod
     def _query_of(url):

@@ -9,9 +9,12 @@ from __future__ import absolute_import, division, print_function
 __metaclass__ = type
 
 from ansible_collections.waldur.site_agent.plugins.module_utils.core.uuids import hex_uuid, normalize_uuid
+from ansible_collections.waldur.site_agent.plugins.module_utils.waldur.errors import WaldurApiError
 
 TERMINAL_ORDER_STATES = frozenset(("done", "erred", "canceled", "rejected"))
 ACTIONABLE_ORDER_STATES = ("pending-provider", "executing")
+# Provider resource states while an order on them is executing (Create, Update, Terminate).
+IN_FLIGHT_RESOURCE_STATES = ("Creating", "Updating", "Terminating")
 
 
 def _mapping(value):
@@ -87,3 +90,18 @@ def offering_components(client, offering_uuid):
     """The offering's components as Waldur lists them (``GET provider offering?field=components``)."""
     body = client.get(provider_offering_path(offering_uuid), params={"field": ["components"]}) or {}
     return [component for component in body.get("components") or [] if isinstance(component, dict)]
+
+
+def find_of_offering(module, client, path, offering_uuid, uuids, states, fields=None):
+    """``{uuid: raw item}`` for those of ``uuids`` that one paged listing of the offering's
+    ``path`` in ``states`` holds (``WaldurClient.find``: only where the listing pays for itself).
+    A listing that fails is a warning and an empty answer: the caller reads each item on its own."""
+    params = {"offering_uuid": offering_uuid, "state": list(states)}
+    if fields:
+        params["field"] = list(fields)
+    try:
+        return client.find(path, uuids, params=params)
+    except WaldurApiError as exc:
+        module.warn("could not list %s of offering %s, reading them one by one: %s"
+                    % (path.rstrip("/"), offering_uuid, exc))
+        return {}

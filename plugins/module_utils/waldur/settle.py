@@ -13,7 +13,9 @@ from ansible_collections.waldur.site_agent.plugins.module_utils.core.batch impor
 from ansible_collections.waldur.site_agent.plugins.module_utils.core.times import parse_time, utc_now
 from ansible_collections.waldur.site_agent.plugins.module_utils.waldur.client import WaldurApiError, error_message
 from ansible_collections.waldur.site_agent.plugins.module_utils.waldur.marketplace import (
+    IN_FLIGHT_RESOURCE_STATES,
     TERMINAL_ORDER_STATES,
+    find_of_offering,
     normalize_order,
     normalize_resource,
     order_path,
@@ -21,11 +23,9 @@ from ansible_collections.waldur.site_agent.plugins.module_utils.waldur.marketpla
 )
 
 TRACEBACK_LIMIT = 2000
-# What settling needs of an order; one read of these per order, right before its writes.
+# What settling needs of an order: listed, or read on its own, before its writes.
 SETTLE_ORDER_FIELDS = ["uuid", "state", "offering_uuid", "marketplace_resource_uuid", "resource_name", "created"]
 OUTCOMES = ("done", "erred", "retry", "refused", "failed", "skipped")
-# Provider resource states while an order on them is executing (Create, Update, Terminate).
-IN_FLIGHT_RESOURCE_STATES = ["Creating", "Updating", "Terminating"]
 
 
 def _short_traceback(text):
@@ -52,28 +52,27 @@ class Settle:
         self.check_mode = module.check_mode
         self.retry_max_age = retry_max_age
         self.now = now or utc_now
+        self.listed_orders = {}
         self.listed_resources = {}
 
-    def list_resources(self, outcomes):
-        """Backend ids and metadata of the offering's in-flight resources, in one paged listing.
-
-        Only worth it when two or more outcomes record something; a resource missing from the
-        listing (or a listing that fails) is read on its own by the order that needs it."""
-        recording = [outcome for outcome in outcomes if outcome["backend_id"] or outcome["backend_metadata"]]
-        if len(recording) < 2:
-            return
-        try:
-            raws = self.client.list("marketplace-provider-resources/", params={
-                "offering_uuid": self.offering_uuid, "state": IN_FLIGHT_RESOURCE_STATES,
-                "field": ["uuid", "backend_id", "backend_metadata"]})
-        except WaldurApiError as exc:
-            self.module.warn("could not list the resources of offering %s, reading them one by one: %s"
-                             % (self.offering_uuid, exc))
-            return
-        for raw in raws:
-            resource = normalize_resource(raw)
-            if resource["uuid"]:
-                self.listed_resources[resource["uuid"]] = resource
+    def list_current(self, outcomes):
+        """The orders to settle and the resources to record on, from one paged listing each where
+        that pays (``WaldurClient.find``): the orders among the offering's executing ones, the
+        resources (backend id and metadata) among its in-flight ones. What a listing misses (an
+        order already terminal, a resource no longer in flight) or a listing that fails is read
+        on its own by the order that needs it."""
+        listed = find_of_offering(self.module, self.client, "marketplace-orders/", self.offering_uuid,
+                                  [outcome["order_uuid"] for outcome in outcomes], ["executing"], SETTLE_ORDER_FIELDS)
+        self.listed_orders = dict((uuid, normalize_order(raw)) for uuid, raw in listed.items())
+        recording = []
+        for outcome in outcomes:
+            order = self.listed_orders.get(outcome["order_uuid"]) or {}
+            resource_uuid = outcome["resource_uuid"] or order.get("marketplace_resource_uuid")
+            if resource_uuid and (outcome["backend_id"] or outcome["backend_metadata"]):
+                recording.append(resource_uuid)
+        listed = find_of_offering(self.module, self.client, "marketplace-provider-resources/", self.offering_uuid,
+                                  recording, IN_FLIGHT_RESOURCE_STATES, ["uuid", "backend_id", "backend_metadata"])
+        self.listed_resources = dict((uuid, normalize_resource(raw)) for uuid, raw in listed.items())
 
     def resource(self, resource_uuid):
         listed = self.listed_resources.get(resource_uuid)
@@ -83,10 +82,11 @@ class Settle:
 
     def settle_one(self, outcome):
         uuid = outcome["order_uuid"]
-        # The one read of the order: its state decides (done only from executing, erred only when not
-        # terminal), and it is taken right before the writes. A change after it makes Waldur answer
-        # 409, which is read again below.
-        order = normalize_order(self.client.get(order_path(uuid), params={"field": SETTLE_ORDER_FIELDS}))
+        # The one read of the order (listed, or on its own): its state decides (done only from
+        # executing, erred only when not terminal). A change after it makes Waldur answer 409,
+        # which is read again below.
+        order = self.listed_orders.get(uuid) or normalize_order(
+            self.client.get(order_path(uuid), params={"field": SETTLE_ORDER_FIELDS}))
         if order["offering_uuid"] and order["offering_uuid"] != self.offering_uuid:
             raise ItemError("order %s belongs to offering %s, not %s"
                             % (uuid, order["offering_uuid"], self.offering_uuid))
@@ -315,7 +315,7 @@ def run_settle(module, client, offering_uuid, params):
         module.fail_json(msg="retry_max_age must be a positive number of seconds, got %s" % params["retry_max_age"])
     outcomes = parse_outcomes(module, params["outcomes"])
     settle = Settle(module, client, offering_uuid, retry_max_age=params["retry_max_age"])
-    settle.list_resources(outcomes)
+    settle.list_current(outcomes)
 
     def on_error(outcome, exc):
         message = error_message(exc)

@@ -169,6 +169,46 @@ def test_list_respects_an_explicit_page_size(server):
     assert server.requests[0]["query"]["page_size"] == ["7"]
 
 
+def _four_pages(server, path):
+    """Four pages of two uuids each (``a``..``h`` as 32 hex digits), each page linking the next."""
+    link = '<{base}%s?page=%d&page_size=100>; rel="next"'
+    pages = [[{"uuid": letter * 32} for letter in pair] for pair in ("ab", "cd", "ef", "01")]
+    server.on(path, *[(200, {"Link": link % (path, number + 2)} if number < 3 else {}, page)
+                      for number, page in enumerate(pages)])
+
+
+def test_find_stops_the_listing_once_every_uuid_is_seen(server):
+    _four_pages(server, "/api/marketplace-orders/")
+    client = make_client(server)
+
+    found = client.find("marketplace-orders/", ["b" * 32, "c" * 32, "d" * 32], params={"state": ["executing"]})
+
+    assert sorted(found) == ["b" * 32, "c" * 32, "d" * 32]
+    assert found["c" * 32] == {"uuid": "c" * 32}
+    assert [r["query"].get("page") for r in server.requests] == [None, ["2"]]
+    assert server.requests[0]["query"]["state"] == ["executing"]
+
+
+def test_find_spends_no_more_pages_than_reading_each_would(server):
+    # two uuids the listing does not hold: two pages at most, then the caller reads them alone
+    _four_pages(server, "/api/marketplace-orders/")
+    client = make_client(server)
+
+    assert client.find("marketplace-orders/", ["9" * 32, "8" * 32, "a" * 32]) == {"a" * 32: {"uuid": "a" * 32}}
+    assert len(server.requests) == 3
+    server.replies.clear()
+    _four_pages(server, "/api/marketplace-orders/")
+    assert client.find("marketplace-orders/", ["9" * 32, "8" * 32]) == {}
+    assert len(server.requests) == 5
+
+
+def test_find_makes_no_call_for_one_uuid_or_none(server):
+    client = make_client(server)
+    assert client.find("marketplace-orders/", ["a" * 32]) == {}
+    assert client.find("marketplace-orders/", []) == {}
+    assert server.requests == []
+
+
 def test_503_then_success_is_retried(server):
     server.on("/api/marketplace-orders/x/", (503, {}, {"detail": "down"}), (503, {}, {"detail": "down"}),
               (200, {}, {"uuid": "x"}))

@@ -159,7 +159,7 @@ def test_a_409_on_approval_is_re_read_not_an_error(state_after, claimed):
     order = {"uuid": "1" * 32, "type": "Create", "state": "pending-provider", "limits": {}, "plan_uuid": None,
              "marketplace_resource_uuid": "2" * 32}
 
-    result = claim.claim_one(order, {})
+    result = claim.claim_one(dict(order, reread=claim.approve(order)), {})
 
     assert client.posts == ["marketplace-orders/%s/approve_by_provider/" % ("1" * 32)]
     assert claim.approved == []
@@ -386,11 +386,11 @@ def test_an_order_cancelled_meanwhile_is_not_set_done(waldur_sim, capsys, execut
 BATCH = 20
 
 
-def test_a_batch_of_creates_costs_about_seven_waldur_calls_per_order(waldur_sim, capsys):
-    """Claim + settle of N Create orders: approve, read the order again and read the resource per
-    order when claiming;
-    one state read, set_backend_id, set_backend_metadata and set_state_done per order when
-    settling; listings and the SSH keys are paid once per batch."""
+def test_a_batch_of_creates_costs_four_waldur_writes_per_order_and_a_few_listings(waldur_sim, capsys):
+    """Claim + settle of N Create orders: approve per order when claiming; set_backend_id,
+    set_backend_metadata and set_state_done per order when settling. The orders' states after
+    approval and before settling, and their resources, come from listings paid once per batch,
+    as do the SSH keys: no order or resource is read on its own."""
     app = waldur_sim.app
     app.reset("empty")
     seeded = [app.seed_order(P.DO_OFFERING_UUID, attributes={"name": "web-%d" % index}) for index in range(BATCH)]
@@ -411,13 +411,14 @@ def test_a_batch_of_creates_costs_about_seven_waldur_calls_per_order(waldur_sim,
         per_operation[call["operation"]] = per_operation.get(call["operation"], 0) + 1
     assert per_operation == {
         # per order
-        "orders.approve_by_provider": BATCH, "resources.get": BATCH, "orders.get": 2 * BATCH,
+        "orders.approve_by_provider": BATCH,
         "resources.set_backend_id": BATCH, "resources.set_backend_metadata": BATCH, "orders.set_state_done": BATCH,
-        # per batch: the order listing, offering -> service provider -> keys, the in-flight resources
-        "orders.list": 1, "offering.get": 1, "service_provider.list": 1, "service_provider.keys": 1,
-        "resources.list": 1,
+        # per batch: the actionable orders, then the executing ones after approval and before
+        # settling; offering -> service provider -> keys; the in-flight resources, twice
+        "orders.list": 3, "offering.get": 1, "service_provider.list": 1, "service_provider.keys": 1,
+        "resources.list": 2,
     }
-    assert len(app.calls) <= 7 * BATCH + 5
+    assert len(app.calls) == 4 * BATCH + 8
     assert claim["api_calls"]["reads"] + settle["api_calls"]["reads"] + claim["api_calls"]["writes"] \
         + settle["api_calls"]["writes"] == len(app.calls)
 
@@ -468,6 +469,41 @@ def test_settle_reads_resources_alone_when_the_listing_fails(waldur_sim, capsys)
     assert "reading them one by one" in json.dumps(result["warnings"])  # the 2.19 warning shape nests the text
 
 
+def test_claim_reads_orders_and_resources_alone_when_the_listings_fail(waldur_sim, capsys):
+    app = waldur_sim.app
+    app.reset("empty")
+    orders = [app.seed_order(P.DO_OFFERING_UUID, attributes={"name": "web-%d" % index}) for index in range(3)]
+    # the first listing (of the actionable orders) answers; the later ones do not
+    app.add_fault("orders.list", status=403, nth=2, times=-1)
+    app.add_fault("resources.list", status=403, times=-1)
+    app.calls.clear()
+
+    result = run(waldur_sim, capsys, state="claimed")
+
+    assert sorted(order["uuid"] for order in result["orders"]) == sorted(order["uuid"] for order in orders)
+    assert all(order["state"] == "executing" and order["resource"]["name"] for order in result["orders"])
+    assert len(app.calls_of("orders.get")) == 3 and len(app.calls_of("resources.get")) == 3
+    warnings = json.dumps(result["warnings"])
+    assert "could not list marketplace-orders of offering" in warnings
+    assert "could not list marketplace-provider-resources of offering" in warnings
+
+
+def test_settle_reads_alone_the_orders_the_listing_of_executing_ones_does_not_hold(waldur_sim, capsys):
+    app = waldur_sim.app
+    app.reset("empty")
+    executing = [app.seed_order(P.DO_OFFERING_UUID, state="executing") for _index in range(2)]
+    done = app.seed_order(P.DO_OFFERING_UUID, state="done")
+    app.calls.clear()
+
+    result = run(waldur_sim, capsys, state="settled",
+                 outcomes=[{"order_uuid": order["uuid"], "failed": False} for order in executing + [done]])
+
+    assert [entry["outcome"] for entry in result["results"]] == ["done", "done", "skipped"]
+    assert result["results"][2]["msg"] == "order is already done; nothing written"
+    assert [call["path"] for call in app.calls_of("orders.get")] == ["/api/marketplace-orders/%s/" % done["uuid"]]
+    assert len(app.calls_of("orders.list")) == 1
+
+
 def test_approved_orders_are_read_again_and_dropped_when_waldur_erred_them(waldur_sim, capsys, monkeypatch):
     """Waldur's processor runs on approval and may err the order at once: an Update on Waldur
     7.0.7, a Create without a name. Every approved order is read again before anything is built."""
@@ -499,8 +535,11 @@ def test_approved_orders_are_read_again_and_dropped_when_waldur_erred_them(waldu
                                         "(Waldur: Can't switch from state '5' using method 'schedule_updating')"}
     assert skipped[nameless["uuid"]]["msg"] == "order is erred after approval, not executing (Waldur: 'name')"
     assert app.resource(nameless["marketplace_resource_uuid"])["state"] == "Erred"
+    # the one still executing is seen in the listing of executing orders; the two Waldur erred
+    # are not in it, and are read on their own for their state and message
+    assert "state=executing" in app.calls_of("orders.list")[1]["query"]
     assert sorted(call["path"] for call in app.calls_of("orders.get")) == sorted(
-        "/api/marketplace-orders/%s/" % order["uuid"] for order in (update, create, nameless))
+        "/api/marketplace-orders/%s/" % order["uuid"] for order in (update, nameless))
 
 
 @pytest.mark.parametrize("order_type, resource_state", [("Create", "Erred"), ("Restore", "Terminated"),
