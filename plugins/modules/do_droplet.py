@@ -364,7 +364,7 @@ def main():
     client = client_from_module(module, max_connections=module.params["max_workers"])
     worker = DropletWorker(client, check_mode=module.check_mode, wait=module.params["wait"],
                            wait_timeout=module.params["wait_timeout"],
-                           duplicate_window=module.params["duplicate_window"], defer_waits=True)
+                           duplicate_window=module.params["duplicate_window"])
 
     def on_error(item, exc):  # a defect in the worker still yields the item's result
         result = base_result(item)

@@ -57,11 +57,10 @@ class DropletWorker(DropletPowerSteps):
     become the item's result."""
 
     def __init__(self, client, check_mode=False, wait=True, wait_timeout=300, clock=time.monotonic,
-                 waiter=None, duplicate_window=900, defer_waits=False):
+                 waiter=None, duplicate_window=900):
         self.client = client
-        # Created droplets are waited for after the batch (``finish_waits``), all together: a
-        # worker blocked on a boot would hold back the creates behind it.
-        self.defer_waits = defer_waits
+        # Created and powered droplets are waited for after the batch (``finish_waits``), all
+        # together: a worker blocked on a boot would hold back the writes behind it.
         self.deferred = {}  # id(item) -> what finishing the item's wait needs
         self.duplicate_window = duplicate_window
         # one waiter for all workers: droplets being started are read together
@@ -159,8 +158,8 @@ class DropletWorker(DropletPowerSteps):
             result["retry"] = True
 
     def finish_waits(self, items, results, deadline):
-        """Wait, all together, for the droplets the workers created or powered on or off
-        (``defer_waits``), until each item's own deadline or ``deadline`` (clock time, the
+        """Wait, all together, for the droplets the workers created or powered on or off, until
+        each item's own deadline or ``deadline`` (clock time, the
         batch's), and complete their results. A graceful shutdown that does not finish in half
         the item's time is followed by a hard power off, waited for together again. A result the
         batch marked ``deferred`` is one a worker returned before the batch's deadline; the
@@ -270,14 +269,8 @@ class DropletWorker(DropletPowerSteps):
         notes.extend(key_notes)
         self._describe(result, facts)
         result["msg"] = "created droplet %s %s in %s" % (facts["id"], name, spec)
-        if self.wait and self.defer_waits:
+        if self.wait:
             self.deferred[id(item)] = {"facts": facts, "deadline": deadline}
-        elif self.wait:
-            try:
-                self._describe(result, self._wait_started(facts, deadline, notes))
-            except DigitalOceanError as exc:
-                # the droplet exists: whatever failed while waiting, the next pass adopts it by its tag
-                raise RetryLater("created droplet %s %s, then reading it failed: %s" % (facts["id"], name, exc))
         return None
 
     def _remove_duplicates(self, own, tag, result, notes):

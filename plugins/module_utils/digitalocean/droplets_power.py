@@ -127,11 +127,14 @@ class DropletPowerSteps:
         if facts is None:
             raise ItemError("droplet %s disappeared while powering off" % droplet_id)
         if status != "completed" or facts["status"] != "off":
-            raise RetryLater("droplet %s did not power off within %s seconds (power_off %s, status %s)"
-                             % (droplet_id, self.wait_timeout, status, facts["status"]))
+            raise self._not_off(droplet_id, "power_off", status, facts["status"])
         return facts, "graceful shutdown did not finish; powered off"
 
-    # ---- power changes waited for together (``defer_waits``) ----------------------------
+    def _not_off(self, droplet_id, step, step_status, droplet_status):
+        return RetryLater("droplet %s did not power off within %s seconds (%s %s, status %s)"
+                          % (droplet_id, self.wait_timeout, step, step_status, droplet_status))
+
+    # ---- power changes waited for together (``finish_waits``) ---------------------------
     def _defer_power_off(self, item, result, droplet_id, facts, deadline):
         """Ask for a graceful shutdown and leave the wait to ``finish_waits``: the droplets of
         the batch are then waited for together, with shared listings, not a poll per action."""
@@ -187,9 +190,8 @@ class DropletPowerSteps:
                     "did not finish within %s seconds" % self.wait_timeout))
             return latest, "powered on droplet %s" % droplet_id
         if latest["status"] != "off":
-            status = self.client.action_status(droplet_id, pending["action"])
-            raise RetryLater("droplet %s did not power off within %s seconds (%s %s, status %s)"
-                             % (droplet_id, self.wait_timeout, step, status, latest["status"]))
+            raise self._not_off(droplet_id, step, self.client.action_status(droplet_id, pending["action"]),
+                                latest["status"])
         how = "shut down" if step == "shutdown" else "graceful shutdown did not finish; powered off"
         return latest, "droplet %s %s" % (droplet_id, how)
 
@@ -226,12 +228,8 @@ class DropletPowerSteps:
             result.update(action="powered_off", changed=True)
             if self.check_mode:
                 result["msg"] = "would shut down droplet %s" % droplet_id
-            elif self.wait and self.defer_waits:
-                self._defer_power_off(item, result, droplet_id, facts, deadline)
             elif self.wait:
-                facts, how = self._power_off(droplet_id, deadline)
-                self._describe(result, facts)
-                result["msg"] = "droplet %s %s" % (droplet_id, how)
+                self._defer_power_off(item, result, droplet_id, facts, deadline)
             else:
                 self.client.droplet_action(droplet_id, "shutdown")
                 result["msg"] = "shutdown of droplet %s requested" % droplet_id
@@ -241,18 +239,7 @@ class DropletPowerSteps:
             result["msg"] = "would power on droplet %s" % droplet_id
             return None
         action = self.client.droplet_action(droplet_id, "power_on")
-        if not self.wait:
-            result["msg"] = "power on of droplet %s requested" % droplet_id
-            return None
-        if self.defer_waits:
-            result["msg"] = "power on of droplet %s requested" % droplet_id
+        result["msg"] = "power on of droplet %s requested" % droplet_id
+        if self.wait:
             self.deferred[id(item)] = {"step": "power_on", "facts": facts, "deadline": deadline, "action": action}
-            return None
-        status = self.client.wait_for_action(droplet_id, action, deadline)
-        self._describe(result, self.client.get_droplet(droplet_id) or facts)
-        if status != "completed":
-            raise ItemError("power on of droplet %s %s" % (
-                droplet_id, "failed" if status == "errored" else
-                "did not finish within %s seconds" % self.wait_timeout))
-        result["msg"] = "powered on droplet %s" % droplet_id
         return None

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import copy
 import json
+import time
 from types import SimpleNamespace
 
 import pytest
@@ -139,9 +140,11 @@ def create_item(**fields):
     return item(name="Web 1", region="ams3", image="ubuntu-22-04-x64", size="s-1vcpu-1gb", **fields)
 
 
-def run(client, one, check_mode=False, wait=True):
-    return do_droplet.DropletWorker(client, check_mode=check_mode, wait=wait, wait_timeout=60,
-                                    waiter=FakeWaiter(client))(one)
+def run(client, one, check_mode=False, wait=True, waiter=None):
+    """One item as do_droplet works on it: the worker, then the batch's shared wait."""
+    worker = do_droplet.DropletWorker(client, check_mode=check_mode, wait=wait, wait_timeout=60,
+                                      waiter=waiter or FakeWaiter(client))
+    return worker.finish_waits([one], [worker(one)], float("inf"))[0]
 
 
 # ---- validation ----------------------------------------------------------
@@ -454,15 +457,15 @@ def test_a_failure_after_the_create_is_retried_with_the_droplet_id():
     client = FakeClient()
 
     class BrokenWaiter:
-        def wait(self, facts, statuses, deadline):
-            raise DigitalOceanError("DigitalOcean refused the request (403 forbidden): GET /v2/droplets/901",
-                                    status=403)
+        def wait_all(self, requests):
+            return [DigitalOceanError("DigitalOcean refused the request (403 forbidden): GET /v2/droplets/901",
+                                      status=403)]
 
-    worker = do_droplet.DropletWorker(client, wait_timeout=60, waiter=BrokenWaiter())
-    result = worker(create_item())
+    result = run(client, create_item(), waiter=BrokenWaiter())
     assert (result["failed"], result["retry"], result["backend_id"]) == (True, True, "901")
     assert result["cloud"] == "droplet 901 web-1 (new)"
-    assert result["msg"].startswith("created droplet 901 web-1, then reading it failed: DigitalOcean refused")
+    assert result["msg"].startswith("created droplet 901 web-1 in ams3 (s-1vcpu-1gb, ubuntu-22-04-x64), "
+                                    "then reading it failed: DigitalOcean refused")
 
 
 def test_prefetch_reads_many_droplets_in_one_go():
@@ -573,7 +576,7 @@ def test_module_checks_the_batch_options_before_any_call(run_module):
 
 def test_deferred_creates_are_all_sent_before_one_shared_wait():
     client = FakeClient()
-    worker = do_droplet.DropletWorker(client, wait_timeout=60, waiter=FakeWaiter(client), defer_waits=True)
+    worker = do_droplet.DropletWorker(client, wait_timeout=60, waiter=FakeWaiter(client))
     items = [dict(create_item(resource_uuid="%032x" % (index + 1)), name="web-%d" % index) for index in range(3)]
     raw = run_batch(items, worker, max_workers=1)
     assert [r["deferred"] for r in raw] == [True] * 3
@@ -596,7 +599,7 @@ def power_items(*pairs):
 
 def test_deferred_power_changes_are_all_asked_for_before_one_shared_wait():
     client = FakeClient(facts(7), facts(8, status="off"), facts(9))
-    worker = do_droplet.DropletWorker(client, wait_timeout=60, waiter=FakeWaiter(client), defer_waits=True)
+    worker = do_droplet.DropletWorker(client, wait_timeout=60, waiter=FakeWaiter(client))
     items = power_items((7, "off"), (8, "active"), (9, "active"))
     raw = run_batch(items, worker, max_workers=1)
     assert [r.get("deferred", False) for r in raw] == [True, True, False]  # 9 is already active
@@ -612,7 +615,7 @@ def test_deferred_power_changes_are_all_asked_for_before_one_shared_wait():
 
 def test_a_deferred_shutdown_that_does_not_finish_is_followed_by_one_power_off_waited_for_together():
     client = FakeClient(facts(7), facts(8), outcomes={"shutdown": "in-progress"})
-    worker = do_droplet.DropletWorker(client, wait_timeout=60, waiter=FakeWaiter(client), defer_waits=True)
+    worker = do_droplet.DropletWorker(client, wait_timeout=60, waiter=FakeWaiter(client))
     items = power_items((7, "off"), (8, "off"))
     results = worker.finish_waits(items, run_batch(items, worker, max_workers=1), deadline=float("inf"))
     operations = [call[:3] for call in client.calls if call[0] in ("droplet_action", "wait_all")]
@@ -624,7 +627,7 @@ def test_a_deferred_shutdown_that_does_not_finish_is_followed_by_one_power_off_w
 
 def test_a_shutdown_the_batchs_deadline_cuts_short_is_left_to_a_later_pass_not_powered_off():
     client = FakeClient(facts(7), outcomes={"shutdown": "in-progress"})
-    worker = do_droplet.DropletWorker(client, wait_timeout=60, waiter=FakeWaiter(client), defer_waits=True)
+    worker = do_droplet.DropletWorker(client, wait_timeout=60, waiter=FakeWaiter(client))
     items = power_items((7, "off"))
     raw = run_batch(items, worker, max_workers=1)
     results = worker.finish_waits(items, raw, deadline=worker.clock() + 5)  # before half of the 60 s
@@ -644,7 +647,7 @@ def test_a_refused_deferred_shutdown_goes_straight_to_the_power_off():
         return asked(droplet_id, action_type, size)
 
     client.droplet_action = droplet_action
-    worker = do_droplet.DropletWorker(client, wait_timeout=60, waiter=FakeWaiter(client), defer_waits=True)
+    worker = do_droplet.DropletWorker(client, wait_timeout=60, waiter=FakeWaiter(client))
     items = power_items((7, "off"))
     results = worker.finish_waits(items, run_batch(items, worker, max_workers=1), deadline=float("inf"))
     operations = [call[:3] for call in client.calls if call[0] in ("droplet_action", "wait_all")]
@@ -656,7 +659,7 @@ def test_a_refused_deferred_shutdown_goes_straight_to_the_power_off():
 def test_a_deferred_power_change_that_does_not_happen_fails_naming_the_actions_status():
     outcomes = {"power_on": "errored", "shutdown": "in-progress", "power_off": "in-progress"}
     client = FakeClient(facts(7, status="off"), facts(8), outcomes=outcomes)
-    worker = do_droplet.DropletWorker(client, wait_timeout=60, waiter=FakeWaiter(client), defer_waits=True)
+    worker = do_droplet.DropletWorker(client, wait_timeout=60, waiter=FakeWaiter(client))
     items = power_items((7, "active"), (8, "off"))
     results = worker.finish_waits(items, run_batch(items, worker, max_workers=1), deadline=float("inf"))
     assert (results[0]["failed"], results[0]["msg"]) == (True, "power on of droplet 7 failed")
@@ -674,7 +677,7 @@ def test_a_deferred_wait_that_fails_or_finds_the_droplet_gone_ends_the_item_with
         def wait_all(self, requests):
             return [DigitalOceanError("DigitalOcean refused the request (403 forbidden)", status=403), None]
 
-    worker = do_droplet.DropletWorker(client, wait_timeout=60, waiter=Waiter(), defer_waits=True)
+    worker = do_droplet.DropletWorker(client, wait_timeout=60, waiter=Waiter())
     items = [dict(create_item(resource_uuid="%032x" % (index + 1)), name="web-%d" % index) for index in range(2)]
     results = worker.finish_waits(items, run_batch(items, worker, max_workers=1), deadline=float("inf"))
     assert (results[0]["failed"], results[0]["retry"], results[0]["backend_id"]) == (True, True, "901")
@@ -686,15 +689,16 @@ def test_a_deferred_wait_that_fails_or_finds_the_droplet_gone_ends_the_item_with
 # ---- many creates against the simulator ---------------------------------------------------
 
 def test_fifty_creates_wait_together_with_a_few_reads(do_sim):
-    """Every worker waits for its own droplet, but the reads that see them boot are shared:
-    a handful of account listings, not a poll per droplet."""
+    """The workers send every create, then one wait for all of them reads them boot: a handful
+    of account listings, not a poll per droplet."""
     do_sim.app.configure(boot_seconds=1.0)
     client = DigitalOceanClient(presets.DO_TOKEN, api_url=do_sim.url, max_connections=50)
     worker = do_droplet.DropletWorker(client, wait_timeout=10)
     items = [dict(create_item(resource_uuid="%032x" % (index + 1)), name="bulk-%02d" % index) for index in range(50)]
 
     worker.prefetch(items)  # as the module does: one listing answers all tag lookups
-    results = run_batch(items, worker, max_workers=50, deadline_seconds=60)
+    results = worker.finish_waits(items, run_batch(items, worker, max_workers=50, deadline_seconds=60),
+                                  time.monotonic() + 60)
 
     assert [r["action"] for r in results if not r["failed"]] == ["created"] * 50
     assert [r["droplet"]["status"] for r in results] == ["active"] * 50
