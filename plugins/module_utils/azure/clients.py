@@ -24,6 +24,7 @@ import os
 import threading
 import time
 import traceback
+from urllib.parse import urlencode
 
 from ansible.module_utils.basic import env_fallback, missing_required_lib
 
@@ -49,6 +50,7 @@ AZURE_IMPORT_ERROR = None
 try:
     from azure.core.exceptions import AzureError as SdkAzureError
     from azure.core.pipeline.policies import SansIOHTTPPolicy
+    from azure.core.rest import HttpRequest
     from azure.identity import ClientSecretCredential
     from azure.mgmt.compute import ComputeManagementClient
     from azure.mgmt.network import NetworkManagementClient
@@ -60,6 +62,7 @@ except ImportError:
     AZURE_IMPORT_ERROR = traceback.format_exc()
     SdkAzureError = Exception
     SansIOHTTPPolicy = object
+    HttpRequest = None
     ClientSecretCredential = ComputeManagementClient = NetworkManagementClient = None
     ResourceManagementClient = None
 
@@ -72,6 +75,11 @@ USER_AGENT = "waldur-site-agent-ansible"
 # azure-core's default is 3 status retries; a throttled subscription can need a few more.
 RETRY_STATUS = 5
 RETRY_BACKOFF_MAX = 60
+
+# The API versions of the plain JSON reads (``AzureClients.json_pages`` and ``json_get``): GA
+# versions that ARM serves in every public region; the fields a pass reads have the same shape
+# in every version since.
+JSON_API_VERSIONS = {"compute": "2024-07-01", "network": "2024-05-01"}
 
 # option -> environment variable, as AWX's "Microsoft Azure Resource Manager" credential injects them
 CREDENTIAL_ENV = (
@@ -284,6 +292,33 @@ class AzureClients:
     def listing(self, what, function, *args, **kwargs):
         """All items of a paged listing (pages are fetched, and errors translated, here)."""
         return self.call(what, lambda: list(function(*args, **kwargs)))
+
+    # ---- plain JSON reads ------------------------------------------------------------------
+    # For reads of many objects of which a pass keeps a few fields: the SDK builds a model of
+    # every object, about a millisecond of CPU each (5 s for the four listings of 1,000 machines),
+    # while the JSON is parsed in a fraction of that. The requests go through the service
+    # client's own pipeline (``send_request``): the same credential, retries and call counter.
+    # Errors are the SDK's, translated by the caller's ``call`` or ``read``.
+    def _json(self, kind, url):
+        response = getattr(self, kind).send_request(HttpRequest("GET", url))
+        response.raise_for_status()
+        return response.json() if response.content else {}
+
+    def json_pages(self, kind, path, params=None):
+        """The pages of an ARM listing of the ``kind`` (compute or network) service, each the list
+        of its objects as ARM's JSON (``value``), following ``nextLink``, fetched as asked for."""
+        query = dict(params or {})
+        query["api-version"] = JSON_API_VERSIONS[kind]
+        url = "%s%s?%s" % (self.arm_endpoint, path, urlencode(query))
+        while url:
+            body = self._json(kind, url)
+            yield body.get("value") or []
+            url = body.get("nextLink")
+
+    def json_get(self, kind, resource_id, suffix=""):
+        """One ARM object (``resource_id`` + ``suffix``, e.g. ``/instanceView``) as ARM's JSON."""
+        return self._json(kind, "%s%s%s?%s" % (self.arm_endpoint, resource_id, suffix,
+                                               urlencode({"api-version": JSON_API_VERSIONS[kind]})))
 
 
 def missing_credentials(params):

@@ -22,8 +22,13 @@ def plain(value):
 
 def power_state(instance_view):
     """``running``, ``deallocated``, ... from an instance view's ``PowerState/<x>`` status."""
-    for status in getattr(instance_view, "statuses", None) or []:
-        code = plain(getattr(status, "code", None)) or ""
+    return power_of_codes(plain(getattr(status, "code", None)) for status in getattr(instance_view, "statuses", None) or [])
+
+
+def power_of_codes(codes):
+    """The ``<x>`` of the first ``PowerState/<x>`` among an instance view's status codes, or None."""
+    for code in codes:
+        code = code or ""
         if code.lower().startswith("powerstate/"):
             return code.split("/", 1)[1]
     return None

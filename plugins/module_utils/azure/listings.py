@@ -9,9 +9,11 @@ A pass over N machines then costs about four times ``N / page size`` calls, what
 number of resource groups, instead of a read (or a group listing) per machine. Objects a
 listing misses (made while the listings ran) are read one by one.
 
-Each listed object is cut down, as its page arrives, to the few fields a pass reads (a
-:class:`SlimVm`, :class:`SlimNic`, :class:`SlimPublicIp` or a power-state string) and the SDK
-model is dropped: four listings of 10,000 objects held as SDK models took hundreds of MiB."""
+The listings are read as ARM's JSON (``AzureClients.json_pages``), not as SDK models, whose
+construction cost about a millisecond of CPU per object, and each listed object is cut down, as
+its page arrives, to the few fields a pass reads (a :class:`SlimVm`, :class:`SlimNic`,
+:class:`SlimPublicIp` or a power-state string): four listings of 10,000 objects held whole took
+hundreds of MiB."""
 
 from __future__ import absolute_import, division, print_function
 
@@ -20,14 +22,7 @@ __metaclass__ = type
 import time
 
 from ansible_collections.waldur.site_agent.plugins.module_utils.azure.errors import AzureError
-from ansible_collections.waldur.site_agent.plugins.module_utils.azure.facts import (
-    plain,
-    power_state,
-    primary,
-    read_network_interface,
-    read_public_ip,
-)
-from ansible_collections.waldur.site_agent.plugins.module_utils.azure.naming import parse_vm_id
+from ansible_collections.waldur.site_agent.plugins.module_utils.azure.facts import power_of_codes
 from ansible_collections.waldur.site_agent.plugins.module_utils.core.batch import run_batch
 
 # From this many machines on, the listings cost fewer calls than reading each machine (a machine
@@ -42,11 +37,26 @@ def arm_key(resource_id):
     return str(resource_id or "").lower()
 
 
-def addresses(nic, public_ip):
-    """``(private_ip, public_ip)`` of a NIC's primary IP configuration and its public IP object."""
-    configuration = primary(getattr(nic, "ip_configurations", None)) if nic is not None else None
-    private_ip = getattr(configuration, "private_ip_address", None)
-    return private_ip, getattr(public_ip, "ip_address", None) if public_ip is not None else None
+def _field(body, *path):
+    """``body[path[0]][path[1]]...`` of ARM's JSON, None where a step is missing."""
+    for key in path:
+        body = body.get(key) if isinstance(body, dict) else None
+    return body
+
+
+def _primary(references):
+    """The primary one of ARM's JSON references (``properties.primary``), else the first."""
+    references = [reference for reference in references or [] if isinstance(reference, dict)]
+    for reference in references:
+        if _field(reference, "properties", "primary"):
+            return reference
+    return references[0] if references else None
+
+
+def power_of(instance_view):
+    """The power state of an instance view as ARM's JSON (``statuses[].code``)."""
+    return power_of_codes(status.get("code") for status in _field(instance_view, "statuses") or []
+                          if isinstance(status, dict))
 
 
 class _View:
@@ -64,21 +74,21 @@ class _View:
 
 
 class SlimVm:
-    """The fields of a listed virtual machine a pass reads, under the SDK model's attribute names
-    (``hardware_profile.vm_size``, ``storage_profile.os_disk.disk_size_gb``,
+    """The fields of a listed virtual machine (ARM's JSON) a pass reads, under the SDK model's
+    attribute names (``hardware_profile.vm_size``, ``storage_profile.os_disk.disk_size_gb``,
     ``network_profile.network_interfaces``), so the code that reads an SDK model reads it too."""
 
     __slots__ = ("id", "name", "location", "tags", "vm_size", "os_disk_gb", "nic_id")
 
-    def __init__(self, vm):
-        self.id = getattr(vm, "id", None)
-        self.name = getattr(vm, "name", None)
-        self.location = getattr(vm, "location", None)
-        self.tags = dict(getattr(vm, "tags", None) or {}) or None
-        self.vm_size = plain(getattr(getattr(vm, "hardware_profile", None), "vm_size", None))
-        self.os_disk_gb = getattr(getattr(getattr(vm, "storage_profile", None), "os_disk", None), "disk_size_gb", None)
-        reference = primary(getattr(getattr(vm, "network_profile", None), "network_interfaces", None))
-        self.nic_id = getattr(reference, "id", None)
+    def __init__(self, body):
+        properties = body.get("properties")
+        self.id = body.get("id")
+        self.name = body.get("name")
+        self.location = body.get("location")
+        self.tags = dict(body.get("tags") or {}) or None
+        self.vm_size = _field(properties, "hardwareProfile", "vmSize")
+        self.os_disk_gb = _field(properties, "storageProfile", "osDisk", "diskSizeGB")
+        self.nic_id = _field(_primary(_field(properties, "networkProfile", "networkInterfaces")), "id")
 
     @property
     def hardware_profile(self):
@@ -96,15 +106,16 @@ class SlimVm:
 
 
 class SlimNic:
-    """A listed network interface: its primary IP configuration's private address and public IP id."""
+    """A listed network interface (ARM's JSON): its primary IP configuration's private address and
+    public IP id."""
 
     __slots__ = ("id", "private_ip", "public_ip_id")
 
-    def __init__(self, nic):
-        self.id = getattr(nic, "id", None)
-        configuration = primary(getattr(nic, "ip_configurations", None))
-        self.private_ip = getattr(configuration, "private_ip_address", None)
-        self.public_ip_id = getattr(getattr(configuration, "public_ip_address", None), "id", None)
+    def __init__(self, body):
+        configuration = _field(_primary(_field(body, "properties", "ipConfigurations")), "properties")
+        self.id = body.get("id")
+        self.private_ip = _field(configuration, "privateIPAddress")
+        self.public_ip_id = _field(configuration, "publicIPAddress", "id")
 
     @property
     def ip_configurations(self):
@@ -113,20 +124,18 @@ class SlimNic:
 
 
 class SlimPublicIp:
-    """A listed public IP address: its id and address."""
+    """A listed public IP address (ARM's JSON): its id and address."""
 
     __slots__ = ("id", "ip_address")
 
-    def __init__(self, public_ip):
-        self.id = getattr(public_ip, "id", None)
-        self.ip_address = getattr(public_ip, "ip_address", None)
+    def __init__(self, body):
+        self.id = body.get("id")
+        self.ip_address = _field(body, "properties", "ipAddress")
 
 
-def _slim(kind, value):
-    """What the listings keep of an object read one by one (``kind``: power, nic or public_ip)."""
-    if value is None or kind == "power":
-        return value
-    return SlimNic(value) if kind == "nic" else SlimPublicIp(value)
+def addresses(nic, public_ip):
+    """``(private_ip, public_ip)`` of a :class:`SlimNic` and a :class:`SlimPublicIp` (either may be None)."""
+    return (nic.private_ip if nic is not None else None), (public_ip.ip_address if public_ip is not None else None)
 
 
 class ListedMachine:
@@ -144,6 +153,14 @@ class ListedMachine:
         return addresses(self.nic, self.public_ip)
 
 
+# What a listing missed, read on its own: kind -> (service, path after the id, what, slim).
+JSON_READS = {
+    "power": ("compute", "/instanceView", "reading the instance view of virtual machine", power_of),
+    "nic": ("network", "", "reading network interface", SlimNic),
+    "public_ip": ("network", "", "reading public IP address", SlimPublicIp),
+}
+
+
 class MachineListings:
     """Reads the machines of a set of ARM ids from the subscription's listings."""
 
@@ -155,20 +172,21 @@ class MachineListings:
     def _remaining(self):
         return None if self.deadline is None else max(1.0, self.deadline - time.monotonic())
 
-    def _walk(self, what, listing, slim, wanted=None):
-        """``{key: slim(object)}`` of a paged listing (every page followed); with ``wanted``, only
-        those keys, and the listing stops at the page where the last of them is seen. Only what
-        ``slim`` keeps of an object outlives its page: the SDK model is dropped at once."""
+    def _walk(self, what, kind, path, slim, wanted=None, params=None):
+        """``{key: slim(object)}`` of a paged listing of ARM's JSON (every page followed); with
+        ``wanted``, only those keys, and the listing stops at the page where the last of them is
+        seen. Only what ``slim`` keeps of an object outlives its page."""
         def walk():
             found = {}
             if wanted is not None and not wanted:
                 return found
-            for entry in listing():
-                key = arm_key(getattr(entry, "id", None))
-                if wanted is None or key in wanted:
-                    found[key] = slim(entry)
-                    if wanted is not None and len(found) == len(wanted):
-                        break
+            for page in self.clients.json_pages(kind, path, params):
+                for body in page:
+                    key = arm_key(body.get("id"))
+                    if wanted is None or key in wanted:
+                        found[key] = slim(body)
+                if wanted is not None and len(found) == len(wanted):
+                    break
             return found
 
         return self.clients.call(what, walk, deadline=self.deadline)
@@ -190,19 +208,20 @@ class MachineListings:
 
         Raises :class:`AzureError` when a listing fails: a pass must not act on half a picture."""
         wanted = set(keys)
-        compute = self.clients.compute.virtual_machines
-        network = self.clients.network
+        providers = "/subscriptions/%s/providers/" % self.clients.subscription_id
         vms, power, nics, public_ips = self._together([
-            lambda: self._walk("listing the virtual machines of the subscription", compute.list_all, SlimVm, wanted),
-            lambda: self._walk("listing the power states of the virtual machines",
-                               lambda: compute.list_all(status_only="true"),
-                               lambda status: power_state(getattr(status, "instance_view", None)), wanted),
+            lambda: self._walk("listing the virtual machines of the subscription", "compute",
+                               providers + "Microsoft.Compute/virtualMachines", SlimVm, wanted),
+            lambda: self._walk("listing the power states of the virtual machines", "compute",
+                               providers + "Microsoft.Compute/virtualMachines",
+                               lambda body: power_of(_field(body, "properties", "instanceView")), wanted,
+                               params={"statusOnly": "true"}),
             # NICs and public IPs are listed whole, at the same time as the machines: their ids
             # are only known once the machines are, and waiting for those would double the wall time.
-            lambda: self._walk("listing the network interfaces of the subscription",
-                               network.network_interfaces.list_all, SlimNic),
-            lambda: self._walk("listing the public IP addresses of the subscription",
-                               network.public_ip_addresses.list_all, SlimPublicIp),
+            lambda: self._walk("listing the network interfaces of the subscription", "network",
+                               providers + "Microsoft.Network/networkInterfaces", SlimNic),
+            lambda: self._walk("listing the public IP addresses of the subscription", "network",
+                               providers + "Microsoft.Network/publicIPAddresses", SlimPublicIp),
         ])
         nic_of = dict((key, arm_key(vm.nic_id) or None) for key, vm in vms.items())
         notes = {}
@@ -238,18 +257,14 @@ class MachineListings:
 
         def read_one(entry):
             kind, _key, resource_id = entry
-            if kind == "power":
-                _subscription, group, name = parse_vm_id(resource_id)
-                view = self.clients.read("reading the instance view of virtual machine %s" % name,
-                                         self.clients.compute.virtual_machines.instance_view, group, name,
-                                         deadline=self.deadline)
-                return {"value": power_state(view)}
-            read = read_network_interface if kind == "nic" else read_public_ip
-            return {"value": read(self.clients, resource_id, deadline=self.deadline)}
+            service, suffix, what, slim = JSON_READS[kind]
+            body = self.clients.read("%s %s" % (what, resource_id.rstrip("/").rsplit("/", 1)[-1]),
+                                     self.clients.json_get, service, resource_id, suffix, deadline=self.deadline)
+            return {"value": None if body is None else slim(body)}
 
         outcomes = run_batch(missing, read_one, max_workers=self.max_workers, deadline_seconds=self._remaining())
         for (kind, key, _resource_id), outcome in zip(missing, outcomes):
             if "value" in outcome:
-                {"power": power, "nic": nics, "public_ip": public_ips}[kind][key] = _slim(kind, outcome["value"])
+                {"power": power, "nic": nics, "public_ip": public_ips}[kind][key] = outcome["value"]
             else:
                 notes[key] = outcome.get("msg") or "could not be read"

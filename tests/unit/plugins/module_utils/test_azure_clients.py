@@ -296,6 +296,41 @@ def test_status_retries_are_bounded():
     assert len(clients.transport.requests) == azure_clients.RETRY_STATUS + 1
 
 
+# ---- plain JSON reads ---------------------------------------------------------------------------
+
+def test_json_pages_follow_next_link_through_the_clients_pipeline():
+    listing = ARM + "/subscriptions/sub-1/providers/Microsoft.Network/networkInterfaces"
+    clients = ScriptedClients([
+        ("GET", 429, {"Retry-After": "0"}, arm_error("SubscriptionRequestsThrottled", "slow down")),
+        ("GET", 200, {}, {"value": [{"id": "a"}, {"id": "b"}], "nextLink": listing + "?$skiptoken=2&api-version=x"}),
+        ("GET", 200, {}, {"value": [{"id": "c"}]}),
+    ])
+    pages = clients.call("listing", lambda: list(clients.json_pages(
+        "network", "/subscriptions/sub-1/providers/Microsoft.Network/networkInterfaces", {"statusOnly": "true"})))
+    assert pages == [[{"id": "a"}, {"id": "b"}], [{"id": "c"}]]  # plain JSON, no SDK model
+    urls = [url for method, url in clients.transport.requests]
+    assert urls[0] == urls[1] == (listing + "?statusOnly=true&api-version=%s" % azure_clients.JSON_API_VERSIONS["network"])
+    assert urls[2] == listing + "?$skiptoken=2&api-version=x"  # nextLink as ARM gave it
+    assert clients.api_calls == 3  # the retry counted, as every SDK call's is
+
+
+def test_json_reads_fail_and_miss_as_sdk_calls_do():
+    body = arm_error("ResourceNotFound", "The Resource 'Microsoft.Network/networkInterfaces/nicweb' was not found.")
+    nic = "/subscriptions/sub-1/resourceGroups/g/providers/Microsoft.Network/networkInterfaces/nicweb"
+    clients = ScriptedClients([("GET", 404, {}, body),
+                               ("GET", 403, {}, arm_error("AuthorizationFailed", "no read permission")),
+                               ("GET", 200, {}, {"statuses": [{"code": "PowerState/running"}]})])
+    assert clients.read("reading nic", clients.json_get, "network", nic) is None
+    with pytest.raises(AzureError) as raised:
+        clients.call("listing", lambda: list(clients.json_pages("compute", "/subscriptions/sub-1/x")))
+    assert (raised.value.status, raised.value.code) == (403, "AuthorizationFailed")
+    assert str(raised.value).startswith("listing: no read permission")
+    assert clients.json_get("compute", "/subscriptions/sub-1/vm", "/instanceView") == {
+        "statuses": [{"code": "PowerState/running"}]}
+    assert clients.transport.requests[2][1] == ARM + "/subscriptions/sub-1/vm/instanceView?api-version=%s" % (
+        azure_clients.JSON_API_VERSIONS["compute"])
+
+
 # ---- sizes ------------------------------------------------------------------------------------
 
 def test_sizes_are_listed_once_per_location_and_failures_remembered():

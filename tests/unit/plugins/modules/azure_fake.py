@@ -8,6 +8,7 @@ wire protocol itself is covered by the integration tests against the simulator.
 import copy
 import itertools
 import re
+import weakref
 
 from azure.mgmt.compute import models as compute_models
 from azure.mgmt.network import models as network_models
@@ -53,6 +54,10 @@ class UnfinishedPoller:
 
     def done(self):
         return False
+
+
+class JsonPage(list):
+    """A page of a JSON listing (a list that can be weakly referenced)."""
 
 
 def not_found(what):
@@ -286,6 +291,8 @@ class FakeAzure(AzureClients):
         self.store, self.groups, self.power = {}, {}, {}
         self.calls, self.faults = [], {}
         self.slow = set()  # kinds whose PUT is accepted and still running when the deadline comes
+        self.unlisted = {}  # kind -> lower-case names the JSON listings miss
+        self.pages = []  # weak references to every JSON page handed out
         self.counter = itertools.count(10)
         self._clients = {
             "resource": Namespace(resource_groups=Groups(self), resources=Resources(self)),
@@ -299,6 +306,38 @@ class FakeAzure(AzureClients):
 
     def record(self, verb, kind, name):
         self.calls.append((verb, kind, name))
+
+    # ---- the plain JSON reads (AzureClients.json_pages / json_get) over the same store ----
+    def json_pages(self, service, path, params=None):
+        """One page of the subscription's objects of the kind ``path`` names, as ARM's JSON;
+        ``unlisted[kind]`` names objects the listing misses (made while it ran)."""
+        kind = next(kind for kind, (namespace, type_name, dummy) in PROVIDERS.items()
+                    if path.lower().endswith(("/providers/%s/%s" % (namespace, type_name)).lower()))
+        status_only = (params or {}).get("statusOnly") == "true"
+        self.record("list_all_status" if status_only else "list_all", kind, "*")
+        self.maybe_fail("list_all", kind)
+        page = JsonPage()
+        for key, body in sorted(self.store.items()):
+            if key[0] != kind or key[3] in self.unlisted.get(kind, ()):
+                continue
+            page.append({"id": body["id"], "name": body["name"], "properties": {
+                "instanceView": self.instance_view_body(body["name"])}} if status_only else copy.deepcopy(body))
+        self.pages.append(weakref.ref(page))
+        yield page
+
+    def json_get(self, service, resource_id, suffix=""):
+        parts = resource_id.split("/")
+        group, type_name, name = parts[4], parts[-2], parts[-1]
+        kind = next(kind for kind, (namespace, listed, dummy) in PROVIDERS.items() if listed.lower() == type_name.lower())
+        if suffix == "/instanceView":
+            self.record("instance_view", kind, name)
+            return self.instance_view_body(name)
+        self.record("get", kind, name)
+        self.maybe_fail("get", kind)
+        body = self.store.get((kind, group.lower(), "", name.lower()))
+        if body is None:
+            raise not_found(name)
+        return copy.deepcopy(body)
 
     def maybe_fail(self, verb, kind):
         error = self.faults.get((verb, kind))
