@@ -21,10 +21,12 @@ __metaclass__ = type
 
 from ansible.errors import AnsibleFilterError
 
+from ansible_collections.waldur.site_agent.plugins.filter.site_agent import unpacked
 from ansible_collections.waldur.site_agent.plugins.module_utils.agent.components import (
     limits_equal,
     size_for_limits,
 )
+from ansible_collections.waldur.site_agent.plugins.module_utils.core.packed import like
 from ansible_collections.waldur.site_agent.plugins.module_utils.core.uuids import normalize_uuid
 from ansible_collections.waldur.site_agent.plugins.module_utils.digitalocean.naming import (
     droplet_name,
@@ -128,16 +130,17 @@ def _order_items(orders, backend_settings, create_params, update_params):
 
 
 def _power_items(resources, stopped_state, running_state):
-    """Resources with a backend id -> power items: paused/downscaled stop, the others run."""
+    """Resources with a backend id -> power items: paused/downscaled stop, the others run
+    (packed when the resources were, see core/packed)."""
     items = []
-    for resource in resources or []:
+    for resource in unpacked(resources, "resources"):
         if not resource.get("backend_id"):
             continue
         stopped = bool(resource.get("paused") or resource.get("downscaled"))
         items.append({"resource_uuid": normalize_uuid(resource["uuid"]),
                       "backend_id": str(resource["backend_id"]),
                       "state": stopped_state if stopped else running_state})
-    return items
+    return like(items, resources)
 
 
 def _backend_items(planned):

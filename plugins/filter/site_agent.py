@@ -10,17 +10,29 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
+from ansible.errors import AnsibleFilterError
+
 from ansible_collections.waldur.site_agent.plugins.module_utils.agent.components import figures_to_usages
+from ansible_collections.waldur.site_agent.plugins.module_utils.core.packed import like, unpack
 from ansible_collections.waldur.site_agent.plugins.module_utils.core.uuids import normalize_uuid
 
 
+def unpacked(value, what):
+    """The items of a list or packed list (``core/packed``), or a filter error naming ``what``."""
+    try:
+        return unpack(value, what)
+    except ValueError as exc:
+        raise AnsibleFilterError(str(exc))
+
+
 def metadata_updates(results, resources):
-    """Backend results + Waldur resources -> ``waldur_resource_metadata`` items, only changed ones."""
+    """Backend results + Waldur resources -> ``waldur_resource_metadata`` items, only changed ones
+    (packed when the results were, see core/packed)."""
     current = {}
-    for resource in resources or []:
+    for resource in unpacked(resources, "resources"):
         current[normalize_uuid(resource["uuid"])] = resource.get("backend_metadata") or {}
     updates = []
-    for result in results or []:
+    for result in unpacked(results, "results"):
         metadata = result.get("backend_metadata")
         if result.get("failed") or not metadata:
             continue
@@ -28,22 +40,22 @@ def metadata_updates(results, resources):
         if current.get(resource_uuid) != metadata:
             updates.append({"resource_uuid": resource_uuid, "backend_metadata": metadata,
                             "current_metadata": current.get(resource_uuid, {})})
-    return updates
+    return like(updates, results)
 
 
 def usage_rows(machines, resources, components=None):
-    """Backend info + Waldur resources -> ``waldur_usage`` rows.
+    """Backend info + Waldur resources -> ``waldur_usage`` rows (packed when the machines were).
 
     A machine's ``figures`` (cores, ram_mb, disk_mb) are mapped onto ``components``
     (the offering's ``backend_components``) here, so the backend need not know Waldur's
     components; a machine that carries ``usages`` instead is taken as already mapped.
     Machines that were not found or have no usages are left out (never zeros)."""
     by_backend_id = {}
-    for resource in resources or []:
+    for resource in unpacked(resources, "resources"):
         if resource.get("backend_id"):
             by_backend_id[str(resource["backend_id"]).lower()] = resource
     rows = []
-    for machine in machines or []:
+    for machine in unpacked(machines, "machines"):
         resource = by_backend_id.get(str(machine.get("backend_id") or "").lower())
         if not (resource and machine.get("found")):
             continue
@@ -54,15 +66,21 @@ def usage_rows(machines, resources, components=None):
         if usages:
             rows.append({"resource_uuid": normalize_uuid(resource["uuid"]), "resource_name": resource.get("name") or "",
                          "usages": usages})
-    return rows
+    return like(rows, machines)
+
+
+def backend_ids(resources):
+    """Waldur resources -> their backend ids, in order (packed when the resources were)."""
+    return like([str(resource.get("backend_id") or "") for resource in unpacked(resources, "resources")], resources)
 
 
 def recoverable_resources(resources, machines):
     """Waldur resources + measured machines -> ``waldur_resource_state`` items: the ``Erred``
     resources whose machine was found (an erred Update leaves the machine running on)."""
-    found = set(str(machine.get("backend_id") or "").lower() for machine in machines or [] if machine.get("found"))
+    found = set(str(machine.get("backend_id") or "").lower() for machine in unpacked(machines, "machines")
+                if machine.get("found"))
     return [{"resource_uuid": resource["uuid"], "name": resource.get("name")}
-            for resource in resources or []
+            for resource in unpacked(resources, "resources")
             if resource.get("state") == "Erred" and str(resource.get("backend_id") or "").lower() in found]
 
 
@@ -70,10 +88,10 @@ def healed_resources(resources, results):
     """Waldur resources + membership results -> ``waldur_resource_state`` items: the ``Erred``
     resources whose machine this pass found and set (a result that did not fail and carries
     backend metadata). An erred Update leaves its resource Erred although the machine runs on."""
-    healthy = set(normalize_uuid(result.get("resource_uuid")) for result in results or []
+    healthy = set(normalize_uuid(result.get("resource_uuid")) for result in unpacked(results, "results")
                   if not result.get("failed") and result.get("backend_metadata"))
     return [{"resource_uuid": resource["uuid"], "name": resource.get("name")}
-            for resource in resources or []
+            for resource in unpacked(resources, "resources")
             if resource.get("state") == "Erred" and normalize_uuid(resource.get("uuid")) in healthy]
 
 
@@ -98,6 +116,7 @@ class FilterModule(object):
         return {
             "metadata_updates": metadata_updates,
             "usage_rows": usage_rows,
+            "backend_ids": backend_ids,
             "recoverable_resources": recoverable_resources,
             "healed_resources": healed_resources,
             "api_call_count": api_call_count,

@@ -16,7 +16,7 @@ import time
 
 from ansible.errors import AnsibleFilterError
 
-from ansible_collections.waldur.site_agent.plugins.filter.site_agent import api_call_count
+from ansible_collections.waldur.site_agent.plugins.filter.site_agent import api_call_count, unpacked
 
 MEMBERSHIP_NOTE = "membership=not applicable (%s access is the SSH key of the order)"
 
@@ -35,7 +35,13 @@ def _total(step, key):
 
 
 def _changed(step):
-    return len([item for item in step.get("results") or [] if isinstance(item, dict) and item.get("changed")])
+    results = unpacked(step["results_packed"], "results_packed") if "results_packed" in step else step.get("results")
+    return len([item for item in results or [] if isinstance(item, dict) and item.get("changed")])
+
+
+def _resources(step):
+    """How many resources a waldur_resources_info step returned (packed or not)."""
+    return step["count"] if "count" in step else len(step.get("resources") or [])
 
 
 def _calls(results, *names):
@@ -54,7 +60,7 @@ def _report(results, options):
     period = usage["billing_period"] if "billing_period" in usage else (options.get("period") or "current")
     failed = int(_total(usage, "failed") or 0) + int(_total(recovered, "failed") or 0)
     return ["period=%s" % period,
-            "resources=%d" % len(_step(results, "resources").get("resources") or []),
+            "resources=%d" % _resources(_step(results, "resources")),
             "sent=%s" % _total(usage, "sent"), "already_reported=%s" % _total(usage, "unchanged"),
             "refused=%s" % _total(usage, "refused"), "closed=%s" % _total(usage, "closed"),
             "failed=%d" % failed, "set_ok=%s" % _total(recovered, "set_ok"),
@@ -64,7 +70,7 @@ def _report(results, options):
 
 def _membership_sync(results, options):
     recovered = _step(results, "recovered")
-    return ["resources=%d" % len(_step(results, "resources").get("resources") or []),
+    return ["resources=%d" % _resources(_step(results, "resources")),
             "machines_changed=%d" % _changed(_step(results, "act")),
             "metadata_updated=%d" % _changed(_step(results, "metadata")),
             "set_ok=%s" % _total(recovered, "set_ok"), "still_erred=%s" % _total(recovered, "unsupported"),

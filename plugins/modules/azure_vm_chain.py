@@ -70,14 +70,20 @@ author:
 extends_documentation_fragment:
   - waldur.site_agent.azure
   - waldur.site_agent.batch
+  - waldur.site_agent.packed
   - waldur.site_agent.attributes.backend
 options:
+  machines_packed:
+    description:
+      - O(machines) packed, as one JSON text of the same items (see the description); exactly one
+        of the two is given. Each item is checked as an item of O(machines) would be.
+    type: raw
   machines:
     description:
       - The machines to act on, usually made from Waldur orders by the P(waldur.site_agent.vm_items#filter) filter.
+        Required unless O(machines_packed) is given.
     type: list
     elements: dict
-    required: true
     suboptions:
       resource_uuid:
         description:
@@ -207,6 +213,12 @@ EXAMPLES = r"""
         backend_id: "{{ created.results[0].backend_id }}"
         state: deallocated
 
+- name: Power states for thousands of resources, the lists handed over packed (as the membership pass does)
+  waldur.site_agent.azure_vm_chain:
+    machines_packed: "{{ waldur_resources.resources_packed | waldur.site_agent.vm_membership_items }}"
+    packed: true
+  register: power_states
+
 - name: Delete it (the route, whole group or single objects, is read from the id)
   waldur.site_agent.azure_vm_chain:
     machines:
@@ -221,9 +233,19 @@ msg:
   returned: always
   type: str
   sample: "3 machine(s): 1 created, 1 failed, 1 retry"
+results_packed:
+  description: RV(results) packed, as one JSON text of the same results.
+  returned: when O(packed) is true
+  type: str
+  sample: '[{"resource_uuid": "1234abcd5678ef901234abcd5678ef90", "action": "none", "changed": false}]'
+failures:
+  description: The results that failed (as in RV(results)), so that a packed run still names them.
+  returned: when O(packed) is true
+  type: list
+  elements: dict
 results:
   description: One result per machine, in the order of O(machines).
-  returned: always
+  returned: unless O(packed) is true
   type: list
   elements: dict
   contains:
@@ -308,42 +330,49 @@ from ansible_collections.waldur.site_agent.plugins.module_utils.core.batch impor
     batch_argument_spec,
     batch_option_problem,
 )
+from ansible_collections.waldur.site_agent.plugins.module_utils.core.packed import list_option
+
+
+MACHINE_OPTIONS = dict(
+    resource_uuid=dict(type="str", required=True),
+    order_uuid=dict(type="str"),
+    offering_uuid=dict(type="str"),
+    name=dict(type="str"),
+    state=dict(type="str", default="present", choices=["present", "absent", "deallocated", "running"]),
+    backend_id=dict(type="str"),
+    location=dict(type="str"),
+    size=dict(type="str"),
+    image=dict(type="raw"),
+    ssh_public_key=dict(type="str", no_log=False),
+    admin_username=dict(type="str", default=DEFAULT_ADMIN_USERNAME),
+    custom_data=dict(type="str"),
+    resource_group=dict(type="str"),
+    network_cidr=dict(type="str", default=DEFAULT_NETWORK_CIDR),
+    subnet_cidr=dict(type="str", default=DEFAULT_SUBNET_CIDR),
+    allowed_ssh_ranges=dict(type="list", elements="str"),
+)
 
 
 def main():
-    machine_options = dict(
-        resource_uuid=dict(type="str", required=True),
-        order_uuid=dict(type="str"),
-        offering_uuid=dict(type="str"),
-        name=dict(type="str"),
-        state=dict(type="str", default="present", choices=["present", "absent", "deallocated", "running"]),
-        backend_id=dict(type="str"),
-        location=dict(type="str"),
-        size=dict(type="str"),
-        image=dict(type="raw"),
-        ssh_public_key=dict(type="str", no_log=False),
-        admin_username=dict(type="str", default=DEFAULT_ADMIN_USERNAME),
-        custom_data=dict(type="str"),
-        resource_group=dict(type="str"),
-        network_cidr=dict(type="str", default=DEFAULT_NETWORK_CIDR),
-        subnet_cidr=dict(type="str", default=DEFAULT_SUBNET_CIDR),
-        allowed_ssh_ranges=dict(type="list", elements="str"),
-    )
     argument_spec = azure_argument_spec()
     argument_spec.update(
-        machines=dict(type="list", elements="dict", required=True, options=machine_options),
+        machines=dict(type="list", elements="dict", options=MACHINE_OPTIONS),
+        machines_packed=dict(type="raw"),
+        packed=dict(type="bool", default=False),
         parallel_branches=dict(type="bool", default=True),
         arm_write_burst=dict(type="int", default=ARM_WRITE_BURST),
         arm_writes_per_second=dict(type="float", default=ARM_WRITES_PER_SECOND),
     )
     argument_spec.update(batch_argument_spec())
-    module = AnsibleModule(argument_spec=argument_spec, supports_check_mode=True)
+    module = AnsibleModule(argument_spec=argument_spec, supports_check_mode=True,
+                           required_one_of=[("machines", "machines_packed")],
+                           mutually_exclusive=[("machines", "machines_packed")])
 
     BatchRunner(module, None)  # the batch options, before any call
     problem = batch_option_problem(module.params, positive=("arm_write_burst", "arm_writes_per_second"))
     if problem:
         module.fail_json(msg=problem)
-    items = normalized_items(module)
+    items = normalized_items(module, list_option(module, "machines", MACHINE_OPTIONS))
     duplicate_errors(items)
     clients = clients_from_module(module)
 
@@ -369,7 +398,7 @@ def main():
         result.setdefault("backend_id", item.get("backend_id") or chain.accepted_vms.get(item["resource_uuid"]))
         result.setdefault("action", "none")
         result.setdefault("backend_metadata", None)
-    runner.finish(results, msg=summary(results), fail_msg=lambda failures, results: "%d of %d machine(s) failed: %s" % (
+    runner.finish(results, msg=summary(results), packed=module.params["packed"], fail_msg=lambda failures, results: "%d of %d machine(s) failed: %s" % (
         len(failures), len(results), failures[0]["msg"]))
 
 

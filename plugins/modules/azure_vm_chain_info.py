@@ -29,14 +29,20 @@ author:
   - Waldur site agent developers (@waldur)
 extends_documentation_fragment:
   - waldur.site_agent.azure
+  - waldur.site_agent.packed
   - waldur.site_agent.attributes.read_only
 options:
   backend_ids:
     description:
-      - ARM ids of the virtual machines. Empty entries are reported as not found.
+      - ARM ids of the virtual machines. Empty entries are reported as not found. Required unless
+        O(backend_ids_packed) is given.
     type: list
     elements: str
-    required: true
+  backend_ids_packed:
+    description:
+      - O(backend_ids) packed, as one JSON text of the same ids (see the description); exactly one of
+        the two is given.
+    type: raw
   max_workers:
     description:
       - How many machines are read at the same time when they are read one by one.
@@ -58,12 +64,23 @@ EXAMPLES = r"""
 - name: Their usage rows, the figures mapped onto the offering's components
   ansible.builtin.set_fact:
     rows: "{{ measured.machines | waldur.site_agent.usage_rows(resources, backend_components) }}"
+
+- name: Thousands of machines, the lists handed over packed (as the report pass does)
+  waldur.site_agent.azure_vm_chain_info:
+    backend_ids_packed: "{{ waldur_resources.resources_packed | waldur.site_agent.backend_ids }}"
+    packed: true
+  register: measured
 """
 
 RETURN = r"""
+machines_packed:
+  description: RV(machines) packed, as one JSON text of the same entries.
+  returned: when O(packed) is true
+  type: str
+  sample: '[{"backend_id": "/subscriptions/.../virtualMachines/web-1", "found": true, "size": "Standard_B2s"}]'
 machines:
   description: One entry per backend id, in the order of O(backend_ids).
-  returned: always
+  returned: unless O(packed) is true
   type: list
   elements: dict
   contains:
@@ -143,6 +160,7 @@ from ansible_collections.waldur.site_agent.plugins.module_utils.azure.naming imp
     parse_vm_id,
 )
 from ansible_collections.waldur.site_agent.plugins.module_utils.core.batch import run_batch
+from ansible_collections.waldur.site_agent.plugins.module_utils.core.packed import list_option, pack
 
 
 class Reader:
@@ -269,13 +287,18 @@ class Reader:
 def main():
     argument_spec = azure_argument_spec()
     argument_spec.update(
-        backend_ids=dict(type="list", elements="str", required=True),
+        backend_ids=dict(type="list", elements="str"),
+        backend_ids_packed=dict(type="raw"),
+        packed=dict(type="bool", default=False),
         max_workers=dict(type="int", default=8),
         deadline=dict(type="float", default=900),
     )
-    module = AnsibleModule(argument_spec=argument_spec, supports_check_mode=True)
+    module = AnsibleModule(argument_spec=argument_spec, supports_check_mode=True,
+                           required_one_of=[("backend_ids", "backend_ids_packed")],
+                           mutually_exclusive=[("backend_ids", "backend_ids_packed")])
+    backend_ids = list_option(module, "backend_ids", elements="str")
     clients = clients_from_module(module)
-    if any(module.params["backend_ids"]):
+    if any(backend_ids):
         try:
             clients.authenticate()
         except AzureError as error:
@@ -283,7 +306,9 @@ def main():
             module.fail_json(msg=str(error))
     deadline_seconds = module.params["deadline"]
     reader = Reader(module, clients, time.monotonic() + deadline_seconds if deadline_seconds else None)
-    machines = reader.run(module.params["backend_ids"])
+    machines = reader.run(backend_ids)
+    if module.params["packed"]:
+        module.exit_json(changed=False, machines_packed=pack(machines), api_calls=clients.api_calls)
     module.exit_json(changed=False, machines=machines, api_calls=clients.api_calls)
 
 

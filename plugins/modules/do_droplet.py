@@ -34,12 +34,16 @@ description:
 author:
   - Waldur site agent developers (@waldur)
 options:
+  droplets_packed:
+    description:
+      - O(droplets) packed, as one JSON text of the same items (see the description); exactly one
+        of the two is given. Each item is checked as an item of O(droplets) would be.
+    type: raw
   droplets:
     description:
-      - The droplets to act on, one per Waldur resource.
+      - The droplets to act on, one per Waldur resource. Required unless O(droplets_packed) is given.
     type: list
     elements: dict
-    required: true
     suboptions:
       resource_uuid:
         description:
@@ -152,6 +156,7 @@ options:
 extends_documentation_fragment:
   - waldur.site_agent.digitalocean
   - waldur.site_agent.batch
+  - waldur.site_agent.packed
   - waldur.site_agent.attributes.backend
 """
 
@@ -182,6 +187,14 @@ EXAMPLES = r"""
         backend_id: "3164450"
         state: absent
 
+- name: Power states for thousands of resources, the lists handed over packed (as the membership pass does)
+  waldur.site_agent.do_droplet:
+    token: "{{ digitalocean_token }}"
+    droplets_packed: "{{ waldur_resources.resources_packed | waldur.site_agent.droplet_membership_items }}"
+    return_facts: false
+    packed: true
+  register: power_states
+
 - name: Resize a droplet to another size slug
   waldur.site_agent.do_droplet:
     token: "{{ digitalocean_token }}"
@@ -192,9 +205,19 @@ EXAMPLES = r"""
 """
 
 RETURN = r"""
+results_packed:
+  description: RV(results) packed, as one JSON text of the same results.
+  returned: when O(packed) is true
+  type: str
+  sample: '[{"resource_uuid": "5f0f2b4c9a8e4d3f8a1b2c3d4e5f6a7b", "action": "none", "changed": false}]'
+failures:
+  description: The results that failed (as in RV(results)), so that a packed run still names them.
+  returned: when O(packed) is true
+  type: list
+  elements: dict
 results:
   description: One result per item of O(droplets), in the same order.
-  returned: always
+  returned: unless O(packed) is true
   type: list
   elements: dict
   contains:
@@ -322,6 +345,7 @@ from ansible_collections.waldur.site_agent.plugins.module_utils.core.batch impor
     api_call_counts,
     batch_argument_spec,
 )
+from ansible_collections.waldur.site_agent.plugins.module_utils.core.packed import list_option
 from ansible_collections.waldur.site_agent.plugins.module_utils.digitalocean.client import client_from_module, digitalocean_argument_spec
 from ansible_collections.waldur.site_agent.plugins.module_utils.digitalocean.droplets import (
     DropletWorker,
@@ -332,35 +356,42 @@ from ansible_collections.waldur.site_agent.plugins.module_utils.digitalocean.dro
 from ansible_collections.waldur.site_agent.plugins.module_utils.digitalocean.errors import DigitalOceanError
 
 
+DROPLET_OPTIONS = dict(
+    resource_uuid=dict(type="str", required=True),
+    order_uuid=dict(type="str"),
+    name=dict(type="str"),
+    state=dict(type="str", default="present", choices=["present", "absent", "off", "active"]),
+    backend_id=dict(type="str"),
+    region=dict(type="str"),
+    image=dict(type="str"),
+    size=dict(type="str"),
+    ssh_keys=dict(type="list", elements="str", default=[], no_log=False),
+    user_data=dict(type="str"),
+    tags=dict(type="list", elements="str", default=[]),
+    running=dict(type="bool"),
+)
+
+
 def main():
     argument_spec = digitalocean_argument_spec()
     argument_spec.update(
-        droplets=dict(type="list", elements="dict", required=True, options=dict(
-            resource_uuid=dict(type="str", required=True),
-            order_uuid=dict(type="str"),
-            name=dict(type="str"),
-            state=dict(type="str", default="present", choices=["present", "absent", "off", "active"]),
-            backend_id=dict(type="str"),
-            region=dict(type="str"),
-            image=dict(type="str"),
-            size=dict(type="str"),
-            ssh_keys=dict(type="list", elements="str", default=[], no_log=False),
-            user_data=dict(type="str"),
-            tags=dict(type="list", elements="str", default=[]),
-            running=dict(type="bool"),
-        )),
+        droplets=dict(type="list", elements="dict", options=DROPLET_OPTIONS),
+        droplets_packed=dict(type="raw"),
+        packed=dict(type="bool", default=False),
         wait=dict(type="bool", default=True),
         wait_timeout=dict(type="int", default=300),
         duplicate_window=dict(type="float", default=900),
         return_facts=dict(type="bool", default=True),
     )
     argument_spec.update(batch_argument_spec())
-    module = AnsibleModule(argument_spec=argument_spec, supports_check_mode=True)
+    module = AnsibleModule(argument_spec=argument_spec, supports_check_mode=True,
+                           required_one_of=[("droplets", "droplets_packed")],
+                           mutually_exclusive=[("droplets", "droplets_packed")])
     for option in ("wait_timeout", "duplicate_window"):
         if module.params[option] <= 0:
             module.fail_json(msg="%s must be a positive number, got %s" % (option, module.params[option]))
     BatchRunner(module, None)  # the batch options, before any call
-    items = prepare_items(module)
+    items = prepare_items(module, list_option(module, "droplets", DROPLET_OPTIONS))
     client = client_from_module(module, max_connections=module.params["max_workers"])
     worker = DropletWorker(client, check_mode=module.check_mode, wait=module.params["wait"],
                            wait_timeout=module.params["wait_timeout"],
@@ -397,7 +428,7 @@ def main():
         return "%s; first failure (resource %s): %s" % (summary, failures[0]["resource_uuid"], failures[0]["msg"])
 
     runner.finish(results, fail_msg=first_failure, failed_count=failed, api_retries=client.stats.retries,
-                  msg=summary)
+                  msg=summary, packed=module.params["packed"])
 
 
 if __name__ == "__main__":

@@ -22,6 +22,7 @@ author:
 extends_documentation_fragment:
   - waldur.site_agent.waldur
   - waldur.site_agent.batch
+  - waldur.site_agent.packed
 attributes:
   check_mode:
     description: Can run in check mode and return the changes it would make, without making them.
@@ -34,12 +35,16 @@ attributes:
     details:
       - Each changed result carries RV(results[].diff) with the metadata before and after.
 options:
+  resources_packed:
+    description:
+      - O(resources) packed, as one JSON text of the same items (see the description); exactly one
+        of the two is given. Each item is checked as an item of O(resources) would be.
+    type: raw
   resources:
     description:
-      - The resources to update.
+      - The resources to update. Required unless O(resources_packed) is given.
     type: list
     elements: dict
-    required: true
     suboptions:
       resource_uuid:
         description:
@@ -66,12 +71,27 @@ EXAMPLES = r"""
       - resource_uuid: 7b1e0c9d8a7f4e3d2c1b0a9f8e7d6c5b
         backend_metadata: {status: active, region: ams3, ip_address: 203.0.113.10}
         current_metadata: {status: "off", region: ams3, ip_address: 203.0.113.10}
+
+- name: Record what a membership pass found, the lists handed over packed
+  waldur.site_agent.waldur_resource_metadata:
+    resources_packed: "{{ power_states.results_packed | waldur.site_agent.metadata_updates(waldur_resources.resources_packed) }}"
+    packed: true
 """
 
 RETURN = r"""
+results_packed:
+  description: RV(results) packed, as one JSON text of the same results.
+  returned: when O(packed) is true
+  type: str
+  sample: '[{"resource_uuid": "7b1e0c9d8a7f4e3d2c1b0a9f8e7d6c5b", "changed": true, "msg": "backend metadata updated"}]'
+failures:
+  description: The results that failed (as in RV(results)), so that a packed run still names them.
+  returned: when O(packed) is true
+  type: list
+  elements: dict
 results:
   description: One result per resource, in input order.
-  returned: always
+  returned: unless O(packed) is true
   type: list
   elements: dict
   contains:
@@ -106,25 +126,32 @@ api_calls:
 """
 
 from ansible_collections.waldur.site_agent.plugins.module_utils.core.batch import BatchRunner, batch_argument_spec
+from ansible_collections.waldur.site_agent.plugins.module_utils.core.packed import list_option
 from ansible_collections.waldur.site_agent.plugins.module_utils.waldur.client import error_message
 from ansible_collections.waldur.site_agent.plugins.module_utils.waldur.marketplace import provider_resource_path
 from ansible_collections.waldur.site_agent.plugins.module_utils.waldur.module import WaldurModule
 
 
+RESOURCE_OPTIONS = dict(
+    resource_uuid=dict(type="str", required=True),
+    backend_metadata=dict(type="dict", required=True),
+    current_metadata=dict(type="dict"),
+)
+
+
 def main():
     argument_spec = dict(
-        resources=dict(type="list", elements="dict", required=True, options=dict(
-            resource_uuid=dict(type="str", required=True),
-            backend_metadata=dict(type="dict", required=True),
-            current_metadata=dict(type="dict"),
-        )),
+        resources=dict(type="list", elements="dict", options=RESOURCE_OPTIONS),
+        resources_packed=dict(type="raw"),
+        packed=dict(type="bool", default=False),
     )
     argument_spec.update(batch_argument_spec())
-    module = WaldurModule(argument_spec=argument_spec)
+    module = WaldurModule(argument_spec=argument_spec, required_one_of=[("resources", "resources_packed")],
+                          mutually_exclusive=[("resources", "resources_packed")])
     params = module.params
     items = []
     seen = {}
-    for index, item in enumerate(params["resources"]):
+    for index, item in enumerate(list_option(module, "resources", RESOURCE_OPTIONS)):
         uuid = module.uuid_param(item["resource_uuid"], "resources[%d].resource_uuid" % index)
         if uuid in seen:
             module.fail_json(msg="resources[%d].resource_uuid repeats resources[%d].resource_uuid (%s)"
@@ -153,7 +180,7 @@ def main():
         return {"failed": True, "msg": error_message(exc)}
 
     runner = BatchRunner(module, update, echo=("resource_uuid",), on_error=on_error)
-    runner.finish(runner.run(items), fail_msg=lambda failures, results: "%d of %d resource(s) failed: %s" % (
+    runner.finish(runner.run(items), packed=params["packed"], fail_msg=lambda failures, results: "%d of %d resource(s) failed: %s" % (
         len(failures), len(results), "; ".join("%s: %s" % (r["resource_uuid"], r["msg"]) for r in failures)))
 
 

@@ -20,6 +20,7 @@ author:
   - Waldur site agent developers (@waldur)
 extends_documentation_fragment:
   - waldur.site_agent.waldur
+  - waldur.site_agent.packed
   - waldur.site_agent.attributes.read_only
 options:
   offering_uuid:
@@ -77,12 +78,26 @@ EXAMPLES = r"""
     offering_uuid: d0000000000000000000000000000001
     with_backend_id_only: true
     fields: [name, state, backend_id, paused, downscaled]
+
+- name: Thousands of resources, handed to the next task as one JSON text (as the passes do)
+  waldur.site_agent.waldur_resources_info:
+    offering_uuid: d0000000000000000000000000000001
+    with_backend_id_only: true
+    packed: true
+  register: waldur_resources
+  # then waldur_resources.resources_packed | waldur.site_agent.droplet_membership_items, and
+  # waldur_resources.count for how many there are
 """
 
 RETURN = r"""
+resources_packed:
+  description: RV(resources) packed, as one JSON text of the same resources.
+  returned: when O(packed) is true
+  type: str
+  sample: '[{"uuid": "7b1e0c9d8a7f4e3d2c1b0a9f8e7d6c5b", "name": "web-1", "state": "OK", "backend_id": "412345678"}]'
 resources:
   description: The resources, in Waldur's listing order (or the order of O(resource_uuids)).
-  returned: always
+  returned: unless O(packed) is true
   type: list
   elements: dict
   contains:
@@ -169,6 +184,7 @@ api_calls:
 """
 
 from ansible_collections.waldur.site_agent.plugins.module_utils.core.batch import run_batch
+from ansible_collections.waldur.site_agent.plugins.module_utils.core.packed import pack
 from ansible_collections.waldur.site_agent.plugins.module_utils.waldur.client import WaldurApiError
 from ansible_collections.waldur.site_agent.plugins.module_utils.waldur.marketplace import (
     RESOURCE_KEYS,
@@ -223,6 +239,7 @@ def main():
         resource_uuids=dict(type="list", elements="str"),
         with_backend_id_only=dict(type="bool", default=False),
         fields=dict(type="list", elements="str"),
+        packed=dict(type="bool", default=False),
     )
     module = WaldurModule(argument_spec=argument_spec)
     params = module.params
@@ -265,7 +282,11 @@ def main():
         resources = [resource for resource in resources if resource["backend_id"]]
     if fields is not None:
         resources = [dict((key, resource[key]) for key in fields) for resource in resources]
-    module.exit_json(changed=False, resources=resources, count=len(resources), **result)
+    if module.params["packed"]:
+        result["resources_packed"] = pack(resources)
+    else:
+        result["resources"] = resources
+    module.exit_json(changed=False, count=len(resources), **result)
 
 
 if __name__ == "__main__":

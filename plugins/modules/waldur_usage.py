@@ -39,6 +39,7 @@ author:
 extends_documentation_fragment:
   - waldur.site_agent.waldur
   - waldur.site_agent.batch
+  - waldur.site_agent.packed
 attributes:
   check_mode:
     description: Can run in check mode and return the changes it would make, without making them.
@@ -56,12 +57,16 @@ options:
       - UUID of the offering the resources belong to.
     type: str
     required: true
+  usages_packed:
+    description:
+      - O(usages) packed, as one JSON text of the same entries (see the description); exactly one of
+        the two is given. Each entry is checked as an entry of O(usages) would be.
+    type: raw
   usages:
     description:
-      - What was measured, one entry per resource.
+      - What was measured, one entry per resource. Required unless O(usages_packed) is given.
     type: list
     elements: dict
-    required: true
     suboptions:
       resource_uuid:
         description:
@@ -111,12 +116,30 @@ EXAMPLES = r"""
     billing_period: "2026-11"
     timezone: Europe/Tallinn
     usages: "{{ measured }}"
+
+- name: Thousands of resources, the lists handed over packed (as the report pass does)
+  waldur.site_agent.waldur_usage:
+    offering_uuid: a0000000000000000000000000000001
+    usages_packed: "{{ measured.machines_packed | waldur.site_agent.usage_rows(waldur_resources.resources_packed, backend_components) }}"
+    packed: true
+  register: report
+  # report.failures names the resources whose usage was not recorded
 """
 
 RETURN = r"""
+results_packed:
+  description: RV(results) packed, as one JSON text of the same results.
+  returned: when O(packed) is true
+  type: str
+  sample: '[{"resource_uuid": "7b1e0c9d8a7f4e3d2c1b0a9f8e7d6c5b", "sent": {"cpu": 2}, "changed": true}]'
+failures:
+  description: The results that failed (as in RV(results)), so that a packed run still names them.
+  returned: when O(packed) is true
+  type: list
+  elements: dict
 results:
   description: One result per resource, in input order.
-  returned: always
+  returned: unless O(packed) is true
   type: list
   elements: dict
   contains:
@@ -202,6 +225,7 @@ api_calls:
 from decimal import Decimal
 
 from ansible_collections.waldur.site_agent.plugins.module_utils.core.batch import BatchRunner, batch_argument_spec
+from ansible_collections.waldur.site_agent.plugins.module_utils.core.packed import list_option
 from ansible_collections.waldur.site_agent.plugins.module_utils.waldur.client import WaldurApiError
 from ansible_collections.waldur.site_agent.plugins.module_utils.waldur.marketplace import offering_components
 from ansible_collections.waldur.site_agent.plugins.module_utils.waldur.module import WaldurModule
@@ -219,19 +243,25 @@ from ansible_collections.waldur.site_agent.plugins.module_utils.waldur.usage imp
 )
 
 
+USAGE_OPTIONS = dict(
+    resource_uuid=dict(type="str", required=True),
+    resource_name=dict(type="str"),
+    usages=dict(type="dict", required=True),
+)
+
+
 def main():
     argument_spec = dict(
         offering_uuid=dict(type="str", required=True),
-        usages=dict(type="list", elements="dict", required=True, options=dict(
-            resource_uuid=dict(type="str", required=True),
-            resource_name=dict(type="str"),
-            usages=dict(type="dict", required=True),
-        )),
+        usages=dict(type="list", elements="dict", options=USAGE_OPTIONS),
+        usages_packed=dict(type="raw"),
+        packed=dict(type="bool", default=False),
         billing_period=dict(type="str"),
         timezone=dict(type="str", default="UTC"),
     )
     argument_spec.update(batch_argument_spec())
-    module = WaldurModule(argument_spec=argument_spec)
+    module = WaldurModule(argument_spec=argument_spec, required_one_of=[("usages", "usages_packed")],
+                          mutually_exclusive=[("usages", "usages_packed")])
     params = module.params
     offering_uuid = module.uuid_param(params["offering_uuid"], "offering_uuid")
     try:
@@ -244,13 +274,15 @@ def main():
     period = "%04d-%02d" % (year, month)
     period_start = period + "-01"
     date = usage_date(year, month, tzinfo)
-    items = parse_items(module, params["usages"])
+    items = parse_items(module, list_option(module, "usages", USAGE_OPTIONS))
     client = module.client(pool_size=params["max_workers"])
 
     base = dict(billing_period=period, date=date)
     if not items:
-        module.exit_json(changed=False, results=[], totals=dict(resources=0, submitted=0, sent=0, unchanged=0,
-                                                                refused=0, omitted=0, closed=0, failed=0), **base)
+        nothing = dict(results_packed="[]", failures=[]) if params["packed"] else dict(results=[])
+        nothing.update(base)
+        module.exit_json(changed=False, totals=dict(resources=0, submitted=0, sent=0, unchanged=0, refused=0,
+                                                    omitted=0, closed=0, failed=0), **nothing)
     try:
         components = dict((component.get("type"), component.get("billing_type"))
                           for component in offering_components(client, offering_uuid))
@@ -314,7 +346,7 @@ def main():
         closed=sum(1 for result in results if result.get("closed")),
         failed=sum(1 for result in results if result.get("failed")),
     )
-    runner.finish(results, totals=totals, fail_msg=lambda failures, results: (
+    runner.finish(results, totals=totals, packed=params["packed"], fail_msg=lambda failures, results: (
         "usage of %d of %d resource(s) could not be submitted: %s"
         % (len(failures), len(results), "; ".join(r["msg"] for r in failures))), **base)
 

@@ -99,10 +99,10 @@ def creation_problem(item):
                            item.get("subnet_cidr") or DEFAULT_SUBNET_CIDR)
 
 
-def normalized_items(module):
+def normalized_items(module, machines):
     """The machines with UUIDs normalised; a malformed UUID fails the module naming its key."""
     items = []
-    for index, machine in enumerate(module.params["machines"]):
+    for index, machine in enumerate(machines):
         item = dict(machine)
         for key in ("resource_uuid", "order_uuid", "offering_uuid"):
             if item.get(key) is None:

@@ -15,6 +15,8 @@ __metaclass__ = type
 import threading
 import traceback
 
+from ansible_collections.waldur.site_agent.plugins.module_utils.core.packed import pack
+
 
 class ItemError(Exception):
     """A failure of one item whose message is meant for the operator (and Waldur)."""
@@ -160,14 +162,19 @@ class BatchRunner:
     def fail(self, msg, **result):
         self.module.fail_json(msg=msg, **self._calls(result))
 
-    def finish(self, results, failed=None, fail_msg=None, **extra):
+    def finish(self, results, failed=None, fail_msg=None, packed=False, **extra):
         """Exit: ``changed`` when any result changed; fail with ``fail_msg(failures, results)``
-        when ``fail_on_item_error`` and any result is failed (``failed(result)`` decides)."""
+        when ``fail_on_item_error`` and any result is failed (``failed(result)`` decides). With
+        ``packed``, the results go back as one JSON text, ``results_packed`` (``core/packed``), and
+        the failed ones as ``failures`` too, so that they can be named without unpacking."""
         failed = failed or (lambda result: result.get("failed"))
         summary = dict(extra)
         summary.setdefault("changed", any(result.get("changed") for result in results))
-        summary["results"] = results
         failures = [result for result in results if failed(result)]
+        if packed:
+            summary.update(results_packed=pack(results), failures=failures)
+        else:
+            summary["results"] = results
         if failures and self.module.params.get("fail_on_item_error"):
             summary.pop("msg", None)  # the failure's msg replaces the summary's
             self.fail((fail_msg or self.failure_summary)(failures, results), **summary)

@@ -373,10 +373,10 @@ class DropletWorker(DropletPowerSteps):
         return own
 
 
-def prepare_items(module):
+def prepare_items(module, droplets):
     """Items with normalised UUIDs and empty strings as None; bad input fails the task."""
     items = []
-    for index, raw in enumerate(module.params["droplets"]):
+    for index, raw in enumerate(droplets):
         item = dict(raw)
         for key in ("resource_uuid", "order_uuid"):
             try:

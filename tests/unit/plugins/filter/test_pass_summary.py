@@ -68,6 +68,18 @@ def test_the_membership_line_counts_changed_machines_and_metadata():
                     "api_calls=6 seconds=0.0")
 
 
+def test_packed_steps_count_as_listed_ones():
+    """The passes hand their lists over packed: the counts come from ``count`` and the packed results."""
+    results = {
+        "resources": {"count": 1, "resources_packed": '[{"uuid": "a"}]', "api_calls": {"reads": 2}},
+        "act": {"api_calls": 3, "results_packed": '[{"changed": true}, {"changed": true}]'},
+        "recovered": SKIPPED,
+        "metadata": {"api_calls": {"writes": 1}, "results_packed": '[{"changed": true}, {"changed": false}]'},
+    }
+    line = pass_summary(results, "membership_sync", "My DO", 0, now=0, backend="DigitalOcean")
+    assert "resources=1 machines_changed=2 metadata_updated=1 " in line and "api_calls=6" in line
+
+
 def test_the_audit_line_lists_every_count_in_order():
     results = {"waldur": {"resources": [{}, {}, {}], "api_calls": {"reads": 2}},
                "cloud": {"status": "findings", "counts": {"orphans": 1, "vanished": 0, "drift": 2}, "api_calls": 4}}

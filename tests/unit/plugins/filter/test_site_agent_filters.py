@@ -302,3 +302,29 @@ def test_healed_resources_are_the_erred_ones_this_membership_pass_found_and_set(
     # vm-3's call failed and vm-4 was not found: both stay Erred.
     assert healed_resources(resources, results) == [{"resource_uuid": "a" * 32, "name": "vm-1"}]
     assert healed_resources(resources, []) == []
+
+
+def test_the_pass_filters_take_packed_lists_and_answer_packed():
+    """The passes hand their lists over as one JSON text each; every filter of the membership and
+    report passes gives the same answer for them, packed where it gave a list of items."""
+    import json
+
+    from ansible_collections.waldur.site_agent.plugins.filter.site_agent import backend_ids
+
+    resources = [{"uuid": "a" * 32, "name": "vm-1", "state": "Erred", "backend_id": "/vm1", "paused": True,
+                  "backend_metadata": {}},
+                 {"uuid": "b" * 32, "name": "vm-2", "state": "OK", "backend_id": "/vm2", "backend_metadata": {}}]
+    results = [{"resource_uuid": "a" * 32, "failed": False, "backend_metadata": {"power": "off"}}]
+    machines = [{"backend_id": "/vm1", "found": True, "usages": {"cpu": 1}}]
+    packed_resources, packed_results, packed_machines = (json.dumps(value) for value in (resources, results, machines))
+    for listed, packed in (
+            (droplet_membership_items(resources), droplet_membership_items(packed_resources)),
+            (vm_membership_items(resources), vm_membership_items(packed_resources)),
+            (metadata_updates(results, resources), metadata_updates(packed_results, packed_resources)),
+            (usage_rows(machines, resources), usage_rows(packed_machines, packed_resources)),
+            (backend_ids(resources), backend_ids(packed_resources))):
+        assert isinstance(packed, str) and json.loads(packed) == listed and listed
+    assert healed_resources(packed_resources, packed_results) == healed_resources(resources, results) != []
+    assert recoverable_resources(packed_resources, packed_machines) == recoverable_resources(resources, machines) != []
+    with pytest.raises(AnsibleFilterError, match="resources is not a packed list"):
+        droplet_membership_items("[{")

@@ -308,11 +308,12 @@ class FakeAzure(AzureClients):
         self.calls.append((verb, kind, name))
 
     # ---- the plain JSON reads (AzureClients.json_pages / json_get) over the same store ----
-    def json_pages(self, service, path, params=None):
-        """One page of the subscription's objects of the kind ``path`` names, as ARM's JSON;
-        ``unlisted[kind]`` names objects the listing misses (made while it ran)."""
-        kind = next(kind for kind, (namespace, type_name, dummy) in PROVIDERS.items()
-                    if path.lower().endswith(("/providers/%s/%s" % (namespace, type_name)).lower()))
+    def json_pages(self, kind, path, params=None):
+        """One page of the subscription's objects of the type ``path`` names, as ARM's JSON
+        (``kind`` is the service); ``unlisted[kind]`` names objects the listing misses (made while
+        it ran)."""
+        kind = [kind for kind, (namespace, type_name, dummy) in PROVIDERS.items()
+                if path.lower().endswith(("/providers/%s/%s" % (namespace, type_name)).lower())][0]
         status_only = (params or {}).get("statusOnly") == "true"
         self.record("list_all_status" if status_only else "list_all", kind, "*")
         self.maybe_fail("list_all", kind)
@@ -325,10 +326,10 @@ class FakeAzure(AzureClients):
         self.pages.append(weakref.ref(page))
         yield page
 
-    def json_get(self, service, resource_id, suffix=""):
+    def json_get(self, kind, resource_id, suffix=""):
         parts = resource_id.split("/")
         group, type_name, name = parts[4], parts[-2], parts[-1]
-        kind = next(kind for kind, (namespace, listed, dummy) in PROVIDERS.items() if listed.lower() == type_name.lower())
+        kind = [kind for kind, (namespace, listed, dummy) in PROVIDERS.items() if listed.lower() == type_name.lower()][0]
         if suffix == "/instanceView":
             self.record("instance_view", kind, name)
             return self.instance_view_body(name)

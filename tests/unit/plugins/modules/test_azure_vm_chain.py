@@ -669,6 +669,17 @@ def test_results_are_shaped_and_api_calls_are_reads_writes_and_retries(capsys, m
     assert output["changed"] and not output.get("failed")
 
 
+def test_machines_can_be_handed_over_packed_both_ways(capsys, monkeypatch):
+    with_chain(monkeypatch, {"changed": True, "failed": False, "msg": "deallocated", "action": "powered_off"})
+    items = [{"resource_uuid": UUID, "backend_id": "/subscriptions/s/vm", "state": "deallocated"}]
+    listed = run_module(capsys, machines=items)
+    packed = run_module(capsys, machines_packed=json.dumps(items), packed=True)
+    assert "results" not in packed and json.loads(packed["results_packed"]) == listed["results"]
+    assert packed["failures"] == [] and packed["msg"] == listed["msg"]
+    bad = run_module(capsys, machines_packed=json.dumps([{"resource_uuid": UUID, "state": "asleep"}]))
+    assert bad["failed"] and bad["msg"].startswith("machines_packed: value of state must be one of")
+
+
 def test_fail_on_item_error_fails_the_task(capsys, monkeypatch):
     with_chain(monkeypatch, ItemError("nope"))
     output = run_module(capsys, fail_on_item_error=True, machines=[{"resource_uuid": UUID}])

@@ -156,3 +156,26 @@ def test_a_failed_listing_fails_the_module():
     with pytest.raises(SystemExit) as failure:
         read(fake, ids)
     assert "listing the virtual machines of the subscription: Service unavailable" in failure.value.args[0]["msg"]
+
+
+def test_the_module_takes_its_ids_and_returns_its_machines_packed(capsys, monkeypatch):
+    import json
+
+    from ansible_collections.waldur.site_agent.plugins.modules import azure_vm_chain_info
+    from tests.unit.compat import patch_module_args
+
+    fake = FakeAzure()
+    ids = make_machines(fake, 3) + [""]
+    fake.authenticate = lambda: None
+    monkeypatch.setattr(FakeAzure, "api_calls", 7)  # the fake's counter names its objects
+    monkeypatch.setattr(azure_vm_chain_info, "clients_from_module", lambda module: fake)
+
+    def run(**args):
+        with patch_module_args(dict(args, subscription_id=SUBSCRIPTION)), pytest.raises(SystemExit):
+            azure_vm_chain_info.main()
+        return json.loads(capsys.readouterr().out)
+
+    listed = run(backend_ids=ids)
+    packed = run(backend_ids_packed=json.dumps(ids), packed=True)
+    assert "machines" not in packed and json.loads(packed["machines_packed"]) == listed["machines"]
+    assert [machine["found"] for machine in listed["machines"]] == [True, True, True, False]

@@ -520,6 +520,32 @@ def test_module_leaves_the_facts_out_when_asked_but_keeps_the_metadata(run_modul
     assert compact["backend_metadata"]["droplet"]["id"] == 7
 
 
+def test_module_takes_and_returns_its_lists_packed(run_module):
+    """droplets_packed and packed: the same items and results as one JSON text each (the
+    membership pass's way at 10,000 droplets), the failures named beside the packed results."""
+    items = [{"resource_uuid": UUID, "backend_id": "7", "state": "off"},
+             {"resource_uuid": OTHER, "region": "ams3"}]
+    listed = run_module({"droplets": items}, FakeClient(facts(7)))
+    packed = run_module({"droplets_packed": json.dumps(items), "packed": True}, FakeClient(facts(7)))
+    assert isinstance(packed["results_packed"], str) and "results" not in packed
+    assert json.loads(packed["results_packed"]) == listed["results"]
+    assert [failure["resource_uuid"] for failure in packed["failures"]] == [OTHER]
+    assert (packed["msg"], packed["failed_count"]) == (listed["msg"], 1)
+
+
+@pytest.mark.parametrize("packed, message", [
+    ('[{"resource_uuid": "%s", "state": "gone"}]' % UUID,
+     "droplets_packed: value of state must be one of: present, absent, off, active, got: gone"),
+    ('{"resource_uuid": "%s"}' % UUID, "droplets_packed must pack a JSON list, got dict"),
+    ("[{", "droplets_packed is not a packed list"),
+])
+def test_packed_items_are_checked_as_listed_ones_are(run_module, packed, message):
+    client = FakeClient(facts(7))
+    out = run_module({"droplets_packed": packed}, client)
+    assert out["failed"] is True and message in out["msg"]
+    assert client.calls == []
+
+
 def test_module_fails_on_item_error_when_asked(run_module):
     out = run_module({"fail_on_item_error": True, "droplets": [{"resource_uuid": UUID, "region": "ams3"}]},
                      FakeClient())

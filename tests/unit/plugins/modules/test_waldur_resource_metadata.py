@@ -41,6 +41,16 @@ def test_only_differing_metadata_is_written(waldur_sim, capsys, pair):
     assert len(waldur_sim.app.calls_of("resources.get")) == 1  # current_metadata given: no read
 
 
+def test_packed_resources_are_written_as_listed_ones(waldur_sim, capsys, pair):
+    result = run(waldur_sim, capsys, packed=True, resources_packed=json.dumps([
+        {"resource_uuid": pair[0], "backend_metadata": {"status": "off"}, "current_metadata": {"status": "active"}},
+        {"resource_uuid": "f" * 32, "backend_metadata": {"status": "off"}, "current_metadata": {}}]))
+
+    assert [row["changed"] for row in json.loads(result["results_packed"])] == [True, False]
+    assert [failure["resource_uuid"] for failure in result["failures"]] == ["f" * 32]
+    assert waldur_sim.app.resource(pair[0])["backend_metadata"] == {"status": "off"}
+
+
 def test_current_metadata_is_trusted_and_check_mode_writes_nothing(waldur_sim, capsys, pair):
     result = run(waldur_sim, capsys, _ansible_check_mode=True, resources=[
         {"resource_uuid": pair[0], "backend_metadata": {"status": "active"}, "current_metadata": {"status": "x"}}])

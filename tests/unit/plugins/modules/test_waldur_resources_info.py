@@ -98,3 +98,11 @@ def test_an_unknown_field_is_named_and_nothing_is_listed(waldur_sim, capsys, man
 def test_the_keys_fields_may_name_are_those_of_a_normalised_resource():
     from ansible_collections.waldur.site_agent.plugins.module_utils.waldur.marketplace import RESOURCE_KEYS, normalize_resource
     assert tuple(normalize_resource({})) == RESOURCE_KEYS
+
+
+def test_packed_resources_are_the_listed_ones_as_one_text(waldur_sim, capsys, many):
+    listed = run(waldur_sim, capsys, fields=["name", "backend_id", "paused"])
+    packed = run(waldur_sim, capsys, fields=["name", "backend_id", "paused"], packed=True)
+    assert "resources" not in packed and isinstance(packed["resources_packed"], str)
+    assert json.loads(packed["resources_packed"]) == listed["resources"]
+    assert packed["count"] == listed["count"] == 131

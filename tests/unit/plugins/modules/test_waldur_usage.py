@@ -66,6 +66,22 @@ def test_usage_is_sent_rounded_and_then_not_resent(waldur_sim, capsys, vms):
     assert second["results"][0]["msg"] == "unchanged"
 
 
+def test_packed_usages_are_sent_as_listed_ones_and_failures_are_named(waldur_sim, capsys, vms):
+    waldur_sim.app.add_fault("usages.set_usage", status=400, nth=2, body={"resource": ["Resource is not in valid state."]})
+    usages = [{"resource_uuid": vms[0], "usages": {"cpu": 2}}, {"resource_uuid": vms[1], "usages": {"cpu": 1}}]
+
+    # one worker: the second set_usage (the one refused) is the second resource's
+    result = run(waldur_sim, capsys, usages_packed=json.dumps(usages), packed=True, max_workers=1)
+
+    assert "results" not in result and isinstance(result["results_packed"], str)
+    results = json.loads(result["results_packed"])
+    assert [row["sent"] for row in results] == [{"cpu": "2.00"}, {}]
+    assert [failure["resource_uuid"] for failure in result["failures"]] == [vms[1]]
+    assert "not in valid state" in result["failures"][0]["msg"]
+    assert stored(waldur_sim, vms[0]) == {"cpu": "2.00"}
+    assert result["totals"]["failed"] == 1
+
+
 def test_a_decrease_is_refused_and_the_rest_goes(waldur_sim, capsys, vms):
     run(waldur_sim, capsys, usages=[{"resource_uuid": vms[0], "usages": {"cpu": 4, "ram": 8192}}])
 
