@@ -425,6 +425,23 @@ def time_why(run, limit, runs=None) -> str:
     return why
 
 
+def overhead_growth(runs) -> str:
+    """Per pass, Ansible's own time (outside modules) at N = 0 and at its largest N: whether the
+    time spent taking in and templating the pass's lists grows with the number of items."""
+    parts = []
+    for pass_name, backend in sorted(set((run["pass_name"], run["backend"]) for run in runs)):
+        own = [run for run in runs if (run["pass_name"], run["backend"]) == (pass_name, backend)]
+        zero = [run for run in own if run["n"] == 0]
+        top = max(run["n"] for run in own)
+        largest = [run for run in own if run["n"] == top and run["cycle"] in ("steady", "only")] or \
+            [run for run in own if run["n"] == top]
+        if not zero or not top:
+            continue
+        parts.append("%s %s %s s → %s s at %s" % (pass_name, BACKEND_SHORT[backend], seconds(zero[0]["ansible_overhead_s"]),
+                                                 seconds(largest[0]["ansible_overhead_s"]), count(top)))
+    return ", ".join(parts)
+
+
 def per_resource_operations(run, n) -> str:
     """The operations made about once per resource or more: what keeps calls from growing with pages."""
     found = []
@@ -587,6 +604,10 @@ def targets(runs, events=None):
             why.append("idle passes over 1.5 s: " + ", ".join(
                 "%s %s %s s (%s)" % (run["pass_name"], BACKEND_SHORT[run["backend"]], seconds(run["wall_s"]), load_of(run))
                 for run in slow_zero))
+        growth = overhead_growth(fixed)
+        if growth:
+            why.append("outside modules, from N = 0 to the largest N of each pass (steady cycle where there is "
+                       "one): " + growth)
         out.append(("Ansible's own time per pass (outside modules) ≤ 2 s at every N; whole idle pass (N = 0) ≤ 1.5 s",
                     "at most %s s outside modules (%s %s N=%d %s, %s); idle passes: %s" % (
                         seconds(worst["ansible_overhead_s"]), worst["pass_name"], BACKEND_SHORT[worst["backend"]],
