@@ -107,7 +107,7 @@ def _order_items(orders, backend_settings, create_params, update_params):
     Update whose limits changed, ``state: absent`` for Terminate."""
     settings = _settings(backend_settings)
     items = []
-    for order in orders or []:
+    for order in unpacked(orders, "orders"):
         resource, item = _order_base(order)
         order_type = order.get("type")
         backend_id = resource.get("backend_id") or None
@@ -169,8 +169,9 @@ def _notes(planned):
 
 
 def droplet_items(orders, backend_settings=None, ssh_keys=None):
-    """Claimed orders -> ``do_droplet`` items, for the orders that need DigitalOcean."""
-    return _backend_items(_droplet_plan(orders, backend_settings, ssh_keys))
+    """Claimed orders -> ``do_droplet`` items, for the orders that need DigitalOcean (packed when
+    the orders were)."""
+    return like(_backend_items(_droplet_plan(orders, backend_settings, ssh_keys)), orders)
 
 
 def droplet_outcomes(orders, backend_settings=None, ssh_keys=None):
@@ -185,12 +186,13 @@ def droplet_notes(orders, backend_settings=None, ssh_keys=None):
 
 def droplet_plan(orders, backend_settings=None, ssh_keys=None):
     """Claimed orders -> ``{backend_items, set_aside, notes}``: ``droplet_items``, ``droplet_outcomes``
-    and ``droplet_notes`` from one planning, so the order pass reads the claimed orders once."""
-    return _plan_parts(_droplet_plan(orders, backend_settings, ssh_keys))
+    and ``droplet_notes`` from one planning, so the order pass reads the claimed orders once
+    (``backend_items`` packed when the orders were)."""
+    return _plan_parts(_droplet_plan(orders, backend_settings, ssh_keys), orders)
 
 
-def _plan_parts(planned):
-    return {"backend_items": _backend_items(planned), "set_aside": _planned_outcomes(planned),
+def _plan_parts(planned, orders):
+    return {"backend_items": like(_backend_items(planned), orders), "set_aside": _planned_outcomes(planned),
             "notes": _notes(planned)}
 
 
@@ -300,7 +302,7 @@ def vm_items(orders, backend_settings=None, ssh_keys=None, offering_uuid=None):
     """Claimed orders -> ``azure_vm_chain`` items, for the orders that need Azure.
 
     ``offering_uuid`` (else each order's own) goes into the owner tags of the objects made."""
-    return _backend_items(_vm_plan(orders, backend_settings, ssh_keys, offering_uuid))
+    return like(_backend_items(_vm_plan(orders, backend_settings, ssh_keys, offering_uuid)), orders)
 
 
 def vm_outcomes(orders, backend_settings=None, ssh_keys=None, offering_uuid=None):
@@ -311,18 +313,20 @@ def vm_outcomes(orders, backend_settings=None, ssh_keys=None, offering_uuid=None
 def vm_plan(orders, backend_settings=None, ssh_keys=None, offering_uuid=None):
     """Claimed orders -> ``{backend_items, set_aside, notes}``: ``vm_items`` and ``vm_outcomes`` from
     one planning (``notes`` is empty: nothing an Azure order asks for is dropped)."""
-    return _plan_parts(_vm_plan(orders, backend_settings, ssh_keys, offering_uuid))
+    return _plan_parts(_vm_plan(orders, backend_settings, ssh_keys, offering_uuid), orders)
 
 
 def _vm_plan(orders, backend_settings=None, ssh_keys=None, offering_uuid=None):
     """Claimed orders -> planned ``azure_vm_chain`` items, with ``error``/``skip`` (behaviour page, Azure)."""
+    orders = unpacked(orders, "orders")
+
     def create(order, resource, settings):
         return _vm_create_params(order, resource, settings, ssh_keys)
 
     # Azure machines are not resized (set_resource_limits refuses upstream too).
     items = _order_items(orders, backend_settings, create,
                          lambda *order_resource_settings_backend_id: {"error": "resizing is not supported on Azure"})
-    for order, item in zip(orders or [], items):
+    for order, item in zip(orders, items):
         offering = offering_uuid or order.get("offering_uuid")
         if offering:
             try:

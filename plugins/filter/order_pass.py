@@ -16,6 +16,9 @@ __metaclass__ = type
 
 from ansible.errors import AnsibleFilterError
 
+from ansible_collections.waldur.site_agent.plugins.filter.site_agent import unpacked
+from ansible_collections.waldur.site_agent.plugins.module_utils.core.packed import like
+
 OUTCOMES = ("done", "erred", "retry", "refused", "failed", "skipped")
 REASON_LIMIT = 300
 
@@ -28,10 +31,10 @@ def one_line(text, limit=REASON_LIMIT):
 
 def unfinished_outcomes(orders, reason):
     """Claimed orders -> ``retry`` outcomes for ``waldur_orders`` (state settled), all with
-    ``reason`` (the backend task's failure, on one line)."""
+    ``reason`` (the backend task's failure, on one line); packed when the orders were."""
     message = "the backend task failed as a whole: %s" % one_line(reason)
     outcomes = []
-    for order in orders or []:
+    for order in unpacked(orders, "orders"):
         if not isinstance(order, dict) or not order.get("uuid"):
             raise AnsibleFilterError("unfinished_outcomes expects the claimed orders (waldur_orders' orders)")
         resource = order.get("resource") or {}
@@ -39,7 +42,13 @@ def unfinished_outcomes(orders, reason):
                          "resource_name": order.get("resource_name") or resource.get("name") or "",
                          "failed": True, "retry": True, "msg": message,
                          "backend_id": resource.get("backend_id") or None})
-    return outcomes
+    return like(outcomes, orders)
+
+
+def _listed(step, name):
+    """A registered step's list ``name``, given as it is or packed (``<name>_packed``)."""
+    packed = step.get(name + "_packed")
+    return unpacked(packed, name + "_packed") if packed is not None else step.get(name) or []
 
 
 def _line(outcome, entry, check_mode):
@@ -57,7 +66,7 @@ def order_pass_report(claim, settle=None, check_mode=False):
     claim = claim or {}
     settle = settle or {}
     names = dict((order.get("uuid"), order.get("resource_name") or (order.get("resource") or {}).get("name"))
-                 for order in claim.get("orders") or [])
+                 for order in _listed(claim, "orders"))
     counts = dict((outcome, 0) for outcome in OUTCOMES)
     lines = []
     for entry in claim.get("skipped_orders") or []:
@@ -67,7 +76,7 @@ def order_pass_report(claim, settle=None, check_mode=False):
         counts["failed"] += 1
         lines.append(_line("failed", dict(entry, order_uuid=entry.get("uuid"),
                                           msg="could not be claimed: %s" % entry.get("msg")), check_mode))
-    for entry in settle.get("results") or []:
+    for entry in _listed(settle, "results"):
         outcome = entry.get("outcome") or ("failed" if entry.get("failed") else "skipped")
         if outcome not in counts:
             outcome = "failed"

@@ -63,6 +63,7 @@ author:
 extends_documentation_fragment:
   - waldur.site_agent.waldur
   - waldur.site_agent.batch
+  - waldur.site_agent.packed
 attributes:
   check_mode:
     description: Can run in check mode and return the changes it would make, without making them.
@@ -116,6 +117,13 @@ options:
         O(retry_max_age). Without it the message names C(backend_id).
     type: list
     elements: dict
+  outcomes_packed:
+    description:
+      - With O(state=settled), more outcomes, packed as one JSON text (see the description): the
+        outcomes of O(outcomes) and of this one are settled together. The order pass gives the
+        backend module's RV(do_droplet#module:results_packed) here and the orders it set aside in
+        O(outcomes).
+    type: raw
   retry_max_age:
     description:
       - With O(state=settled), seconds after the order's creation in Waldur (its C(created)) past
@@ -141,7 +149,7 @@ EXAMPLES = r"""
 
 - name: Act on the droplets
   waldur.site_agent.do_droplet:
-    items: "{{ claim.orders | waldur.site_agent.droplet_items(backend_settings, claim.ssh_keys) }}"
+    droplets: "{{ claim.orders | waldur.site_agent.droplet_items(backend_settings, claim.ssh_keys) }}"
   register: act
 
 - name: Settle the orders with the backend results
@@ -151,6 +159,31 @@ EXAMPLES = r"""
     offering_uuid: d0000000000000000000000000000001
     state: settled
     outcomes: "{{ act.results }}"
+
+- name: Claim, act and settle with the lists handed over packed (as the order pass does)
+  waldur.site_agent.waldur_orders:
+    offering_uuid: d0000000000000000000000000000001
+    state: claimed
+    packed: true
+  register: claim
+
+- name: One planning of the claimed orders (its backend items are packed too)
+  ansible.builtin.set_fact:
+    plan: "{{ claim.orders_packed | waldur.site_agent.droplet_plan(backend_settings, claim.ssh_keys) }}"
+
+- name: The droplets
+  waldur.site_agent.do_droplet:
+    droplets_packed: "{{ plan.backend_items }}"
+    packed: true
+  register: act
+
+- name: Settle the backend's results and the orders set aside without a backend call
+  waldur.site_agent.waldur_orders:
+    offering_uuid: d0000000000000000000000000000001
+    state: settled
+    outcomes_packed: "{{ act.results_packed }}"
+    outcomes: "{{ plan.set_aside }}"
+    packed: true
 
 - name: Settle one order by hand
   waldur.site_agent.waldur_orders:
@@ -163,9 +196,29 @@ EXAMPLES = r"""
 """
 
 RETURN = r"""
+orders_packed:
+  description: RV(orders) packed, as one JSON text of the same orders.
+  returned: when O(state=claimed) and O(packed) is true
+  type: str
+  sample: '[{"uuid": "5f3c0a0e6d8b4f1e9a2b7c4d3e2f1a0b", "type": "Create", "state": "executing"}]'
+count:
+  description: How many orders were claimed (the length of RV(orders)).
+  returned: when O(state=claimed)
+  type: int
+  sample: 1
+results_packed:
+  description: RV(results) packed, as one JSON text of the same results.
+  returned: when O(state=settled) and O(packed) is true
+  type: str
+  sample: '[{"order_uuid": "5f3c0a0e6d8b4f1e9a2b7c4d3e2f1a0b", "outcome": "done", "changed": true}]'
+failures:
+  description: The results that could not be settled (outcome C(refused) or C(failed)), as in RV(results).
+  returned: when O(state=settled) and O(packed) is true
+  type: list
+  elements: dict
 orders:
   description: Claimed orders joined with their provider resources, in listing order (O(state=claimed)).
-  returned: when O(state=claimed)
+  returned: when O(state=claimed) and O(packed) is false
   type: list
   elements: dict
   contains:
@@ -280,8 +333,8 @@ errors:
   type: list
   elements: dict
 results:
-  description: One result per outcome, in input order (O(state=settled)).
-  returned: when O(state=settled)
+  description: One result per outcome, in input order (O(state=settled)); the outcomes of O(outcomes) first, then those of O(outcomes_packed).
+  returned: when O(state=settled) and O(packed) is false
   type: list
   elements: dict
   contains:
@@ -376,6 +429,8 @@ def main():
         offering_uuid=dict(type="str", required=True),
         order_uuids=dict(type="list", elements="str"),
         outcomes=dict(type="list", elements="dict"),
+        outcomes_packed=dict(type="raw"),
+        packed=dict(type="bool", default=False),
         retry_max_age=dict(type="float", default=86400),
     )
     argument_spec.update(batch_argument_spec())

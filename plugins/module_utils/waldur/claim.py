@@ -10,6 +10,7 @@ __metaclass__ = type
 import threading
 
 from ansible_collections.waldur.site_agent.plugins.module_utils.core.batch import BatchRunner, ItemError, run_batch
+from ansible_collections.waldur.site_agent.plugins.module_utils.core.packed import pack
 from ansible_collections.waldur.site_agent.plugins.module_utils.core.ssh_keys import ssh_key_fingerprint
 from ansible_collections.waldur.site_agent.plugins.module_utils.core.uuids import hex_uuid, normalize_uuid
 from ansible_collections.waldur.site_agent.plugins.module_utils.waldur.client import WaldurApiError, error_message
@@ -236,8 +237,12 @@ def run_claim(module, client, offering_uuid, params):
     claimed = _sort_out(approved_orders, claims, skipped, errors)
 
     approved = [uuid for uuid in (order["uuid"] for order in orders) if uuid in claim.approved]
-    result = dict(changed=bool(approved), orders=claimed, ssh_keys=ssh_keys, approved=approved,
+    result = dict(changed=bool(approved), ssh_keys=ssh_keys, approved=approved, count=len(claimed),
                   skipped_orders=skipped, errors=errors)
+    if params["packed"]:
+        result["orders_packed"] = pack(claimed)
+    else:
+        result["orders"] = claimed
     if errors and params["fail_on_item_error"]:
         module.fail_json(msg="%d order(s) could not be claimed: %s" % (
             len(errors), "; ".join("%s: %s" % (e["uuid"], e["msg"]) for e in errors)), **result)

@@ -10,6 +10,7 @@ __metaclass__ = type
 from ansible.module_utils.parsing.convert_bool import boolean
 
 from ansible_collections.waldur.site_agent.plugins.module_utils.core.batch import BatchRunner, ItemError, count_results
+from ansible_collections.waldur.site_agent.plugins.module_utils.core.packed import unpack
 from ansible_collections.waldur.site_agent.plugins.module_utils.core.times import parse_time, utc_now
 from ansible_collections.waldur.site_agent.plugins.module_utils.waldur.client import WaldurApiError, error_message
 from ansible_collections.waldur.site_agent.plugins.module_utils.waldur.marketplace import (
@@ -271,18 +272,27 @@ def _boolean(module, raw, key, where):
         module.fail_json(msg="%s.%s must be a boolean, got %r" % (where, key, raw.get(key)))
 
 
-def parse_outcomes(module, outcomes):
+def parse_outcomes(module, outcomes, packed=None):
+    """The outcomes of O(outcomes), then those of O(outcomes_packed), checked; bad input fails naming
+    the entry and key (``outcomes_packed[3].failed``)."""
+    try:
+        more = unpack(packed, "outcomes_packed")
+    except ValueError as exc:
+        module.fail_json(msg=str(exc))
     parsed = []
     positions = {}
-    for index, raw in enumerate(outcomes):
-        where = "outcomes[%d]" % index
+    entries = [("outcomes[%d]" % index, raw) for index, raw in enumerate(outcomes or [])]
+    entries += [("outcomes_packed[%d]" % index, raw) for index, raw in enumerate(more)]
+    for where, raw in entries:
+        if not isinstance(raw, dict):
+            module.fail_json(msg="%s must be a mapping, got %s" % (where, type(raw).__name__))
         if raw.get("order_uuid") in (None, ""):
             module.fail_json(msg="%s.order_uuid is required (the order this outcome settles)" % where)
         uuid = module.uuid_param(raw["order_uuid"], "%s.order_uuid" % where)
         if uuid in positions:
-            module.fail_json(msg="%s.order_uuid repeats outcomes[%d].order_uuid (%s); give one outcome per order"
+            module.fail_json(msg="%s.order_uuid repeats %s.order_uuid (%s); give one outcome per order"
                              % (where, positions[uuid], uuid))
-        positions[uuid] = index
+        positions[uuid] = where
         failed = _boolean(module, raw, "failed", where)
         retry = _boolean(module, raw, "retry", where)
         resource_uuid = raw.get("resource_uuid")
@@ -308,12 +318,12 @@ def parse_outcomes(module, outcomes):
 
 
 def run_settle(module, client, offering_uuid, params):
-    if params["outcomes"] is None:
-        module.fail_json(msg="outcomes is required when state is settled: a list of {order_uuid, failed, retry, "
-                             "msg, backend_id, backend_metadata} (a backend module's results)")
+    if params["outcomes"] is None and params["outcomes_packed"] is None:
+        module.fail_json(msg="outcomes (or outcomes_packed) is required when state is settled: a list of "
+                             "{order_uuid, failed, retry, msg, backend_id, backend_metadata} (a backend module's results)")
     if params["retry_max_age"] is not None and params["retry_max_age"] <= 0:
         module.fail_json(msg="retry_max_age must be a positive number of seconds, got %s" % params["retry_max_age"])
-    outcomes = parse_outcomes(module, params["outcomes"])
+    outcomes = parse_outcomes(module, params["outcomes"], params["outcomes_packed"])
     settle = Settle(module, client, offering_uuid, retry_max_age=params["retry_max_age"])
     settle.list_current(outcomes)
 
@@ -340,7 +350,7 @@ def run_settle(module, client, offering_uuid, params):
     counts = count_results(results, **dict((name, _outcome_is(name)) for name in OUTCOMES))
     # "failed" and "skipped" are Ansible's own result keys (a non-zero "skipped" would mark the
     # task skipped): their counts live in counts only.
-    runner.finish(results, failed=lambda result: result["outcome"] in ("failed", "refused"),
+    runner.finish(results, failed=lambda result: result["outcome"] in ("failed", "refused"), packed=params["packed"],
                   fail_msg=lambda failures, results: "%d of %d order(s) could not be settled" % (
                       len(failures), len(results)),
                   counts=counts, done=counts["done"], erred=counts["erred"], retry=counts["retry"],

@@ -65,3 +65,25 @@ def test_a_failed_backend_task_leaves_each_order_for_the_next_pass_with_one_shor
 def test_one_line():
     assert one_line("a\n  b\tc") == "a b c"
     assert one_line("x" * 10, limit=8) == "xxxxx..."
+
+
+def test_the_order_pass_filters_take_the_claim_and_settle_packed():
+    import json
+
+    from ansible_collections.waldur.site_agent.plugins.filter.backend_items import droplet_plan
+    from ansible_collections.waldur.site_agent.plugins.filter.order_pass import order_pass_report, unfinished_outcomes
+
+    orders = [{"uuid": "a" * 32, "type": "Terminate", "marketplace_resource_uuid": "b" * 32,
+               "resource": {"uuid": "b" * 32, "name": "web-1", "backend_id": "7"}},
+              {"uuid": "c" * 32, "type": "Frobnicate", "marketplace_resource_uuid": "d" * 32,
+               "resource": {"uuid": "d" * 32, "name": "web-2"}}]
+    listed, packed = droplet_plan(orders), droplet_plan(json.dumps(orders))
+    assert isinstance(packed["backend_items"], str) and json.loads(packed["backend_items"]) == listed["backend_items"]
+    assert packed["set_aside"] == listed["set_aside"] != [] and packed["notes"] == listed["notes"]
+    assert json.loads(unfinished_outcomes(json.dumps(orders), "boom")) == unfinished_outcomes(orders, "boom")
+    results = [{"order_uuid": "a" * 32, "outcome": "done"}, {"order_uuid": "c" * 32, "outcome": "erred", "msg": "no"}]
+    claim = {"orders": orders, "skipped_orders": [], "errors": []}
+    report = order_pass_report(claim, {"results": results})
+    packed_report = order_pass_report({"orders_packed": json.dumps(orders), "skipped_orders": [], "errors": []},
+                                      {"results_packed": json.dumps(results)})
+    assert packed_report == report and report["lines"] == ["erred: web-2 (order %s): no" % ("c" * 32)]

@@ -423,6 +423,51 @@ def test_a_batch_of_creates_costs_four_waldur_writes_per_order_and_a_few_listing
         + settle["api_calls"]["writes"] == len(app.calls)
 
 
+def test_claim_and_settle_hand_their_lists_over_packed(waldur_sim, capsys):
+    """The order pass's way: the claimed orders as one JSON text, the backend's results settled as
+    outcomes_packed together with the orders set aside (outcomes), the results packed back."""
+    app = waldur_sim.app
+    app.reset("empty")
+    seeded = [app.seed_order(P.DO_OFFERING_UUID, attributes={"name": "web-%d" % index}) for index in range(3)]
+
+    claim = run(waldur_sim, capsys, state="claimed", packed=True)
+    assert "orders" not in claim and claim["count"] == 3
+    orders = json.loads(claim["orders_packed"])
+    assert sorted(order["uuid"] for order in orders) == sorted(order["uuid"] for order in seeded)
+    assert all(order["state"] == "executing" and order["resource"]["uuid"] for order in orders)
+
+    backend = [{"order_uuid": order["uuid"], "failed": False, "backend_id": "70%d" % index}
+               for index, order in enumerate(orders[:2])]
+    set_aside = [{"order_uuid": orders[2]["uuid"], "failed": True, "msg": "region ams9 is not available"}]
+    settle = run(waldur_sim, capsys, state="settled", outcomes_packed=json.dumps(backend), outcomes=set_aside,
+                 packed=True)
+    assert "results" not in settle and settle["failures"] == []
+    results = json.loads(settle["results_packed"])
+    assert [(entry["order_uuid"], entry["outcome"]) for entry in results] == [
+        (orders[2]["uuid"], "erred"), (orders[0]["uuid"], "done"), (orders[1]["uuid"], "done")]
+    assert (settle["done"], settle["erred"]) == (2, 1)
+    assert app.order(orders[2]["uuid"])["error_message"] == "region ams9 is not available"
+
+
+@pytest.mark.parametrize("outcomes_packed, message", [
+    ('[{"order_uuid": "%s", "failed": "maybe"}]' % ("1" * 32), "outcomes_packed[0].failed must be a boolean"),
+    ('[{"failed": true}]', "outcomes_packed[0].order_uuid is required"),
+    ('["done"]', "outcomes_packed[0] must be a mapping, got str"),
+    ('{"order_uuid": "x"}', "outcomes_packed must pack a JSON list, got dict"),
+])
+def test_packed_outcomes_are_checked_naming_the_entry(waldur_sim, capsys, outcomes_packed, message):
+    result = run(waldur_sim, capsys, state="settled", outcomes_packed=outcomes_packed)
+    assert result["failed"] is True and result["msg"].startswith(message)
+    assert waldur_sim.app.write_calls() == []
+
+
+def test_an_order_given_twice_across_both_lists_is_refused(waldur_sim, capsys):
+    outcome = {"order_uuid": "1" * 32, "failed": False}
+    result = run(waldur_sim, capsys, state="settled", outcomes=[outcome], outcomes_packed=json.dumps([outcome]))
+    assert result["failed"] is True
+    assert result["msg"].startswith("outcomes_packed[0].order_uuid repeats outcomes[0].order_uuid")
+
+
 def test_settle_compares_with_listed_resources_and_reads_the_others_alone(waldur_sim, capsys):
     """Two or more outcomes to record: the offering's in-flight resources come from one listing.
     Values already recorded are not written again; a resource outside the listing (here an
