@@ -264,7 +264,7 @@ def test_settle_names_the_bad_outcome(waldur_sim, capsys):
 
 def test_settle_requires_outcomes(waldur_sim, capsys):
     result = run(waldur_sim, capsys, state="settled")
-    assert result["failed"] is True and result["msg"].startswith("outcomes is required when state is settled")
+    assert result["failed"] is True and result["msg"].startswith("outcomes (or outcomes_packed) is required when state is settled")
 
 
 def test_one_failing_order_does_not_stop_the_others(waldur_sim, capsys, executing_create):
