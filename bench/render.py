@@ -437,8 +437,9 @@ def overhead_growth(runs) -> str:
             [run for run in own if run["n"] == top]
         if not zero or not top:
             continue
-        parts.append("%s %s %s s → %s s at %s" % (pass_name, BACKEND_SHORT[backend], seconds(zero[0]["ansible_overhead_s"]),
-                                                 seconds(largest[0]["ansible_overhead_s"]), count(top)))
+        parts.append("%s %s %s s → %s s at %s" % (
+            pass_name, BACKEND_SHORT[backend], seconds(zero[0]["ansible_overhead_s"]),
+            seconds(largest[0]["ansible_overhead_s"]), count(top)))
     return ", ".join(parts)
 
 

@@ -119,9 +119,9 @@ options:
     elements: dict
   outcomes_packed:
     description:
-      - With O(state=settled), more outcomes, packed as one JSON text (see the description): the
+      - With O(state=settled), more outcomes, packed as one JSON text (see the description). The
         outcomes of O(outcomes) and of this one are settled together. The order pass gives the
-        backend module's RV(do_droplet#module:results_packed) here and the orders it set aside in
+        backend module's RV(waldur.site_agent.do_droplet#module:results_packed) here and the orders it set aside in
         O(outcomes).
     type: raw
   retry_max_age:
