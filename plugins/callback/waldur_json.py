@@ -23,7 +23,7 @@ description:
   - "Lines: C(playbook started); one per task result (C(ok), C(changed), C(skipped) at level
     info; C(failed) and C(unreachable) at level error with the task's message as the event,
     or warning when the error is ignored); one per loop item; one per item of a batch
-    module's C(results) (the items that carry C(order_uuid) or C(resource_uuid)), with
+    module's C(results) or C(results_packed) (the items that carry C(order_uuid) or C(resource_uuid)), with
     C(order) and C(resource), at level error when the item failed; one per warning and deprecation; a C(pass summary)
     line for each C(Summarise the pass) task, its C(key=value) pairs as keys; and
     C(playbook finished) with the counts per host and the run time."
@@ -252,6 +252,21 @@ def _message(value):
     return json.dumps(value, default=to_text, sort_keys=True)
 
 
+def _batch_results(data):
+    """A task's C(results): the list itself, or the batch module's C(results_packed) (one JSON
+    text, see core/packed) read back, so a packed pass logs each item just as a plain one does."""
+    if isinstance(data.get("results"), list):
+        return data["results"]
+    packed = data.get("results_packed")
+    if isinstance(packed, (str, bytes)):
+        try:
+            items = json.loads(packed)
+        except ValueError:
+            return []
+        return items if isinstance(items, list) else []
+    return []
+
+
 def _is_batch_item(item):
     return isinstance(item, dict) and ("order_uuid" in item or "resource_uuid" in item) and "ansible_loop_var" not in item
 
@@ -411,7 +426,7 @@ class CallbackModule(CallbackBase):
         if ignored:
             fields["ignored"] = True
         is_loop = bool(getattr(task, "loop", None) or getattr(task, "loop_with", None))
-        results = data.get("results") if isinstance(data.get("results"), list) else []
+        results = _batch_results(data)
         if is_loop:
             fields["items"] = len(results)
 

@@ -137,6 +137,22 @@ def test_batch_items_get_one_line_each_with_order_and_resource(cases):
                                 "&token=******** answered 401 for ********")
 
 
+def test_packed_batch_results_get_the_same_lines(cases):
+    # The passes return their per-item results as results_packed (one JSON text); the log must
+    # still name each order with its outcome, and mask secrets inside the packed text.
+    run, records = cases
+    task_line, settled, refused = [r for r in by_task(records, "Settle the orders (results packed)")
+                                   if "category" not in r]
+    assert (task_line["items"], task_line["items_failed"], task_line["items_changed"]) == (2, 1, 0)
+    assert "results_packed" not in task_line
+    assert settled == {**settled, "event": "item none", "level": "info", "outcome": "done",
+                       "order": "0b5e0000000000000000000000000003", "status": "ok"}
+    assert refused["level"] == "error" and refused["order"] == "0b5e0000000000000000000000000004"
+    assert refused["event"] == "POST /api/marketplace-orders/ answered 401 for ********"
+    for secret in SECRETS:
+        assert secret not in run.stdout
+
+
 def test_pass_summaries_become_structured_lines(cases):
     records = cases[1]
     summaries = [record for record in records if record["event"] == "pass summary"]
@@ -212,11 +228,12 @@ def test_failures_go_to_sentry_scrubbed_and_grouped(tmp_path):
                                        "SENTRY_ENVIRONMENT": "staging"})
     assert run.rc == 2, run.output
     events = sentry.events()
-    # The failed batch item, the failed loop item (not the loop's "One or more items failed")
-    # and the failed task; the ignored failures are not sent.
+    # The failed batch items (plain and packed), the failed loop item (not the loop's "One or
+    # more items failed") and the failed task; the ignored failures are not sent.
     assert sorted(event["message"] for event in events) == [
         "GET /v2/droplets?tag_name=waldur-resource:9c1f0000000000000000000000000002&token=******** "
         "answered 401 for ********",
+        "POST /api/marketplace-orders/ answered 401 for ********",
         "Waldur refused token ******** for offering a0000000-0000-0000-0000-000000000001",
         "item b failed",
     ]
@@ -239,7 +256,7 @@ def test_the_site_config_dsn_is_used_when_no_option_is_set(tmp_path):
         run = run_cases(tmp_path, env={"WALDUR_SITE_AGENT_SENTRY_DSN": "", "SENTRY_DSN": ""},
                         sentry_dsn=sentry.dsn(3))
     assert run.rc == 2, run.output
-    assert len(sentry.events()) == 3
+    assert len(sentry.events()) == 4
     assert sentry.dsn(3) not in run.stdout  # the DSN is a secret of the config too
 
 

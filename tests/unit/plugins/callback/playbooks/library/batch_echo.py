@@ -1,11 +1,14 @@
 # -*- coding: utf-8 -*-
 # Copyright: Waldur site agent developers
 # MIT License (see LICENSE)
-"""Test module: returns its items as a batch module's per-item ``results``."""
+"""Test module: returns its items as a batch module's per-item ``results`` (or, with
+``packed``, as ``results_packed``, one JSON text, the way the collection's batch modules do)."""
 
 from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
+
+import json
 
 from ansible.module_utils.basic import AnsibleModule
 
@@ -16,6 +19,7 @@ def main():
         warning=dict(type="str"),
         deprecation=dict(type="str"),
         fail_msg=dict(type="str"),
+        packed=dict(type="bool", default=False),
     ))
     if module.params["warning"]:
         module.warn(module.params["warning"])
@@ -24,7 +28,10 @@ def main():
     results = module.params["items"]
     if module.params["fail_msg"]:
         module.fail_json(msg=module.params["fail_msg"], results=results)
-    module.exit_json(changed=any(item.get("changed") for item in results), results=results)
+    changed = any(item.get("changed") for item in results)
+    if module.params["packed"]:
+        module.exit_json(changed=changed, results_packed=json.dumps(results), failures=[])
+    module.exit_json(changed=changed, results=results)
 
 
 if __name__ == "__main__":
