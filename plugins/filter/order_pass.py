@@ -5,9 +5,10 @@
 
 ``order_pass_report`` joins what the claim set aside (``skipped_orders``, ``errors``) with
 what settling did (``results[].outcome``) into the counts of the pass summary and one line
-per order that did not end ``done``; ``unfinished_outcomes`` turns the claimed orders into
-``retry`` outcomes when the backend task failed as a whole, so settling leaves them for the
-next pass with one short reason instead of leaving them without a word.
+per order that did not end ``done`` (in check mode, per order); ``unfinished_outcomes`` turns
+the claimed orders into ``retry`` outcomes when the backend task failed as a whole, so
+settling leaves them for the next pass with one short reason instead of leaving them without
+a word.
 """
 
 from __future__ import absolute_import, division, print_function
@@ -51,20 +52,28 @@ def _listed(step, name):
     return unpacked(packed, name + "_packed") if packed is not None else step.get(name) or []
 
 
-def _line(outcome, entry, check_mode):
+def _line(outcome, entry, check_mode, limit=REASON_LIMIT):
     name = entry.get("resource_name") or "(no name)"
     word = ("would_" + outcome) if check_mode and outcome in ("done", "erred") else outcome
+    reason = entry.get("msg") or outcome
     return "%s: %s (order %s): %s" % (word, name, entry.get("order_uuid") or entry.get("uuid"),
-                                      one_line(entry.get("msg") or outcome))
+                                      one_line(reason, limit))
 
 
-def order_pass_report(claim, settle=None, check_mode=False):
+def order_pass_report(claim, settle=None, check_mode=False, act=None):
     """``{counts, lines}`` of an order pass: the counts of the six outcomes over every order
     the pass listed, and one line (outcome, resource name, order UUID, reason) per order that
     did not end done. In check mode ``done`` and ``erred`` are what the pass would do, and
-    are counted as ``would_done`` and ``would_erred``."""
+    are counted as ``would_done`` and ``would_erred``; a dry run is read for what it would do,
+    so every order gets its line there, and the backend's own words (``act``'s results, what it
+    would build or change) lead the reason."""
     claim = claim or {}
     settle = settle or {}
+    backend_says = {}
+    if check_mode:
+        for item in _listed(act or {}, "results"):
+            if isinstance(item, dict) and item.get("order_uuid") and item.get("msg"):
+                backend_says[item["order_uuid"]] = one_line(item["msg"])
     names = dict((order.get("uuid"), order.get("resource_name") or (order.get("resource") or {}).get("name"))
                  for order in _listed(claim, "orders"))
     counts = dict((outcome, 0) for outcome in OUTCOMES)
@@ -81,9 +90,15 @@ def order_pass_report(claim, settle=None, check_mode=False):
         if outcome not in counts:
             outcome = "failed"
         counts[outcome] += 1
-        if outcome != "done":
-            lines.append(_line(outcome, dict(entry, resource_name=entry.get("resource_name")
-                                             or names.get(entry.get("order_uuid"))), check_mode))
+        if outcome != "done" or check_mode:
+            entry = dict(entry, resource_name=entry.get("resource_name") or names.get(entry.get("order_uuid")))
+            backend = backend_says.get(entry.get("order_uuid"))
+            if backend and backend != one_line(entry.get("msg")):
+                # each part on its own limit: the backend's plan alone can be long (Azure's chain)
+                entry["msg"] = "%s; %s" % (backend, one_line(entry.get("msg") or outcome))
+                lines.append(_line(outcome, entry, check_mode, limit=2 * REASON_LIMIT + 2))
+            else:
+                lines.append(_line(outcome, entry, check_mode))
     order = list(OUTCOMES)
     if check_mode:
         counts["would_done"] = counts.pop("done")

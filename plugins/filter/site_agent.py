@@ -1,7 +1,8 @@
 # -*- coding: utf-8 -*-
 # Copyright: Waldur site agent developers
 # MIT License (see LICENSE)
-"""Filters that carry backend results back to Waldur: metadata updates, usage rows, API call counts.
+"""Filters that carry backend results back to Waldur: metadata updates, usage rows, API call
+counts, and the lines naming what a pass changed or would change.
 
 The filters that turn orders into backend items are in ``backend_items.py``.
 """
@@ -109,6 +110,41 @@ def api_call_count(results):
     return total
 
 
+def _uuid_key(value):
+    """A UUID compared dashed or not, in any case; anything else as it is."""
+    try:
+        return normalize_uuid(value)
+    except ValueError:
+        return value
+
+
+def change_lines(steps, resources=None):
+    """Registered results of batch modules -> one line per item that changed (or, in check mode,
+    would change): ``<name> (resource <uuid>): <msg>``, the name from the item or ``resources``.
+    A dry run is read for what it would do, and the modules' results cross the pass packed."""
+    if isinstance(steps, dict):
+        steps = [steps]
+    if not isinstance(steps, (list, tuple)):
+        raise AnsibleFilterError("change_lines expects a list of registered module results, got %s"
+                                 % type(steps).__name__)
+    names = dict((_uuid_key(resource.get("uuid")), resource.get("name"))
+                 for resource in unpacked(resources, "resources") if isinstance(resource, dict))
+    lines = []
+    for step in steps:
+        if not isinstance(step, dict):
+            continue
+        packed = step.get("results_packed")
+        items = unpacked(packed, "results_packed") if packed is not None else step.get("results") or []
+        for item in items:
+            if not (isinstance(item, dict) and item.get("changed") and item.get("msg")):
+                continue
+            uuid = item.get("resource_uuid")
+            name = item.get("resource_name") or names.get(_uuid_key(uuid))
+            what = "%s (resource %s)" % (name, uuid) if name else "resource %s" % uuid
+            lines.append("%s: %s" % (what, " ".join(str(item["msg"]).split())))
+    return lines
+
+
 class FilterModule(object):
     """Order and resource glue for the site agent passes: results back to Waldur."""
 
@@ -120,4 +156,5 @@ class FilterModule(object):
             "recoverable_resources": recoverable_resources,
             "healed_resources": healed_resources,
             "api_call_count": api_call_count,
+            "change_lines": change_lines,
         }

@@ -177,6 +177,14 @@ def test_check_mode_lists_what_each_order_would_do_and_writes_nothing(tmp_path, 
     [summary] = [line for line in log_lines(check) if line["event"] == "pass summary"]
     assert (summary["orders"], summary["would_done"], summary["would_erred"]) == (4, 3, 1)
     assert "done" not in summary and "erred" not in summary
+    # and names every order with what the backend and settling would do (the results are packed)
+    [named] = [line["msg"] for line in log_lines(check) if line.get("task", "").startswith("Name each order")]
+    assert ("would_done: do-vm-1 (order %s): would create droplet do-vm-1 in ams3 (s-1vcpu-1gb, ubuntu-22-04-x64); "
+            "would approve and set done" % W.DO_ORDER_UUID) in named
+    assert any(line.startswith("would_done: doomed (order %s): would delete droplet %s; would approve and set done"
+                               % (doomed_order, doomed["id"])) for line in named)
+    assert any(line.startswith("would_erred: odd (order %s): would set erred: " % odd_order) for line in named)
+    assert len(named) == 4
     assert do.app.droplet(grow["id"])["size_slug"] == "s-1vcpu-1gb"
     assert do.app.droplet(doomed["id"]) is not None and len(do.app.droplets()) == 3
 

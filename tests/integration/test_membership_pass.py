@@ -47,6 +47,23 @@ def test_an_erred_resource_with_a_running_droplet_is_set_ok(tmp_path, waldur_sim
     assert waldur_writes(waldur, since) == []
 
 
+def test_a_dry_run_names_each_change_it_would_make_and_makes_none(tmp_path, waldur_sim, do_sim):
+    waldur = waldur_sim
+    waldur.app.reset("empty")
+    config = write_config(tmp_path, waldur, do_sim)
+    erred = seed_droplet_resource(waldur, do_sim, "erred-vm", state="Erred")
+    since = len(waldur.app.calls), len(do_sim.app.calls)
+
+    run = run_pass(MEMBERSHIP_PASS, config, check=True)
+
+    assert waldur_writes(waldur, since[0]) == []
+    assert do_sim.app.write_calls(since[1]) == []
+    assert waldur.app.resource(erred)["state"] == "Erred"
+    # the modules' results are packed; the pass says per resource what it would do
+    assert '"erred-vm (resource %s): would set OK (Erred; its machine is healthy)"' % erred in run.output
+    assert '"erred-vm (resource %s): would update backend metadata"' % erred in run.output
+
+
 def test_without_set_as_ok_the_resource_is_named_on_every_pass(tmp_path, waldur_sim, do_sim):
     waldur = waldur_sim
     waldur.app.reset("empty")

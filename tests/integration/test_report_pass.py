@@ -86,6 +86,23 @@ def test_a_refused_usage_fails_the_pass_naming_the_resource_until_set_as_ok_lets
     assert waldur_writes(waldur, since) == []
 
 
+def test_a_dry_run_names_each_change_it_would_make_in_waldur_and_makes_none(tmp_path, waldur_sim, azure_sim):
+    waldur = waldur_sim
+    config, resources = erred_by_an_update(waldur, azure_sim, tmp_path)
+    since = len(waldur.app.calls)
+
+    check = run_pass(REPORT_PASS, config, check=True)
+
+    assert waldur_writes(waldur, since) == []
+    assert waldur.app.resource(resources["resized"])["state"] == "Erred"
+    assert usages(waldur, resources["steady"]) == {}
+    # the modules' results are packed; the pass says per resource what it would write
+    for name in ("resized", "steady"):
+        assert '"%s (resource %s): would send cpu, disk, ram"' % (name, resources[name]) in check.output
+    assert ('"resized (resource %s): would set OK (Erred; its machine is healthy)"' % resources["resized"]
+            in check.output)
+
+
 def test_the_json_log_names_the_unrecorded_resource_as_an_error(tmp_path, waldur_sim, azure_sim):
     config, resources = erred_by_an_update(waldur_sim, azure_sim, tmp_path)
     waldur_sim.app.set_quirks(**PROFILES["waldur_7"])

@@ -1,5 +1,7 @@
 """Accounting of the order pass: six outcomes, counted and named, would_ in check mode."""
 
+import json
+
 from ansible_collections.waldur.site_agent.plugins.filter.order_pass import (
     one_line,
     order_pass_report,
@@ -46,7 +48,28 @@ def test_check_mode_counts_what_would_be_done():
                            {"order_uuid": B, "outcome": "erred", "msg": "would set erred: no region"}]}
     report = order_pass_report({"orders": claim()["orders"]}, results, check_mode=True)
     assert report["summary"] == "would_done=1 would_erred=1 retry=0 refused=0 failed=0 skipped=0"
-    assert report["lines"] == ["would_erred: web-b (order %s): would set erred: no region" % B]
+    assert report["lines"] == ["would_done: web-a (order %s): would set done" % A,
+                               "would_erred: web-b (order %s): would set erred: no region" % B]
+
+
+def test_a_dry_run_names_every_order_with_what_the_backend_and_settling_would_do():
+    # The act results come packed, as the order pass hands them; an order the backend had no item
+    # for (an unchanged update) is named with what settling would do alone.
+    act = {"results_packed": json.dumps([
+        {"order_uuid": A, "msg": "would create droplet web-a in ams3 (s-1vcpu-1gb, ubuntu-22-04-x64)"},
+        {"order_uuid": B, "msg": "x" * 400}])}
+    results = {"results": [{"order_uuid": A, "outcome": "done", "msg": "would approve and set done"},
+                           {"order_uuid": B, "outcome": "done", "msg": "would approve and set done"},
+                           {"order_uuid": E, "outcome": "done", "msg": "would set done (nothing to change)",
+                            "resource_name": "web-e"}]}
+    report = order_pass_report({"orders": claim()["orders"]}, results, check_mode=True, act=act)
+    assert report["lines"][0] == ("would_done: web-a (order %s): would create droplet web-a in ams3 "
+                                  "(s-1vcpu-1gb, ubuntu-22-04-x64); would approve and set done" % A)
+    # a long plan is cut on its own, and what settling would write still shows
+    assert report["lines"][1].endswith("x...; would approve and set done")
+    assert report["lines"][2] == "would_done: web-e (order %s): would set done (nothing to change)" % E
+    # outside check mode a done order is not news, whatever the backend said
+    assert order_pass_report({"orders": claim()["orders"]}, results, act=act)["lines"] == []
 
 
 def test_a_pass_with_nothing_to_do():
