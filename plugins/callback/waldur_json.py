@@ -121,6 +121,7 @@ from ansible import context
 from ansible.module_utils.common.text.converters import to_text
 from ansible.plugins.callback import CallbackBase
 
+from ansible_collections.waldur.site_agent.plugins.module_utils.core.packed import unpack
 from ansible_collections.waldur.site_agent.plugins.module_utils.core.secrets import (
     collect_secret_values,
     redact,
@@ -253,18 +254,15 @@ def _message(value):
 
 
 def _batch_results(data):
-    """A task's C(results): the list itself, or the batch module's C(results_packed) (one JSON
-    text, see core/packed) read back, so a packed pass logs each item just as a plain one does."""
+    """A task's C(results): the list itself, or the batch module's C(results_packed) read back,
+    so a packed pass logs each item just as a plain one does. A log line never fails a run:
+    anything else is no items."""
     if isinstance(data.get("results"), list):
         return data["results"]
-    packed = data.get("results_packed")
-    if isinstance(packed, (str, bytes)):
-        try:
-            items = json.loads(packed)
-        except ValueError:
-            return []
-        return items if isinstance(items, list) else []
-    return []
+    try:
+        return unpack(data.get("results_packed"))
+    except ValueError:
+        return []
 
 
 def _is_batch_item(item):

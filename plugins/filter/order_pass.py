@@ -17,7 +17,7 @@ __metaclass__ = type
 
 from ansible.errors import AnsibleFilterError
 
-from ansible_collections.waldur.site_agent.plugins.filter.site_agent import unpacked
+from ansible_collections.waldur.site_agent.plugins.filter.site_agent import listed, unpacked
 from ansible_collections.waldur.site_agent.plugins.module_utils.core.packed import like
 
 OUTCOMES = ("done", "erred", "retry", "refused", "failed", "skipped")
@@ -46,18 +46,11 @@ def unfinished_outcomes(orders, reason):
     return like(outcomes, orders)
 
 
-def _listed(step, name):
-    """A registered step's list ``name``, given as it is or packed (``<name>_packed``)."""
-    packed = step.get(name + "_packed")
-    return unpacked(packed, name + "_packed") if packed is not None else step.get(name) or []
-
-
 def _line(outcome, entry, check_mode, limit=REASON_LIMIT):
     name = entry.get("resource_name") or "(no name)"
     word = ("would_" + outcome) if check_mode and outcome in ("done", "erred") else outcome
-    reason = entry.get("msg") or outcome
     return "%s: %s (order %s): %s" % (word, name, entry.get("order_uuid") or entry.get("uuid"),
-                                      one_line(reason, limit))
+                                      one_line(entry.get("msg") or outcome, limit))
 
 
 def order_pass_report(claim, settle=None, check_mode=False, act=None):
@@ -71,11 +64,11 @@ def order_pass_report(claim, settle=None, check_mode=False, act=None):
     settle = settle or {}
     backend_says = {}
     if check_mode:
-        for item in _listed(act or {}, "results"):
+        for item in listed(act, "results"):
             if isinstance(item, dict) and item.get("order_uuid") and item.get("msg"):
                 backend_says[item["order_uuid"]] = one_line(item["msg"])
     names = dict((order.get("uuid"), order.get("resource_name") or (order.get("resource") or {}).get("name"))
-                 for order in _listed(claim, "orders"))
+                 for order in listed(claim, "orders"))
     counts = dict((outcome, 0) for outcome in OUTCOMES)
     lines = []
     for entry in claim.get("skipped_orders") or []:
@@ -85,20 +78,19 @@ def order_pass_report(claim, settle=None, check_mode=False, act=None):
         counts["failed"] += 1
         lines.append(_line("failed", dict(entry, order_uuid=entry.get("uuid"),
                                           msg="could not be claimed: %s" % entry.get("msg")), check_mode))
-    for entry in _listed(settle, "results"):
+    for entry in listed(settle, "results"):
         outcome = entry.get("outcome") or ("failed" if entry.get("failed") else "skipped")
         if outcome not in counts:
             outcome = "failed"
         counts[outcome] += 1
         if outcome != "done" or check_mode:
             entry = dict(entry, resource_name=entry.get("resource_name") or names.get(entry.get("order_uuid")))
-            backend = backend_says.get(entry.get("order_uuid"))
+            backend, limit = backend_says.get(entry.get("order_uuid")), REASON_LIMIT
             if backend and backend != one_line(entry.get("msg")):
                 # each part on its own limit: the backend's plan alone can be long (Azure's chain)
                 entry["msg"] = "%s; %s" % (backend, one_line(entry.get("msg") or outcome))
-                lines.append(_line(outcome, entry, check_mode, limit=2 * REASON_LIMIT + 2))
-            else:
-                lines.append(_line(outcome, entry, check_mode))
+                limit = 2 * REASON_LIMIT + 2
+            lines.append(_line(outcome, entry, check_mode, limit))
     order = list(OUTCOMES)
     if check_mode:
         counts["would_done"] = counts.pop("done")

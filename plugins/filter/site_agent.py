@@ -26,6 +26,15 @@ def unpacked(value, what):
         raise AnsibleFilterError(str(exc))
 
 
+def listed(step, name):
+    """A registered step's list ``name``: as it is, or read back from ``<name>_packed``; a step
+    that did not run (skipped, or not a result at all) lists nothing."""
+    if not isinstance(step, dict):
+        return []
+    packed = step.get(name + "_packed")
+    return unpacked(packed, name + "_packed") if packed is not None else step.get(name) or []
+
+
 def metadata_updates(results, resources):
     """Backend results + Waldur resources -> ``waldur_resource_metadata`` items, only changed ones
     (packed when the results were, see core/packed)."""
@@ -131,11 +140,7 @@ def change_lines(steps, resources=None):
                  for resource in unpacked(resources, "resources") if isinstance(resource, dict))
     lines = []
     for step in steps:
-        if not isinstance(step, dict):
-            continue
-        packed = step.get("results_packed")
-        items = unpacked(packed, "results_packed") if packed is not None else step.get("results") or []
-        for item in items:
+        for item in listed(step, "results"):
             if not (isinstance(item, dict) and item.get("changed") and item.get("msg")):
                 continue
             uuid = item.get("resource_uuid")

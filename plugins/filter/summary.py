@@ -16,7 +16,7 @@ import time
 
 from ansible.errors import AnsibleFilterError
 
-from ansible_collections.waldur.site_agent.plugins.filter.site_agent import api_call_count, unpacked
+from ansible_collections.waldur.site_agent.plugins.filter.site_agent import api_call_count, listed
 
 MEMBERSHIP_NOTE = "membership=not applicable (%s access is the SSH key of the order)"
 
@@ -35,8 +35,7 @@ def _total(step, key):
 
 
 def _changed(step):
-    results = unpacked(step["results_packed"], "results_packed") if "results_packed" in step else step.get("results")
-    return len([item for item in results or [] if isinstance(item, dict) and item.get("changed")])
+    return len([item for item in listed(step, "results") if isinstance(item, dict) and item.get("changed")])
 
 
 def _resources(step):
