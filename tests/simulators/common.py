@@ -22,6 +22,7 @@ Nagle + delayed ACK.
 from __future__ import annotations
 
 import json
+import socket
 import threading
 import time
 from dataclasses import dataclass, field
@@ -354,6 +355,9 @@ class SimulatorServer:
         self._server = CherootServer(("127.0.0.1", port), app, numthreads=threads,
                                      server_name="%s-simulator" % app.name, timeout=30)
         self._server.nodelay = True
+        # A listen backlog like a real front end's: cheroot's default of 5 resets connections
+        # when fifty clients connect at once, which no cloud API does.
+        self._server.request_queue_size = socket.SOMAXCONN
         if ssl_context is not None:
             self._server.ssl_adapter = _ContextSSLAdapter(ssl_context)
         self._server.prepare()  # binds now, so the port is known before start()
