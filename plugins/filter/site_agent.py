@@ -15,7 +15,7 @@ from ansible.errors import AnsibleFilterError
 
 from ansible_collections.waldur.site_agent.plugins.module_utils.agent.components import figures_to_usages
 from ansible_collections.waldur.site_agent.plugins.module_utils.core.packed import like, unpack
-from ansible_collections.waldur.site_agent.plugins.module_utils.core.uuids import normalize_uuid
+from ansible_collections.waldur.site_agent.plugins.module_utils.core.uuids import hex_uuid, normalize_uuid
 
 
 def unpacked(value, what):
@@ -119,14 +119,6 @@ def api_call_count(results):
     return total
 
 
-def _uuid_key(value):
-    """A UUID compared dashed or not, in any case; anything else as it is."""
-    try:
-        return normalize_uuid(value)
-    except ValueError:
-        return value
-
-
 def change_lines(steps, resources=None):
     """Registered results of batch modules -> one line per item that changed (or, in check mode,
     would change): ``<name> (resource <uuid>): <msg>``, the name from the item or ``resources``.
@@ -136,7 +128,7 @@ def change_lines(steps, resources=None):
     if not isinstance(steps, (list, tuple)):
         raise AnsibleFilterError("change_lines expects a list of registered module results, got %s"
                                  % type(steps).__name__)
-    names = dict((_uuid_key(resource.get("uuid")), resource.get("name"))
+    names = dict((hex_uuid(resource.get("uuid")), resource.get("name"))
                  for resource in unpacked(resources, "resources") if isinstance(resource, dict))
     lines = []
     for step in steps:
@@ -144,7 +136,7 @@ def change_lines(steps, resources=None):
             if not (isinstance(item, dict) and item.get("changed") and item.get("msg")):
                 continue
             uuid = item.get("resource_uuid")
-            name = item.get("resource_name") or names.get(_uuid_key(uuid))
+            name = item.get("resource_name") or names.get(hex_uuid(uuid))
             what = "%s (resource %s)" % (name, uuid) if name else "resource %s" % uuid
             lines.append("%s: %s" % (what, " ".join(str(item["msg"]).split())))
     return lines

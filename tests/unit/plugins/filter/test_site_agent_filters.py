@@ -1,5 +1,7 @@
 """The order/resource glue filters: backend_settings fallbacks and the rules of the behaviour page."""
 
+import json
+
 import pytest
 
 from ansible.errors import AnsibleFilterError
@@ -15,7 +17,7 @@ from ansible_collections.waldur.site_agent.plugins.filter.backend_items import (
     vm_outcomes,
     vm_plan,
 )
-from ansible_collections.waldur.site_agent.plugins.filter.site_agent import healed_resources, metadata_updates
+from ansible_collections.waldur.site_agent.plugins.filter.site_agent import change_lines, healed_resources, metadata_updates
 from ansible_collections.waldur.site_agent.plugins.filter.site_agent import recoverable_resources, usage_rows
 
 RESOURCE_UUID = "1234abcd-0000-4000-8000-000000000001"
@@ -328,3 +330,19 @@ def test_the_pass_filters_take_packed_lists_and_answer_packed():
     assert recoverable_resources(packed_resources, packed_machines) == recoverable_resources(resources, machines) != []
     with pytest.raises(AnsibleFilterError, match="resources is not a packed list"):
         droplet_membership_items("[{")
+
+
+def test_change_lines_name_each_changed_item_from_plain_and_packed_results():
+    act = {"results_packed": json.dumps([
+        {"resource_uuid": RESOURCE_UUID.upper(), "changed": True, "msg": "would shut down\n droplet 72"},
+        {"resource_uuid": "r-unchanged", "changed": False, "msg": "droplet 71 is active"}])}
+    metadata = {"results": [{"resource_uuid": "r-unnamed", "changed": True, "msg": "would update backend metadata"},
+                            {"resource_uuid": "r-silent", "changed": True}]}
+    # the item carries the UUID dashed and upper-case; the resource list, undashed
+    resources = json.dumps([{"uuid": RESOURCE_HEX, "name": "web-1"}])
+    assert change_lines([act, {"skipped": True}, "not a result", metadata], resources) == [
+        "web-1 (resource %s): would shut down droplet 72" % RESOURCE_UUID.upper(),
+        "resource r-unnamed: would update backend metadata"]
+    assert change_lines(act) == ["resource %s: would shut down droplet 72" % RESOURCE_UUID.upper()]
+    with pytest.raises(AnsibleFilterError, match="change_lines expects a list of registered module results, got str"):
+        change_lines("results")
