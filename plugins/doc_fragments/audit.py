@@ -39,16 +39,35 @@ options:
     default: []
   cleanup:
     description:
-      - Delete the orphans older than O(cleanup_min_age_hours) that carry this offering's owner mark.
-      - An object without the owner mark is never deleted, nor one whose mark names a resource Waldur
-        still shows as live. In check mode nothing is deleted and the report says what would be.
+      - Delete the orphans older than O(cleanup_min_age_hours) that carry this offering's owner mark, and
+        only those O(cleanup_evidence) shows gone in Waldur.
+      - An object without the owner mark is never deleted, nor a holding that also holds an object without
+        it, nor one whose mark names a resource Waldur still shows as live. In check mode nothing is deleted
+        and the report says what would be.
+      - Without O(cleanup_evidence) nothing is deleted; RV(cleanup_candidates) names the resources to read in
+        Waldur directly (the audit role does this, then runs the module again with the answers).
     type: bool
     default: false
   cleanup_min_age_hours:
     description:
-      - Orphans younger than this many hours (or whose age the cloud does not tell) are kept.
+      - Orphans whose youngest object is younger than this many hours (or whose age the cloud does not
+        tell) are kept.
     type: float
     default: 24
+  cleanup_max:
+    description:
+      - The circuit breaker. When the cleanup would delete more holdings than this, it is refused whole:
+        nothing is deleted and RV(cleanup_refused) says why. It is refused too when O(resources) is empty
+        while the cloud holds objects carrying this offering's marks.
+    type: int
+    default: 5
+  cleanup_evidence:
+    description:
+      - What a direct read of each candidate resource in Waldur answered, by resource UUID
+        (C(not found) for a 404, else the resource's state, for example C(Terminated) or C(OK)). A holding
+        is deleted only when its resource's answer is C(not found) or C(Terminated); an absence from
+        O(resources) is never enough.
+    type: dict
   report_dir:
     description:
       - Write the report to C(<report_dir>/<report_name>.json) and C(.md) (the directory is made when

@@ -156,6 +156,16 @@ listed:
   description: How many droplets carry an owner tag (C(holdings)) and how many the account has (C(machines)).
   returned: success
   type: dict
+cleanup_candidates:
+  description: With O(cleanup) and no O(cleanup_evidence), the resource UUIDs whose holdings the cleanup would
+    delete once a direct read in Waldur shows them gone (empty when the circuit breaker refused).
+  returned: success
+  type: list
+  elements: str
+cleanup_refused:
+  description: Why the circuit breaker refused the whole cleanup (nothing was deleted); empty when it did not.
+  returned: success
+  type: str
 api_calls:
   description: HTTP requests sent to DigitalOcean, retries included.
   returned: always

@@ -170,9 +170,21 @@ missing:
   returned: when O(resource_uuids) is given
   type: list
   elements: dict
+  contains:
+    uuid:
+      description: The resource UUID as asked for.
+      type: str
+    msg:
+      description: Why it was left out.
+      type: str
+    answer:
+      description: What Waldur answered, in one word or a few (C(not found) for a 404, the resource's state,
+        or C(resource of offering <uuid>)); the audit's cleanup takes C(not found) as evidence.
+      type: str
   sample:
     - uuid: 7b1e0c9d8a7f4e3d2c1b0a9f8e7d6c5b
       msg: resource is Terminated, not one of OK, Erred
+      answer: Terminated
 count:
   description: Number of resources returned.
   returned: always
@@ -222,13 +234,14 @@ def read_one(client, uuid, offering_uuid, states, fields=None):
         resource = normalize_resource(client.get(provider_resource_path(uuid), params=field_params(fields)))
     except WaldurApiError as exc:
         if exc.not_found:
-            return {"missing": {"uuid": uuid, "msg": "resource not found"}}
+            return {"missing": {"uuid": uuid, "msg": "resource not found", "answer": "not found"}}
         raise
     if resource["offering_uuid"] and resource["offering_uuid"] != offering_uuid:
-        return {"missing": {"uuid": uuid, "msg": "resource belongs to offering %s" % resource["offering_uuid"]}}
+        return {"missing": {"uuid": uuid, "msg": "resource belongs to offering %s" % resource["offering_uuid"],
+                            "answer": "resource of offering %s" % resource["offering_uuid"]}}
     if resource["state"] not in states:
         return {"missing": {"uuid": uuid, "msg": "resource is %s, not one of %s"
-                            % (resource["state"], ", ".join(states))}}
+                            % (resource["state"], ", ".join(states)), "answer": resource["state"]}}
     return {"resource": resource}
 
 

@@ -11,7 +11,10 @@ shapes; everything else is decided here, the same way for every backend:
 
       {"key", "owner" (resource uuid, 32 hex), "object" (what the operator reads),
        "ids" (cloud ids), "created_at", "marked" (provably this offering's mark),
-       "match" (set of backend-id keys under which Waldur would record it)}
+       "match" (set of backend-id keys under which Waldur would record it),
+       "youngest_at" (creation time of its youngest object; the age bound is judged on it),
+       "unmarked" (labels of what it holds without this mark; a holding with any is never
+       deleted by the audit)}
 
 * a *machine* is anything a backend id may name, marked or not, by backend-id key::
 
@@ -50,6 +53,11 @@ FINDINGS = "findings"
 DELETE = "delete"
 DELETED = "deleted"
 WOULD_DELETE = "would delete"
+# What a direct read of a resource in Waldur answers when the resource is gone: the audit
+# deletes a holding only on one of these (never because a listing left the resource out).
+NOT_FOUND = "not found"
+GONE_ANSWERS = (NOT_FOUND, TERMINATED)
+DEFAULT_CLEANUP_MAX = 5
 
 
 # ---- time ---------------------------------------------------------------------------------
@@ -119,6 +127,14 @@ class Auditor:
             self._owner(owner, by_owner[owner])
 
     def _orphan(self, holding, resource, detail, deletable, action=None):
+        unmarked = list(holding.get("unmarked") or ())
+        if unmarked and deletable:
+            # A group of ours that also holds something else is not an orphan to delete whole:
+            # whoever put the rest there may still use it.
+            deletable = False
+            action = ("it also holds %s, without this mark: check who uses it; delete what is this resource's "
+                      "by hand (audit_cleanup deletes only holdings whose every object carries the mark)"
+                      % ", ".join(unmarked))
         if action is None:
             action = ("audit_cleanup deletes it once it is older than the threshold" if deletable else
                       "check it and delete it by hand if nothing uses it (audit_cleanup leaves it: %s)"
@@ -126,7 +142,9 @@ class Auditor:
                          else "Waldur still has a live resource for its mark"))
         self.findings.append(_finding(
             ORPHAN, resource, holding["owner"], holding["object"], holding.get("ids", ()),
-            age_hours(holding.get("created_at"), self.now), detail, action, deletable=deletable, holding=holding))
+            # the youngest object decides: a machine put in an old group an hour ago is an hour old
+            age_hours(holding.get("youngest_at") or holding.get("created_at"), self.now), detail, action,
+            deletable=deletable, holding=holding))
 
     def _owner(self, owner, items):
         resource = self.by_uuid.get(owner)
@@ -164,8 +182,12 @@ class Auditor:
             if resource["state"] in ("Creating", "Terminating"):
                 return  # its order is in progress: the order pass adopts or deletes it by its mark
             if resource["state"] == "Erred":
+                # Erred is not gone: the audit deletes only what Waldur answers 404 or Terminated for.
                 self._orphan(holding, resource, "its resource is Erred and records no backend id: Waldur shows "
-                             "nothing for it and bills nothing", deletable=holding.get("marked"))
+                             "nothing for it and bills nothing", deletable=False,
+                             action="terminate the resource in Waldur (the order pass then deletes what carries its "
+                                    "mark), or delete it by hand; audit_cleanup deletes only what belongs to a resource "
+                                    "Waldur answers 404 or Terminated for")
                 return
             self.findings.append(_finding(
                 DRIFT, resource, owner, holding["object"], holding.get("ids", ()),
@@ -305,10 +327,25 @@ def min_age(ages):
     return min(known) if known else None
 
 
-def plan_cleanup(findings, enabled, min_age_hours):
-    """Mark the orphans audit_cleanup deletes (``cleanup`` = ``delete``) and say why the others stay.
-    Returns the findings to delete."""
-    to_delete = []
+def plan_cleanup(findings, enabled, min_age_hours, evidence=None, max_deletions=DEFAULT_CLEANUP_MAX,
+                 waldur_lists_nothing=False):
+    """Decide the cleanup of every orphan (its ``cleanup`` text) on evidence, never on absence.
+
+    An orphan is a *candidate* when it is deletable (every object carries this offering's mark),
+    and its youngest object is older than ``min_age_hours``. A candidate is deleted only when
+    ``evidence`` (what a direct read of its resource in Waldur answered, by the UUID on the mark:
+    ``{uuid: "not found" | state | why not}``) shows the resource gone (:data:`GONE_ANSWERS`).
+    Without ``evidence`` nothing is deleted: the caller reads the candidates and asks again.
+
+    The circuit breaker refuses the whole cleanup (nothing deleted, every candidate kept with the
+    reason) when it would delete more than ``max_deletions`` holdings, or when Waldur listed no
+    resource at all for an offering whose cloud holds marked objects (an empty, partial or
+    wrong view of Waldur is not evidence that everything went).
+
+    Returns ``(to_delete, candidates, refused)``: the findings to delete now, the resource UUIDs
+    to read directly, and why the cleanup was refused ("" when it was not).
+    """
+    eligible = []
     for item in findings:
         if item["kind"] != ORPHAN:
             continue
@@ -318,12 +355,39 @@ def plan_cleanup(findings, enabled, min_age_hours):
             item["cleanup"] = "kept: its age is unknown"
         elif item["age_hours"] < min_age_hours:
             item["cleanup"] = "kept: younger than %g h" % min_age_hours
-        elif not enabled:
-            item["cleanup"] = "would be deleted with audit_cleanup"
         else:
+            eligible.append(item)
+    refused = ""
+    if eligible and waldur_lists_nothing:
+        refused = ("Waldur lists no resource of this offering while %d of its holding%s carry its mark; an empty view of "
+                   "Waldur is not evidence that they are orphans" % (len(eligible), _plural(len(eligible))))
+    elif len(eligible) > max_deletions:
+        refused = ("it would delete %d holdings, more than audit_cleanup_max=%d; check the report and raise "
+                   "audit_cleanup_max if they are all orphans" % (len(eligible), max_deletions))
+    if refused:
+        for item in eligible:
+            item["cleanup"] = "kept: cleanup refused (%s)" % ("Waldur lists no resource" if waldur_lists_nothing
+                                                              else "more than audit_cleanup_max")
+        return [], [], refused
+    to_delete = []
+    for item in eligible:
+        uuid = item["resource_uuid"]
+        answer = (evidence or {}).get(uuid)
+        if not enabled:
+            item["cleanup"] = "would be deleted with audit_cleanup"
+        elif evidence is None:
+            item["cleanup"] = "kept: resource %s was not read in Waldur directly" % uuid
+        elif answer in GONE_ANSWERS:
             item["cleanup"] = DELETE
             to_delete.append(item)
-    return to_delete
+        else:
+            item["cleanup"] = "kept: a direct read of resource %s in Waldur %s" % (
+                uuid, "answered %s" % answer if answer else "was not made")
+    return to_delete, sorted(set(item["resource_uuid"] for item in eligible)), refused
+
+
+def _plural(count):
+    return "" if count == 1 else "s"
 
 
 def counts(findings):

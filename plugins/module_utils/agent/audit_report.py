@@ -14,6 +14,7 @@ import os
 import tempfile
 
 from ansible_collections.waldur.site_agent.plugins.module_utils.agent.audit import (
+    DEFAULT_CLEANUP_MAX,
     DELETED,
     WOULD_DELETE,
     counts,
@@ -115,12 +116,15 @@ def markdown(report):
 
 
 def build_report(offering, offering_uuid, backend, findings, notes, cleanup, min_age_hours, check_mode, api_calls,
-                 now=None):
+                 now=None, refused="", evidence=None):
     """The machine-readable report (what the JSON file holds), plus its Markdown and table."""
     shown = public(findings)
-    if cleanup:
-        cleanup_text = "on: orphans older than %g h that carry this offering's owner mark%s" % (
-            min_age_hours, " (check mode: nothing deleted)" if check_mode else "")
+    if cleanup and refused:
+        cleanup_text = "REFUSED, nothing deleted: %s" % refused
+    elif cleanup:
+        cleanup_text = ("on: orphans older than %g h whose every object carries this offering's owner mark and whose "
+                        "resource a direct read in Waldur answers 404 or Terminated for%s" % (
+                            min_age_hours, " (check mode: nothing deleted)" if check_mode else ""))
     else:
         cleanup_text = "off (set audit_cleanup: true to delete orphans older than %g h)" % min_age_hours
     report = {
@@ -130,7 +134,8 @@ def build_report(offering, offering_uuid, backend, findings, notes, cleanup, min
         "generated_at": iso(now or utc_now()),
         "status": status(findings),
         "counts": counts(findings),
-        "cleanup": {"enabled": bool(cleanup), "min_age_hours": min_age_hours, "check_mode": bool(check_mode)},
+        "cleanup": {"enabled": bool(cleanup), "min_age_hours": min_age_hours, "check_mode": bool(check_mode),
+                    "refused": refused if cleanup else "", "evidence": dict(evidence or {})},
         "cleanup_text": cleanup_text,
         "findings": shown,
         "notes": list(notes),
@@ -138,7 +143,10 @@ def build_report(offering, offering_uuid, backend, findings, notes, cleanup, min
     }
     title = "Audit of %s (%s): %s - %s" % (offering, backend, report["status"], ", ".join(
         "%s=%d" % (key, value) for key, value in report["counts"].items()))
-    return report, markdown(report), table(shown, title)
+    lines = table(shown, title)
+    if cleanup and refused:
+        lines.append("audit_cleanup REFUSED, nothing deleted: %s" % refused)
+    return report, markdown(report), lines
 
 
 # ---- the backend modules' common part -----------------------------------------------------
@@ -152,6 +160,8 @@ def audit_argument_spec():
         stuck_orders=dict(type="list", elements="dict", default=[]),
         cleanup=dict(type="bool", default=False),
         cleanup_min_age_hours=dict(type="float", default=24.0),
+        cleanup_max=dict(type="int", default=DEFAULT_CLEANUP_MAX),
+        cleanup_evidence=dict(type="dict"),
         report_dir=dict(type="path"),
         report_name=dict(type="str"),
     )
@@ -189,6 +199,18 @@ def checked_params(module):
     if params["cleanup_min_age_hours"] < 0:
         module.fail_json(msg="cleanup_min_age_hours: expected 0 or more hours, got %s"
                          % params["cleanup_min_age_hours"])
+    if params["cleanup_max"] < 0:
+        module.fail_json(msg="cleanup_max: expected 0 or more holdings, got %s" % params["cleanup_max"])
+    evidence = params["cleanup_evidence"]
+    if evidence is not None:
+        checked = {}
+        for key, answer in evidence.items():
+            try:
+                checked[normalize_uuid(key)] = str(answer)
+            except ValueError:
+                module.fail_json(msg="cleanup_evidence: %r is not a resource UUID (32 hex digits, dashes optional)"
+                                 % (key,))
+        params["cleanup_evidence"] = checked
     name = params["report_name"]
     if name is not None and (not name.strip() or "/" in name or name.strip(".") == ""):
         module.fail_json(msg="report_name: expected a file name without '/', got %r" % (name,))
@@ -215,11 +237,15 @@ def finish(module, backend, offering_uuid, auditor, holdings, machines, delete, 
     auditor.machines(machines, holdings)
     auditor.stuck_orders(params["stuck_orders"], holdings, machines)
     findings = auditor.sorted_findings()
-    for item in plan_cleanup(findings, params["cleanup"], params["cleanup_min_age_hours"]):
+    to_delete, candidates, refused = plan_cleanup(
+        findings, params["cleanup"], params["cleanup_min_age_hours"], evidence=params["cleanup_evidence"],
+        max_deletions=params["cleanup_max"], waldur_lists_nothing=not auditor.resources and bool(holdings))
+    for item in to_delete:
         item["cleanup"] = delete(item["_holding"])
     report, text, lines = build_report(
         params["offering"] or offering_uuid, offering_uuid, backend, findings, auditor.notes, params["cleanup"],
-        params["cleanup_min_age_hours"], module.check_mode, api_calls(), now=auditor.now)
+        params["cleanup_min_age_hours"], module.check_mode, api_calls(), now=auditor.now, refused=refused,
+        evidence=params["cleanup_evidence"])
     files = []
     if params["report_dir"]:
         name = params["report_name"] or params["offering"] or offering_uuid
@@ -232,6 +258,8 @@ def finish(module, backend, offering_uuid, auditor, holdings, machines, delete, 
                              api_calls=api_calls())
         lines.append("report: %s" % ", ".join(files))
     module.exit_json(changed=report["counts"]["deleted"] + report["counts"]["would_delete"] > 0,
+                     cleanup_candidates=candidates if params["cleanup"] and not refused else [],
+                     cleanup_refused=refused,
                      status=report["status"], counts=report["counts"], findings=report["findings"],
                      notes=report["notes"], report=report, markdown=text, table=lines, report_files=files,
                      listed={"holdings": len(holdings), "machines": len(machines)}, api_calls=api_calls())

@@ -91,7 +91,7 @@ def test_a_healthy_object_is_no_finding():
 @pytest.mark.parametrize("state, backend_id, marked, expected", [
     ("Terminated", "1", True, [("orphan", None, True)]),
     ("Terminated", "1", False, [("orphan", None, False)]),
-    ("Erred", "", True, [("orphan", None, True)]),
+    ("Erred", "", True, [("orphan", None, False)]),  # Erred is not gone: kept for the operator
     ("OK", "2", True, [("orphan", None, False), ("vanished", None, False)]),
     ("OK", "", True, [("drift", "backend_id", False)]),
     ("Creating", "", True, []),
@@ -205,17 +205,62 @@ def test_a_stuck_order_says_what_waldur_and_the_cloud_hold():
 
 # ---- cleanup and the report -------------------------------------------------------------------
 
-def test_cleanup_takes_only_old_deletable_orphans():
+def test_cleanup_takes_only_old_deletable_orphans_that_a_direct_read_shows_gone():
     findings = judged([], [holding("1", owner=R1, created=30), holding("2", owner=R2, created=2),
                            holding("3", owner=R3, marked=False)])
     young_unknown = dict(holding("4", owner="d" * 32), created_at=None)
     findings += judged([], [young_unknown])
-    assert plan_cleanup(findings, enabled=False, min_age_hours=24) == []
+    assert plan_cleanup(findings, enabled=False, min_age_hours=24) == ([], [R1], "")
     assert [item["cleanup"] for item in findings] == [
         "would be deleted with audit_cleanup", "kept: younger than 24 h", "kept: not deletable by the audit",
         "kept: its age is unknown"]
-    chosen = plan_cleanup(findings, enabled=True, min_age_hours=24)
-    assert [item["object_ids"] for item in chosen] == [["1"]] and chosen[0]["cleanup"] == "delete"
+    # without a direct read nothing is deleted: the candidates are what to read
+    chosen, candidates, refused = plan_cleanup(findings, enabled=True, min_age_hours=24)
+    assert (chosen, candidates, refused) == ([], [R1], "")
+    assert findings[0]["cleanup"] == "kept: resource %s was not read in Waldur directly" % R1
+    # only a 404 or Terminated is evidence
+    for answer, deleted in (("not found", True), ("Terminated", True), ("OK", False), ("Erred", False)):
+        chosen, _candidates, _refused = plan_cleanup(findings, enabled=True, min_age_hours=24, evidence={R1: answer})
+        assert [item["object_ids"] for item in chosen] == ([["1"]] if deleted else []), answer
+        assert findings[0]["cleanup"] == ("delete" if deleted else
+                                          "kept: a direct read of resource %s in Waldur answered %s" % (R1, answer))
+    plan_cleanup(findings, enabled=True, min_age_hours=24, evidence={})
+    assert findings[0]["cleanup"] == "kept: a direct read of resource %s in Waldur was not made" % R1
+
+
+def test_the_youngest_object_decides_the_age_and_a_foreign_object_keeps_the_holding():
+    old_group_young_vm = dict(holding("1", owner=R1, created=48), youngest_at=hours_ago(1))
+    with_foreign = dict(holding("2", owner=R2, created=48), unmarked=["virtual machine database"])
+    findings = judged([], [old_group_young_vm, with_foreign])
+    assert [item["age_hours"] for item in findings] == [1.0, 48.0]
+    assert not findings[1]["deletable"] and "virtual machine database" in findings[1]["action"]
+    chosen, candidates, _refused = plan_cleanup(findings, enabled=True, min_age_hours=24,
+                                                evidence={R1: "not found", R2: "not found"})
+    assert chosen == [] and candidates == []
+    assert [item["cleanup"] for item in findings] == ["kept: younger than 24 h", "kept: not deletable by the audit"]
+
+
+def test_an_erred_resource_is_not_gone():
+    findings = judged([resource(R1, state="Erred")], [holding("1", owner=R1)])
+    assert findings[0]["kind"] == "orphan" and not findings[0]["deletable"]
+    assert "terminate the resource in Waldur" in findings[0]["action"]
+
+
+def test_the_circuit_breaker_refuses_the_whole_cleanup():
+    owners = ["%032x" % number for number in range(1, 8)]
+    findings = judged([resource("f" * 32)], [holding(str(index), owner=owner) for index, owner in enumerate(owners)])
+    evidence = dict((owner, "not found") for owner in owners)
+    chosen, candidates, refused = plan_cleanup(findings, enabled=True, min_age_hours=24, evidence=evidence)
+    assert (chosen, candidates) == ([], []) and "7 holdings, more than audit_cleanup_max=5" in refused
+    assert all(item["cleanup"] == "kept: cleanup refused (more than audit_cleanup_max)"
+               for item in findings if item["kind"] == "orphan")
+    chosen, _candidates, refused = plan_cleanup(findings, enabled=True, min_age_hours=24, evidence=evidence,
+                                                max_deletions=7)
+    assert len(chosen) == 7 and refused == ""
+    # Waldur listing nothing at all is no evidence: refused however few
+    chosen, _candidates, refused = plan_cleanup(findings[:1], enabled=True, min_age_hours=24, evidence=evidence,
+                                                waldur_lists_nothing=True)
+    assert chosen == [] and refused.startswith("Waldur lists no resource of this offering while 1 of its holding carry")
 
 
 def test_the_report_counts_escapes_and_shows_what_to_do(tmp_path):

@@ -59,7 +59,7 @@ def test_with_backend_id_only_and_other_states(waldur_sim, capsys, many):
 def test_named_resources_are_read_one_by_one(waldur_sim, capsys, many):
     result = run(waldur_sim, capsys, resource_uuids=[many[0].upper(), "f" * 32])
     assert [resource["uuid"] for resource in result["resources"]] == [many[0]]
-    assert result["missing"] == [{"uuid": "f" * 32, "msg": "resource not found"}]
+    assert result["missing"] == [{"uuid": "f" * 32, "msg": "resource not found", "answer": "not found"}]
     assert waldur_sim.app.calls_of("resources.list") == []
 
 
