@@ -24,7 +24,7 @@ import os
 import threading
 import time
 import traceback
-from urllib.parse import urlencode
+from urllib.parse import urlencode, urlsplit
 
 from ansible.module_utils.basic import env_fallback, missing_required_lib
 
@@ -300,9 +300,20 @@ class AzureClients:
     # client's own pipeline (``send_request``): the same credential, retries and call counter.
     # Errors are the SDK's, translated by the caller's ``call`` or ``read``.
     def _json(self, kind, url):
+        """ARM's JSON object at ``url``. A 2xx answer that is not a JSON object (an HTML page from a
+        proxy, truncated JSON, a bare list, an empty body) is an error, never an empty object."""
         response = getattr(self, kind).send_request(HttpRequest("GET", url))
         response.raise_for_status()
-        return response.json() if response.content else {}
+        try:
+            body = response.json() if response.content else None
+        except ValueError:
+            body = None
+        if not isinstance(body, dict):
+            content_type = (response.headers.get("Content-Type") or "no content type").split(";")[0].strip()
+            text = " ".join((response.text() or "").split())
+            raise AzureError("ARM answered GET %s with %s %r instead of a JSON object; nothing in it is trusted"
+                             % (urlsplit(url).path, content_type, text[:80] + ("..." if len(text) > 80 else "")))
+        return body
 
     def json_pages(self, kind, path, params=None):
         """The pages of an ARM listing of the ``kind`` (compute or network) service, each the list
@@ -312,7 +323,10 @@ class AzureClients:
         url = "%s%s?%s" % (self.arm_endpoint, path, urlencode(query))
         while url:
             body = self._json(kind, url)
-            yield body.get("value") or []
+            if not isinstance(body.get("value"), list):
+                raise AzureError("ARM answered GET %s without the list 'value' of a listing; the listing is not "
+                                 "trusted" % urlsplit(url).path)
+            yield body["value"]
             url = body.get("nextLink")
 
     def json_get(self, kind, resource_id, suffix=""):

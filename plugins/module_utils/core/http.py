@@ -132,3 +132,14 @@ def send_with_retries(send_once, classify, connection_error, policy, idempotent,
         if on_retry is not None:
             on_retry(attempt)
         (verdict.wait_with or sleep)(wait)
+
+
+def describe_body(response, limit=80):
+    """What came back, for an error about a body that is not the JSON a call expects: its
+    content type and its first characters on one line (never a header, and short enough that
+    no page of data is copied into a log)."""
+    content_type = (response.headers.get("Content-Type") or "no content type").split(";")[0].strip()
+    text = " ".join((response.text or "").split())
+    if not text:
+        return "%s, an empty body" % content_type
+    return "%s %r" % (content_type, text[:limit] + ("..." if len(text) > limit else ""))

@@ -37,6 +37,7 @@ from ansible_collections.waldur.site_agent.plugins.module_utils.core.http import
     DONE,
     NOT_RESENDABLE,
     Retry,
+    describe_body,
     send_with_retries,
 )
 from ansible_collections.waldur.site_agent.plugins.module_utils.core.secrets import redact_text
@@ -187,6 +188,8 @@ class DigitalOceanClient:
                 remaining = response.headers.get("ratelimit-remaining")
                 if remaining is not None and str(remaining).strip().isdigit():
                     self.pacer.observe_remaining(int(remaining))
+                if status != 204:
+                    self._expect_json_object(response, method, path)
                 return DONE
 
             def give_up():
@@ -223,6 +226,22 @@ class DigitalOceanClient:
             self.retry_policy, idempotent, connection_errors=(requests.ConnectionError, requests.Timeout),
             before_attempt=before_attempt, on_retry=lambda attempt: self.stats.add("retries"), sleep=self._sleep)
 
+    @staticmethod
+    def _expect_json_object(response, method, path):
+        """A 2xx answer must be the JSON object the API documents: an HTML page (a proxy's or a
+        maintenance page), truncated JSON or a bare list is an error, never an empty listing.
+        The parsed body is kept on the response, so the library does not parse it again."""
+        try:
+            body = response.json()
+        except ValueError:
+            body = None
+        if not isinstance(body, dict):
+            raise DigitalOceanError(
+                "DigitalOcean answered %s %s with %s instead of a JSON object; nothing in it is trusted: %s %s"
+                % (response.status_code, response.reason or "", describe_body(response), method, path),
+                status=response.status_code, method=method, path=path)
+        response.json = lambda *args, **kwargs: body
+
     # ---- account ------------------------------------------------------------------
     def account(self):
         """The account the token belongs to (``GET /v2/account``): the cheapest read that proves
@@ -234,7 +253,17 @@ class DigitalOceanClient:
     def listing(self, path, key, params=None):
         """All objects under ``key`` of a paged listing (the library follows ``links.pages.next``)."""
         data = self.build(BoundListing).get_data(path, params=dict(params or {}, per_page=PER_PAGE))
-        return list(data.get(key) or [])
+        items = data.get(key)
+        if not isinstance(items, list):
+            raise DigitalOceanError("DigitalOcean GET /v2/%s answered without the list %r; the listing is not trusted"
+                                    % (path, key), method="GET", path="/v2/" + path)
+        total = (data.get("meta") or {}).get("total")
+        if isinstance(total, int) and total != len(items):
+            # the library joined every page: fewer (or more) items than the total means a page was lost
+            raise DigitalOceanError("DigitalOcean GET /v2/%s: the pages hold %d item(s) but the listing says %d; "
+                                    "the listing is not trusted" % (path, len(items), total),
+                                    method="GET", path="/v2/" + path)
+        return list(items)
 
     def list_droplets(self, tag_name=None):
         """Facts of every droplet (with ``tag_name``: carrying that tag)."""

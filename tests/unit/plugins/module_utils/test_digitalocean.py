@@ -96,11 +96,13 @@ class _KeepAliveHandler(BaseHTTPRequestHandler):
         parts = urlsplit(self.path)
         status, payload, headers = self.server.api.answer(
             self.command, parts.path, parts.query, self.headers, body, self.client_address[1])
-        data = json.dumps(payload).encode() if payload is not None else b""
+        # bytes are sent as they are: a proxy's HTML page, truncated JSON
+        data = payload if isinstance(payload, bytes) else json.dumps(payload).encode() if payload is not None else b""
         self.send_response(status)
         for name, value in headers.items():
             self.send_header(name, value)
-        self.send_header("Content-Type", "application/json")
+        if "Content-Type" not in headers:
+            self.send_header("Content-Type", "application/json")
         self.send_header("Content-Length", str(len(data)))
         self.end_headers()
         self.wfile.write(data)
@@ -721,3 +723,28 @@ def test_a_failed_refresh_fails_the_waits_it_was_for(api):
     with pytest.raises(DigitalOceanError) as caught:
         DropletWaiter(client).wait(droplet_json(5, status="new"), ("active",), time.monotonic() + 10)
     assert caught.value.status == 403 and TOKEN not in str(caught.value)
+
+
+@pytest.mark.parametrize("body, headers, shown", [
+    (b"<!doctype html><html><body>Down for maintenance</body></html>", {"Content-Type": "text/html"},
+     "text/html '<!doctype html><html><body>Down for maintenance</body></html>'"),
+    (b'{"droplets": [{"id": 1, "na', {}, "application/json '{\"droplets\": [{\"id\": 1, \"na'"),
+    (b"[]", {}, "application/json '[]'"),
+])
+def test_a_2xx_answer_that_is_not_the_json_object_is_an_error_never_nothing(api, body, headers, shown):
+    api.app.on("GET", "/v2/droplets", (200, body, headers))
+    client = make_client(api.url)
+    with pytest.raises(DigitalOceanError) as caught:
+        client.list_droplets(tag_name=TAG)
+    message = str(caught.value)
+    assert "instead of a JSON object; nothing in it is trusted: GET /v2/droplets" in message
+    assert shown in message and TOKEN not in message
+
+
+def test_a_listing_whose_pages_do_not_add_up_to_its_total_is_an_error(api):
+    api.app.on("GET", "/v2/droplets", (200, {"droplets": [droplet_json(1)], "links": {}, "meta": {"total": 2}}))
+    with pytest.raises(DigitalOceanError, match="the pages hold 1 item.s. but the listing says 2"):
+        make_client(api.url).list_droplets(tag_name=TAG)
+    api.app.on("GET", "/v2/droplets", (200, {"links": {}, "meta": {"total": 0}}))
+    with pytest.raises(DigitalOceanError, match="answered without the list 'droplets'"):
+        make_client(api.url).list_droplets(tag_name=TAG)

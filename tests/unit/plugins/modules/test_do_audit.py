@@ -71,12 +71,16 @@ def test_bad_input_is_named_before_any_call(run_module, args, message):
 def test_check_mode_says_what_cleanup_would_delete_and_deletes_nothing(run_module):
     client = Account([droplet(7, ["waldur-resource:" + OWNER]), droplet(8, [])])
     resources = [{"uuid": OWNER, "name": "gone", "state": "Terminated", "backend_id": "7"}]
+    # without a direct read of the resource nothing would go: it is a candidate to read
     out = run_module({"resources": resources, "cleanup": True}, client, check=True)
+    assert out["changed"] is False and out["cleanup_candidates"] == [OWNER]
+    evidence = {OWNER: "Terminated"}
+    out = run_module({"resources": resources, "cleanup": True, "cleanup_evidence": evidence}, client, check=True)
     assert out["changed"] is True and out["status"] == "findings"
     assert [(item["object_ids"], item["cleanup"]) for item in out["findings"]] == [(["7"], "would delete")]
     assert ("destroy", 7) not in client.calls and out["counts"]["would_delete"] == 1
 
-    out = run_module({"resources": resources, "cleanup": True}, client)
+    out = run_module({"resources": resources, "cleanup": True, "cleanup_evidence": evidence}, client)
     assert ("destroy", 7) in client.calls and out["counts"]["deleted"] == 1
     assert "dop_v1_secret-token" not in json.dumps(out)
 
@@ -84,8 +88,8 @@ def test_check_mode_says_what_cleanup_would_delete_and_deletes_nothing(run_modul
 def test_a_droplet_whose_tags_changed_since_the_listing_is_kept(run_module):
     listed = droplet(7, ["waldur-resource:" + OWNER])
     client = Account([droplet(7, ["waldur-resource:" + OWNER, "waldur-resource:" + "b" * 32])], scans=[[listed]])
-    out = run_module({"resources": [{"uuid": OWNER, "state": "Terminated", "backend_id": "7"}], "cleanup": True},
-                     client)
+    out = run_module({"resources": [{"uuid": OWNER, "state": "Terminated", "backend_id": "7"}], "cleanup": True,
+                      "cleanup_evidence": {OWNER: "Terminated"}}, client)
     assert out["findings"][0]["cleanup"] == "kept: its tags changed since it was listed"
     assert not [call for call in client.calls if call[0] == "destroy"]
 
