@@ -60,13 +60,16 @@ def run_batch(items, worker, max_workers=8, deadline_seconds=None, on_error=None
                     return
                 index = state["next"]
                 state["next"] += 1
-            ended = pass_guard.ended()
+            result, ended = None, pass_guard.ended()
             if ended is None:
                 try:
                     result = worker(items[index])
+                except pass_guard.PassEnded as exc:
+                    ended = str(exc)
                 except Exception as exc:  # one item's failure is that item's result
                     result = on_error(items[index], exc)
-                ended = pass_guard.ended() if result is None or result.get("failed") else None
+                if isinstance(result, dict) and result.get("failed"):
+                    ended = pass_guard.ended()  # failed for a write refused? then it is a retry
             if ended is not None:  # not started, or stopped short: the next pass finishes it
                 result = dict(result or {}, failed=True, changed=bool((result or {}).get("changed")),
                               retry=True, msg=ended)
