@@ -83,6 +83,10 @@ def lock_of(tmp_path: Path, offering_uuid: str) -> Path:
     return tmp_path / "locks" / ("%s.machines.lock" % offering_uuid)
 
 
+def lock_env(tmp_path: Path) -> dict:
+    return {"WALDUR_SITE_AGENT_LOCK_DIR": str(tmp_path / "locks")}
+
+
 def held_by(lock: Path) -> dict:
     return json.loads(lock.read_text())
 
@@ -132,67 +136,62 @@ def release_once_the_next_pass_waits(second, lock, holder, simulator, operation,
     release.set()
 
 
-def test_a_next_pass_waits_for_the_create_a_killed_controller_left_and_adopts_its_droplet(
-        tmp_path, waldur_sim, do_sim, survivors):
-    waldur, do = waldur_sim, do_sim
-    config = write_config(tmp_path, waldur, do)
-    env = {"WALDUR_SITE_AGENT_LOCK_DIR": str(tmp_path / "locks")}
-    lock = lock_of(tmp_path, W.DO_OFFERING_UUID)
-    holder, module_pid, release, restore = kill_controller_during(
-        do, config, env, "droplets.create", survivors, lock)
+def the_next_pass_after_a_controller_kill(simulator, config, env, operation, survivors, lock):
+    """Kill only the controller while ``operation`` is held, start the next pass at once, let the
+    held call go once that pass stands at the lock, and let it finish. It must have waited for the
+    survivor and said so in one line. Returns ``(holder, module_pid, output)``."""
+    holder, module_pid, release, restore = kill_controller_during(simulator, config, env, operation, survivors, lock)
     second = None
     try:
         second = Watched(config, env)  # at once, as the next cron run would
-        release_once_the_next_pass_waits(second, lock, holder, do, "droplets.create", release)
+        release_once_the_next_pass_waits(second, lock, holder, simulator, operation, release)
         output = second.finish()
     finally:
         restore()
         if second is not None and second.process.poll() is None:
             kill_tree(second.process)
     assert second.process.returncode == 0, output[-6000:]
+    [line] = [line for line in output.splitlines() if "which outlived it" in line and "WARNING" in line]
+    assert ("its lock was stale (process %d has ended); waited" % holder["pid"]) in line
+    assert line.endswith("seconds for its module (PID %d), which outlived it" % module_pid)
+    assert not process_alive(module_pid, dict(survivors.processes)[module_pid])
+    assert not lock.exists()  # released by the next pass
+    return holder, module_pid, output
+
+
+def test_a_next_pass_waits_for_the_create_a_killed_controller_left_and_adopts_its_droplet(
+        tmp_path, waldur_sim, do_sim, survivors):
+    waldur, do = waldur_sim, do_sim
+    config = write_config(tmp_path, waldur, do)
+
+    the_next_pass_after_a_controller_kill(do, config, lock_env(tmp_path), "droplets.create", survivors,
+                                          lock_of(tmp_path, W.DO_OFFERING_UUID))
 
     [droplet] = do.app.droplets()  # one droplet for the one order, made by the survivor's create
     assert len(do.app.calls_of("droplets.create")) == 1
     assert_done(waldur, W.DO_ORDER_UUID)
     assert waldur.app.resource(W.DO_RESOURCE_UUID)["backend_id"] == str(droplet["id"])
-    assert ("its lock was stale (process %d has ended); waited" % holder["pid"]) in output
-    assert "for its module (PID %d), which outlived it" % module_pid in output
-    assert not process_alive(module_pid, dict(survivors.processes)[module_pid])
-    assert not lock.exists()  # released by the next pass
 
 
 def test_a_next_pass_waits_for_the_vm_put_a_killed_controller_left_and_adopts_the_machine(
         tmp_path, waldur_sim, azure_sim, survivors):
     waldur, azure = waldur_sim, azure_sim
     config = write_config(tmp_path, waldur, azure=azure)
-    env = {"WALDUR_SITE_AGENT_LOCK_DIR": str(tmp_path / "locks")}
-    lock = lock_of(tmp_path, W.AZURE_OFFERING_UUID)
-    holder, module_pid, release, restore = kill_controller_during(
-        azure, config, env, "vms.put", survivors, lock)
-    second = None
-    try:
-        second = Watched(config, env)
-        release_once_the_next_pass_waits(second, lock, holder, azure, "vms.put", release)
-        output = second.finish()
-    finally:
-        restore()
-        if second is not None and second.process.poll() is None:
-            kill_tree(second.process)
-    assert second.process.returncode == 0, output[-6000:]
+
+    the_next_pass_after_a_controller_kill(azure, config, lock_env(tmp_path), "vms.put", survivors,
+                                          lock_of(tmp_path, W.AZURE_OFFERING_UUID))
 
     machine = vm_id(dedicated_group(W.AZURE_RESOURCE_UUID, "azure-vm-1"), "azure-vm-1")
-    assert all_vms(azure) == [machine]
+    assert all_vms(azure) == [machine]  # made by the survivor's PUT, adopted by the next pass
     assert len(azure.app.calls_of("vms.put")) == 1 and arm_deletes(azure) == []
     assert_done(waldur, W.AZURE_ORDER_UUID)
     assert waldur.app.resource(W.AZURE_RESOURCE_UUID)["backend_id"] == machine
-    assert "for its module (PID %d), which outlived it" % module_pid in output
 
 
 def test_a_module_outliving_its_controller_writes_nothing_more(tmp_path, waldur_sim, azure_sim, survivors):
     waldur, azure = waldur_sim, azure_sim
     config = write_config(tmp_path, waldur, azure=azure)
-    env = {"WALDUR_SITE_AGENT_LOCK_DIR": str(tmp_path / "locks")}
-    lock = lock_of(tmp_path, W.AZURE_OFFERING_UUID)
+    env, lock = lock_env(tmp_path), lock_of(tmp_path, W.AZURE_OFFERING_UUID)
     holder, module_pid, release, restore = kill_controller_during(
         azure, config, env, "nics.put", survivors, lock)
     try:

@@ -83,8 +83,8 @@ def test_a_module_whose_pass_lost_the_lock_writes_nothing(a_pass):
     a_pass.lock.release(a_pass.token)
     a_pass.lock.acquire()  # another pass (this process standing in) holds it now
 
-    with pytest.raises(PassEnded, match=r"^the pass that started this run has ended \(its lock .*d01.machines.lock is no longer its own\); "
-                                        "nothing more is written; the next pass finishes it$"):
+    with pytest.raises(PassEnded, match=r"^the pass that started this run has ended \(its lock .*d01.machines.lock "
+                                        r"is no longer its own\); nothing more is written; the next pass finishes it$"):
         a_pass.guard.check()
     assert a_pass.workers() is None
 
@@ -107,6 +107,22 @@ def test_the_batch_engine_starts_nothing_more_once_the_pass_ended(a_pass):
     for result in results[1:]:
         assert (result["failed"], result["retry"], result["msg"]) == (True, True, a_pass.ended_msg)
         assert "exception" not in result
+
+
+def test_an_item_that_failed_for_a_refused_write_keeps_its_machine_and_is_a_retry(a_pass):
+    def worker(item):  # a worker that turns every exception into its item's failure (azure_vm_chain's)
+        try:
+            pass_guard.check_write()
+            a_pass.kill_controller()
+            pass_guard.check_write()
+        except PassEnded as exc:
+            return {"failed": True, "changed": True, "msg": "PassEnded: %s" % exc, "backend_id": "vm-1"}
+        return {}
+
+    [result] = run_batch(["vm-1"], worker)
+
+    assert result == {"failed": True, "changed": True, "retry": True, "msg": a_pass.ended_msg,
+                      "backend_id": "vm-1"}
 
 
 def test_every_client_refuses_its_writes_once_the_pass_ended(a_pass, waldur_sim, do_sim):
