@@ -6,7 +6,7 @@
 An action plugin, because the lock names the ansible-playbook controller process: the
 worker running this task is its child, so ``os.getppid()`` is the process whose life the
 lock follows. The lock is released by the pass's last task, and taken over by the next pass
-when the controller died without releasing it.
+when the controller died without releasing it and every module registered with it has ended.
 """
 
 from __future__ import absolute_import, division, print_function
@@ -22,6 +22,7 @@ from ansible_collections.waldur.site_agent.plugins.module_utils.core.pass_lock i
     PassLock,
     default_directory,
     describe_holder,
+    describe_workers,
 )
 
 STATES = ("held", "released", "skipped")
@@ -79,10 +80,16 @@ class ActionModule(ActionBase):
                                            for key in ("pid", "host", "label", "since"))
                 result["msg"] += " from %s: its lock was stale (%s)" % (
                     describe_holder(outcome["took_over"]), outcome["stale"])
+                if outcome["survivors"]:
+                    result["msg"] += "; waited %s seconds for %s, which outlived it" % (
+                        outcome["waited"], describe_workers(outcome["survivors"]))
                 result["warnings"] = [result["msg"]]
         else:
             result["msg"] = "%s holds %s; waited %s seconds for it" % (
                 describe_holder(holder), lock.path, outcome["waited"])
+            if outcome["survivors"]:
+                result["msg"] += " (its controller has ended, but %s still runs)" % describe_workers(
+                    outcome["survivors"])
         return result
 
     @staticmethod

@@ -19,9 +19,15 @@ description:
     process running the pass (its PID and its start time, so that a reused PID is not taken for
     the holder), the host, O(label) and a random token. It is written atomically under a short
     C(flock) of C(<directory>/<key>.guard).
+  - The modules of the pass that write register their own processes with the lock (C(workers)) from
+    their first write until they exit, and write nothing once the controller has ended. The role
+    C(waldur.site_agent.agent_pass) tells them the lock through the environment variables
+    E(WALDUR_SITE_AGENT_PASS_LOCK) (RV(path)) and E(WALDUR_SITE_AGENT_PASS_TOKEN) (RV(token)).
   - A lock whose holder process has ended (a pass killed or crashed before it released the lock) is
-    stale and is taken over; the result says whose it was and a warning is printed. A lock written on
-    another host is respected (its process cannot be checked); delete the file if that host is gone.
+    stale and is taken over once every module registered with it has ended too (killing only the
+    controller leaves the module it waited for running, so the next pass waits for that module); the
+    result says whose it was and a warning is printed. A lock written on another host is respected
+    (its process cannot be checked); delete the file if that host is gone.
   - Runs on the controller as an action plugin.
 author:
   - Waldur site agent developers (@waldur)

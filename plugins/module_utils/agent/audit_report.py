@@ -25,6 +25,7 @@ from ansible_collections.waldur.site_agent.plugins.module_utils.agent.audit impo
     status,
     utc_now,
 )
+from ansible_collections.waldur.site_agent.plugins.module_utils.core.pass_guard import PassEnded
 from ansible_collections.waldur.site_agent.plugins.module_utils.core.uuids import normalize_uuid
 
 
@@ -241,7 +242,10 @@ def finish(module, backend, offering_uuid, auditor, holdings, machines, delete, 
         findings, params["cleanup"], params["cleanup_min_age_hours"], evidence=params["cleanup_evidence"],
         max_deletions=params["cleanup_max"], waldur_lists_nothing=not auditor.resources and bool(holdings))
     for item in to_delete:
-        item["cleanup"] = delete(item["_holding"])
+        try:
+            item["cleanup"] = delete(item["_holding"])
+        except PassEnded as ended:  # the pass's controller was killed: nothing more is deleted
+            item["cleanup"] = "kept: %s" % ended
     report, text, lines = build_report(
         params["offering"] or offering_uuid, offering_uuid, backend, findings, auditor.notes, params["cleanup"],
         params["cleanup_min_age_hours"], module.check_mode, api_calls(), now=auditor.now, refused=refused,

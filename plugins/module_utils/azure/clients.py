@@ -44,6 +44,7 @@ from ansible_collections.waldur.site_agent.plugins.module_utils.azure.facts impo
     vm_addresses,
     vm_metadata,
 )
+from ansible_collections.waldur.site_agent.plugins.module_utils.core.pass_guard import PassEnded, check_write
 from ansible_collections.waldur.site_agent.plugins.module_utils.core.secrets import redact_text
 
 AZURE_IMPORT_ERROR = None
@@ -145,7 +146,8 @@ def _is_poller(value):
 
 
 class CallCounter(SansIOHTTPPolicy):
-    """Counts the ARM requests sent (retries and LRO polls included) for the pass summary."""
+    """Counts the ARM requests sent (retries and LRO polls included) for the pass summary, and
+    lets no write out once the pass that started this run has ended (``core/pass_guard.py``)."""
 
     def __init__(self):
         self._lock = threading.Lock()
@@ -154,12 +156,15 @@ class CallCounter(SansIOHTTPPolicy):
         self.writes = 0
 
     def on_request(self, request):
+        write = request.http_request.method != "GET"
+        if write:
+            check_write()  # raises PassEnded, which call() lets through untranslated
         with self._lock:
             self.calls += 1
-            if request.http_request.method == "GET":
-                self.reads += 1
-            else:
+            if write:
                 self.writes += 1
+            else:
+                self.reads += 1
 
 
 class AzureClients:
@@ -277,6 +282,8 @@ class AzureClients:
                         "" if timeout is None else " (after %d seconds)" % int(timeout)))
                 return value
             return result
+        except PassEnded:
+            raise  # not Azure's failure: nothing may be written, nor rolled back
         except Exception as exc:  # every SDK error (and poller error) becomes an AzureError
             raise translate_error(exc, what, secrets=(self._secret,))
 

@@ -15,6 +15,7 @@ __metaclass__ = type
 import threading
 import traceback
 
+from ansible_collections.waldur.site_agent.plugins.module_utils.core import pass_guard
 from ansible_collections.waldur.site_agent.plugins.module_utils.core.packed import pack
 
 
@@ -38,6 +39,10 @@ def run_batch(items, worker, max_workers=8, deadline_seconds=None, on_error=None
     Workers are daemon threads, so the module can exit at the deadline without
     waiting for calls still in flight; the pass is idempotent, so the next run
     completes what a timed-out item started.
+
+    Once the pass that started this run has ended (``core/pass_guard.py``: its controller was
+    killed), no further item is started, and every item not finished well by then ends
+    ``{"failed": True, "retry": True, "msg": "the pass that started this run ... has ended ..."}``.
     """
     items = list(items)
     results = [None] * len(items)
@@ -55,10 +60,20 @@ def run_batch(items, worker, max_workers=8, deadline_seconds=None, on_error=None
                     return
                 index = state["next"]
                 state["next"] += 1
-            try:
-                result = worker(items[index])
-            except Exception as exc:  # one item's failure is that item's result
-                result = on_error(items[index], exc)
+            result, ended = None, pass_guard.ended()
+            if ended is None:
+                try:
+                    result = worker(items[index])
+                except pass_guard.PassEnded as exc:
+                    ended = str(exc)
+                except Exception as exc:  # one item's failure is that item's result
+                    result = on_error(items[index], exc)
+                if isinstance(result, dict) and result.get("failed"):
+                    ended = pass_guard.ended()  # failed for a write refused? then it is a retry
+            if ended is not None:  # not started, or stopped short: the next pass finishes it
+                result = dict(result or {}, failed=True, changed=bool((result or {}).get("changed")),
+                              retry=True, msg=ended)
+                result.pop("exception", None)
             with lock:
                 if state["closed"]:  # the deadline passed; this result arrives too late
                     return

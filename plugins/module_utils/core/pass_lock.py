@@ -11,10 +11,15 @@ for the holder), the host, the pass and a random token. It is written atomically
 temporary file renamed into place) while a short ``flock`` on ``<key>.guard`` keeps two
 takers from reading and writing it at the same time.
 
-A lock whose holder process is gone (killed, crashed: nothing released it) is stale and is
-taken over, saying whose it was. A lock written on another host cannot be checked and is
-respected. Releasing needs the token the taker got, so a pass never removes a lock that
-is not its own.
+A module of the pass that writes registers its own process with the lock (``workers``: PID and
+start time, under the guard, removed when it ends; ``core/pass_guard.py``): killing only the
+controller leaves its modules running, and they may still be writing.
+
+A lock whose holder process is gone (killed, crashed: nothing released it) and whose registered
+workers have all ended is stale and is taken over, saying whose it was; while a worker outlives its
+controller the lock stays held, so the next pass waits for it. A lock written on another host
+cannot be checked and is respected. Releasing needs the token the taker got, so a pass never
+removes a lock that is not its own.
 """
 
 from __future__ import absolute_import, division, print_function
@@ -79,6 +84,19 @@ def process_alive(pid, start_time=None):
     return current is None or current == start_time
 
 
+def live_workers(holder):
+    """The workers registered with ``holder`` that still run (same /proc start-time rule)."""
+    return [worker for worker in holder.get("workers") or []
+            if isinstance(worker, dict) and process_alive(worker.get("pid"), worker.get("start_time"))]
+
+
+def describe_workers(workers):
+    """``its module (PID 456)`` or ``its modules (PIDs 456, 789)`` for messages."""
+    pids = [str(worker.get("pid")) for worker in workers]
+    return "its module%s (PID%s %s)" % ("s" if len(pids) > 1 else "", "s" if len(pids) > 1 else "",
+                                        ", ".join(pids))
+
+
 def describe_holder(holder):
     """``the order_process pass (PID 123 on host-a since 2026-...)`` for messages."""
     if not isinstance(holder, dict):
@@ -123,7 +141,8 @@ class PassLock(object):
         return holder if isinstance(holder, dict) else {}
 
     def _write(self, holder):
-        temporary = "%s.%s.tmp" % (self.path, holder["token"])
+        # a name of its own each time: a writer killed before its rename must not block the next
+        temporary = "%s.%s.tmp" % (self.path, uuid.uuid4().hex)
         descriptor = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
         with os.fdopen(descriptor, "w") as handle:
             json.dump(holder, handle, sort_keys=True)
@@ -143,12 +162,15 @@ class PassLock(object):
 
     # ---- holders ------------------------------------------------------------------------
     def _stale(self, holder):
-        """Why ``holder`` no longer holds the lock (None while it does)."""
+        """Why ``holder`` no longer holds the lock (None while it does): its controller and every
+        worker registered with it have ended."""
         if holder == {}:
             return "the lock file could not be read"
         if holder.get("host") != self.host:
             return None  # another host's process cannot be checked from here
         if not process_alive(holder.get("pid"), holder.get("start_time")):
+            if live_workers(holder):
+                return None
             return "process %s has ended" % holder.get("pid")
         return None
 
@@ -160,6 +182,42 @@ class PassLock(object):
         return {"token": uuid.uuid4().hex, "pid": self.pid, "start_time": process_start_time(self.pid),
                 "host": self.host, "label": self.label, "key": self.key,
                 "since": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")}
+
+    # ---- the workers of a pass ----------------------------------------------------------
+    def register_worker(self, token, pid, start_time):
+        """Record process ``pid`` as working for the pass holding ``token``. Returns that pass's
+        holder (its controller's ``pid`` and ``start_time``), or None when the lock is no longer
+        the pass's (released, taken over) or its controller has ended: then nothing is recorded
+        and the worker must not write."""
+        def attempt():
+            current = self._read()
+            if not current or current.get("token") != token:
+                return None
+            if not process_alive(current.get("pid"), current.get("start_time")):
+                return None
+            workers = [worker for worker in current.get("workers") or []
+                       if isinstance(worker, dict) and worker.get("pid") != pid
+                       and process_alive(worker.get("pid"), worker.get("start_time"))]
+            workers.append({"pid": pid, "start_time": start_time})
+            current["workers"] = workers
+            self._write(current)
+            return current
+        return self._guarded(attempt)
+
+    def unregister_worker(self, token, pid):
+        """Remove process ``pid`` from the workers of the pass holding ``token``; whether it did."""
+        def attempt():
+            current = self._read()
+            if not current or current.get("token") != token:
+                return False
+            workers = current.get("workers") or []
+            kept = [worker for worker in workers if not (isinstance(worker, dict) and worker.get("pid") == pid)]
+            if len(kept) == len(workers):
+                return False
+            current["workers"] = kept
+            self._write(current)
+            return True
+        return self._guarded(attempt)
 
     # ---- taking and releasing -----------------------------------------------------------
     def try_acquire(self):
@@ -177,14 +235,22 @@ class PassLock(object):
         return self._guarded(attempt)
 
     def acquire(self, wait=0.0):
-        """Take the lock, waiting up to ``wait`` seconds for its holder to release it."""
+        """Take the lock, waiting up to ``wait`` seconds for its holder to release it.
+        ``survivors``: the workers seen outliving their ended controller while waiting."""
         deadline = self._clock() + max(0.0, float(wait))
         waited = 0.0
+        survivors = []
         while True:
             outcome = self.try_acquire()
+            if not outcome["acquired"] and outcome["holder"].get("host") == self.host \
+                    and not process_alive(outcome["holder"].get("pid"), outcome["holder"].get("start_time")):
+                for worker in live_workers(outcome["holder"]):
+                    if worker["pid"] not in [seen["pid"] for seen in survivors]:
+                        survivors.append(worker)
             left = deadline - self._clock()
             if outcome["acquired"] or left <= 0:
                 outcome["waited"] = round(waited, 1)
+                outcome["survivors"] = survivors
                 return outcome
             pause = min(POLL_SECONDS, left)
             self._sleep(pause)

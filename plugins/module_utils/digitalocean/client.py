@@ -40,6 +40,7 @@ from ansible_collections.waldur.site_agent.plugins.module_utils.core.http import
     describe_body,
     send_with_retries,
 )
+from ansible_collections.waldur.site_agent.plugins.module_utils.core.pass_guard import check_write
 from ansible_collections.waldur.site_agent.plugins.module_utils.core.secrets import redact_text
 from ansible_collections.waldur.site_agent.plugins.module_utils.core.retry import RetryPolicy, parse_retry_after
 from ansible_collections.waldur.site_agent.plugins.module_utils.digitalocean.binding import (
@@ -179,6 +180,8 @@ class DigitalOceanClient:
 
         def before_attempt(attempt):
             self.pacer.acquire()
+            if method != "GET":
+                check_write()  # a module outliving its pass writes nothing (core/pass_guard.py)
             self.stats.add("calls")
             self.stats.add("reads" if method == "GET" else "writes")
 

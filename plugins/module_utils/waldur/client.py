@@ -34,6 +34,7 @@ from ansible.module_utils.basic import missing_required_lib
 from ansible.module_utils.parsing.convert_bool import BOOLEANS_FALSE, BOOLEANS_TRUE
 
 from ansible_collections.waldur.site_agent.plugins.module_utils.core.batch import ItemError
+from ansible_collections.waldur.site_agent.plugins.module_utils.core.pass_guard import check_write
 from ansible_collections.waldur.site_agent.plugins.module_utils.core.http import (
     DONE,
     EXHAUSTED,
@@ -67,6 +68,7 @@ else:
 COLLECTION_VERSION = "0.1.0"
 DEFAULT_USER_AGENT = "waldur-site-agent-ansible/%s" % COLLECTION_VERSION
 DEFAULT_PAGE_SIZE = 100
+WRITE_METHODS = frozenset(("POST", "PUT", "PATCH", "DELETE"))
 # A safety net against a server whose Link header loops; 10000 pages of 100 is far beyond any offering.
 MAX_PAGES = 10000
 # Statuses a non-idempotent POST may be retried on: the request was refused before any work was done.
@@ -253,7 +255,7 @@ class WaldurClient:
 
     def _count(self, method, retry=False):
         with self._lock:
-            self.calls["writes" if method in ("POST", "PUT", "PATCH", "DELETE") else "reads"] += 1
+            self.calls["writes" if method in WRITE_METHODS else "reads"] += 1
             if retry:
                 self.calls["retries"] += 1
 
@@ -265,7 +267,11 @@ class WaldurClient:
         # A Waldur that cannot be reached at all is given up on sooner than one answering 5xx.
         reach_deadline = min(deadline, started + self.unreachable_timeout)
 
+        writes = method in WRITE_METHODS
+
         def send_once(attempt):
+            if writes:
+                check_write()  # a module outliving its pass writes nothing (core/pass_guard.py)
             # No connect attempt may run past the bound (a host that drops packets never refuses).
             connect_timeout = max(0.5, min(self.timeout, reach_deadline - self.retry_policy.clock()))
             return self.session.request(

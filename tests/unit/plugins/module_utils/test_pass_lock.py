@@ -141,3 +141,66 @@ def test_the_default_directory(monkeypatch):
     monkeypatch.setenv("HOME", "/home/agent")
     assert default_directory({}) == "/home/agent/.cache/waldur-site-agent/locks"
     assert pass_lock.POLL_SECONDS == 1.0
+
+
+# ---- the workers of a pass: a module outliving its controller keeps the lock -----------------
+
+def sleeper():
+    return subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+
+
+def test_a_lock_whose_controller_ended_stays_held_while_a_registered_worker_runs(tmp_path):
+    controller, worker = sleeper(), sleeper()
+    try:
+        token = PassLock(str(tmp_path), "k", controller.pid, label="killed pass").acquire()["holder"]["token"]
+        registered = PassLock(str(tmp_path), "k", worker.pid).register_worker(
+            token, worker.pid, process_start_time(worker.pid))
+        assert registered["pid"] == controller.pid
+        assert json.loads((tmp_path / "k.lock").read_text())["workers"] == [
+            {"pid": worker.pid, "start_time": process_start_time(worker.pid)}]
+        controller.kill()
+        controller.wait()
+        clock = Clock()
+        waiting = PassLock(str(tmp_path), "k", os.getpid(), clock=clock, sleep=clock.sleep)
+
+        busy = waiting.acquire(wait=2)
+
+        assert busy["acquired"] is False and busy["holder"]["token"] == token
+        assert busy["survivors"] == [{"pid": worker.pid, "start_time": process_start_time(worker.pid)}]
+        assert pass_lock.describe_workers(busy["survivors"]) == "its module (PID %d)" % worker.pid
+
+        def worker_ends(seconds):
+            clock.sleep(seconds)
+            worker.kill()
+            worker.wait()
+
+        taken = PassLock(str(tmp_path), "k", os.getpid(), clock=clock, sleep=worker_ends).acquire(wait=30)
+
+        assert taken["acquired"] is True and taken["waited"] == 1.0
+        assert taken["stale"] == "process %d has ended" % controller.pid
+        assert [survivor["pid"] for survivor in taken["survivors"]] == [worker.pid]
+    finally:
+        for process in (controller, worker):
+            process.kill()
+            process.wait()
+
+
+def test_workers_register_only_with_a_live_pass_of_their_token_and_leave_when_done(tmp_path):
+    lock = PassLock(str(tmp_path), "k", os.getpid())
+    token = lock.acquire()["holder"]["token"]
+    me = (os.getpid(), process_start_time(os.getpid()))
+    assert lock.register_worker("another-pass", *me) is None
+    dead = ended_pid()
+    assert lock.register_worker(token, dead, 12345)["pid"] == os.getpid()
+    assert lock.register_worker(token, *me)["workers"] == [{"pid": me[0], "start_time": me[1]}]  # the dead one pruned
+    assert lock.unregister_worker(token, os.getpid()) is True
+    assert json.loads((tmp_path / "k.lock").read_text())["workers"] == []
+    assert lock.unregister_worker(token, os.getpid()) is False
+    # a worker that ended without leaving does not keep the lock of an ended controller
+    controller = ended_pid()
+    (tmp_path / "k.lock").write_text(json.dumps({"pid": controller, "host": socket.gethostname(), "token": "t",
+                                                 "workers": [{"pid": dead, "start_time": None}]}))
+    assert lock.acquire()["stale"] == "process %d has ended" % controller
+    # the controller ended: nothing registers any more
+    (tmp_path / "k.lock").write_text(json.dumps({"pid": dead, "host": socket.gethostname(), "token": "t"}))
+    assert lock.register_worker("t", *me) is None
