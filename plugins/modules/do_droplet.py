@@ -369,6 +369,7 @@ DROPLET_OPTIONS = dict(
     user_data=dict(type="str"),
     tags=dict(type="list", elements="str", default=[]),
     running=dict(type="bool"),
+    not_before=dict(type="str"),
 )
 
 
@@ -393,6 +394,9 @@ def main():
     BatchRunner(module, None)  # the batch options, before any call
     items = prepare_items(module, list_option(module, "droplets", DROPLET_OPTIONS))
     client = client_from_module(module, max_connections=module.params["max_workers"])
+    batch_deadline = time.monotonic() + module.params["deadline"]
+    # no call (a 429's Retry-After included) waits past the module's deadline: that item ends retry
+    client.deadline = batch_deadline
     worker = DropletWorker(client, check_mode=module.check_mode, wait=module.params["wait"],
                            wait_timeout=module.params["wait_timeout"],
                            duplicate_window=module.params["duplicate_window"])
@@ -406,7 +410,7 @@ def main():
         return api_call_counts(client.stats.reads, client.stats.writes, client.stats.retries)
 
     runner = BatchRunner(module, worker, echo=(), on_error=on_error, api_calls=api_calls)
-    batch_deadline = time.monotonic() + module.params["deadline"]
+    worker.refuse_clashes(items)
     try:
         worker.prefetch(items)
     except DigitalOceanError:
