@@ -216,7 +216,7 @@ class DigitalOceanClient:
                 throttles[0] += 1
                 self.stats.add("throttled")
                 pause = retry_after if retry_after is not None else min(30.0, 2.0 ** throttles[0])
-                if self._clock() + pause > deadline:
+                if self.deadline is not None and self._clock() + pause > self.deadline:
                     error = give_up()
                     error.args = ("%s; DigitalOcean asked to wait %.0f seconds (Retry-After), past the module's "
                                   "deadline" % (error, pause),)
