@@ -13,7 +13,8 @@ import pytest
 
 from tests.helpers import run_playbook
 from tests.integration.passes import (
-    ORDER_PASS, assert_done, kill_pass_during, log_lines, order_machine, run_pass, terminate, write_config)
+    ORDER_PASS, assert_done, kill_pass_during, log_lines, order_machine, terminate, write_config)
+from tests.integration.test_do_passes import seed_machine
 from tests.simulators.digitalocean import presets as DO
 from tests.simulators.waldur import presets as W
 
@@ -97,10 +98,7 @@ def test_terminate_deletes_the_recorded_droplet_and_keeps_a_look_alike_with_a_co
     waldur, do = waldur_sim, do_sim
     waldur.app.reset("empty")
     config = write_config(tmp_path, waldur, do)
-    resource_uuid = uuid.uuid4().hex
-    recorded = do.app.seed_droplet("doomed", tags=["waldur", tag(resource_uuid)])
-    waldur.app.seed_resource(W.DO_OFFERING_UUID, "doomed", uuid=resource_uuid, backend_id=str(recorded["id"]),
-                             limits=dict(W.DO_PLAN_QUOTAS))
+    resource_uuid, recorded = seed_machine(waldur, do, "doomed")
     copy = do.app.seed_droplet("doomed", tags=["waldur", tag(resource_uuid)])  # an overlapping run's copy
     look_alike = do.app.seed_droplet("someones-db", tags=[tag(resource_uuid)])  # the tag copied by hand
     order_uuid = terminate(waldur, resource_uuid)
@@ -170,7 +168,8 @@ def test_two_creates_of_one_batch_deriving_one_name_are_refused_before_any_write
         assert (order["state"], order["error_message"]) == ("executing", "")
         line = said(run, order_uuid)
         assert "refused before any write" in line and "same name web-1" in line, line
-        assert "resource %s (order %s) and resource %s (order %s)" % (first[1], first[0], second[1], second[0]) in line
+        for other_order, other_resource in (first, second):
+            assert "resource %s (order %s)" % (other_resource, other_order) in line
     assert len(do.app.calls_of("droplets.create")) == 1
 
 
