@@ -24,8 +24,8 @@ description:
     Terminated resource of this offering, or an Erred one without a backend id, after reading each again
     right before deleting it to see that it still carries exactly that tag and a name the agent derives for
     that resource (its name, or C(waldur-<first 8 hex of its uuid>)); otherwise it is kept, and its
-    C(cleanup) says why (C(kept: ...)). A copied tag never makes a droplet the resource's. A droplet without the tag, or whose tag names no
-    resource of this offering (another offering may share the account), is never deleted.
+    C(cleanup) says why. A copied tag never makes a droplet the resource's. A droplet without the tag, or
+    whose tag names no resource of this offering (another offering may share the account), is never deleted.
 author:
   - Waldur site agent developers (@waldur)
 options:

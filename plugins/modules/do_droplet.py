@@ -72,7 +72,7 @@ options:
         description:
           - Droplet name. Characters outside C([A-Za-z0-9.-]) become C(-) and the name is lower-cased;
             with no name the droplet is called C(waldur-<first 8 hex of the resource uuid>).
-          - With V(absent), the resource's name: a droplet found by its tag is deleted only under a name
+          - With V(absent), the resource's name. A droplet found by its tag is deleted only under a name
             derived from it (or the C(waldur-<8 hex>) name).
         type: str
       not_before:
