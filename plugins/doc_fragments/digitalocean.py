@@ -23,6 +23,8 @@ options:
       - Root of the DigitalOcean API v2. A URL without a trailing C(/v2/) gets one.
       - Every request, including the pages of a listing, goes to this host.
       - If not set, the environment variable E(DIGITALOCEAN_END_POINT) is used.
+      - Plain C(http://) to another host than this one draws a warning naming this option (the token would
+        cross the network unencrypted); the token never appears in it.
     type: str
     default: https://api.digitalocean.com/v2/
   timeout:

@@ -198,6 +198,8 @@ def _plan_parts(planned, orders):
 
 def _droplet_plan(orders, backend_settings=None, ssh_keys=None):
     """Claimed orders -> planned ``do_droplet`` items, with ``error``/``skip``/``comment`` (behaviour page)."""
+    orders = unpacked(orders, "orders")
+
     def create(order, resource, settings):
         params = _droplet_create_params(order, resource, settings, ssh_keys)
         if resource.get("backend_id"):
@@ -221,7 +223,17 @@ def _droplet_plan(orders, backend_settings=None, ssh_keys=None):
         return {"error": "limits %s match no size_mapping entry (%s); the droplet is left unchanged"
                          % (_render_limits(target), _render_mapping(mapping))}
 
-    return _order_items(orders, backend_settings, create, update)
+    items = _order_items(orders, backend_settings, create, update)
+    for order, item in zip(orders, items):
+        resource = order.get("resource") or {}
+        if order.get("type") in CREATE_TYPES and order.get("created"):
+            # evidence for do_droplet: a droplet made for this order is not older than the order
+            item["not_before"] = order["created"]
+        elif order.get("type") == "Terminate":
+            # do_droplet deletes a droplet found by its tag only under a name derived for the resource
+            item["name"] = droplet_name(resource.get("name") or order.get("resource_name"), resource.get("slug"),
+                                        item["resource_uuid"])
+    return items
 
 
 def _render_limits(limits):

@@ -96,9 +96,23 @@ def order_pass_report(claim, settle=None, check_mode=False, act=None):
         counts["would_done"] = counts.pop("done")
         counts["would_erred"] = counts.pop("erred")
         order = ["would_done", "would_erred"] + order[2:]
+    # Orders the backend held for the operator (``held``: e.g. two droplets carry one resource's
+    # tag and none is provably a copy) stay alive as retry, yet the pass must not look green.
+    held = set(result.get("order_uuid") for result in _act_failures(act) if result.get("held"))
+    held = len(held & set(entry.get("order_uuid") for entry in listed(settle, "results")
+                          if entry.get("outcome") == "retry"))
     return {"counts": counts, "lines": lines, "orders": sum(counts.values()),
             "summary": " ".join("%s=%d" % (key, counts[key]) for key in order),
-            "unfinished": counts["failed"] + counts["refused"]}
+            "held": held, "unfinished": counts["failed"] + counts["refused"] + held}
+
+
+def _act_failures(act):
+    """The backend's failed results: its ``failures`` (a packed run names them there) or its results."""
+    if not isinstance(act, dict):
+        return []
+    if isinstance(act.get("failures"), list):
+        return [result for result in act["failures"] if isinstance(result, dict)]
+    return [result for result in listed(act, "results") if isinstance(result, dict) and result.get("failed")]
 
 
 class FilterModule(object):

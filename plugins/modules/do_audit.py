@@ -22,8 +22,10 @@ description:
     while a droplet carries its tag, two resources recording one droplet."
   - With O(cleanup), deletes the orphans older than O(cleanup_min_age_hours) whose tag names a
     Terminated resource of this offering, or an Erred one without a backend id, after reading each again
-    to see that it still carries exactly that tag. A droplet without the tag, or whose tag names no
-    resource of this offering (another offering may share the account), is never deleted.
+    right before deleting it to see that it still carries exactly that tag and a name the agent derives for
+    that resource (its name, or C(waldur-<first 8 hex of its uuid>)); otherwise it is kept, and its
+    C(cleanup) says why. A copied tag never makes a droplet the resource's. A droplet without the tag, or
+    whose tag names no resource of this offering (another offering may share the account), is never deleted.
 author:
   - Waldur site agent developers (@waldur)
 options:
@@ -180,7 +182,7 @@ from ansible_collections.waldur.site_agent.plugins.module_utils.agent.components
 from ansible_collections.waldur.site_agent.plugins.module_utils.digitalocean.client import client_from_module, digitalocean_argument_spec
 from ansible_collections.waldur.site_agent.plugins.module_utils.digitalocean.errors import DigitalOceanError
 from ansible_collections.waldur.site_agent.plugins.module_utils.digitalocean.facts import resource_tags
-from ansible_collections.waldur.site_agent.plugins.module_utils.digitalocean.naming import RESOURCE_TAG_PREFIX
+from ansible_collections.waldur.site_agent.plugins.module_utils.digitalocean.naming import RESOURCE_TAG_PREFIX, derived_names
 
 # A listing that saw the account change while paging is taken again, this many times at most.
 LISTING_ATTEMPTS = 3
@@ -198,8 +200,10 @@ def list_droplets(client):
 
 
 def droplet_label(droplet):
-    return "droplet %s %s (%s, %s)" % (droplet["id"], droplet.get("name") or "", droplet.get("size_slug"),
-                                       droplet.get("status"))
+    # region and creation time: what tells two droplets carrying one resource's tag apart
+    return "droplet %s %s (%s, %s, %s, created %s)" % (
+        droplet["id"], droplet.get("name") or "", droplet.get("region"), droplet.get("size_slug"),
+        droplet.get("status"), droplet.get("created_at") or "at an unknown time")
 
 
 def holdings_of(droplets, resource_uuids):
@@ -215,6 +219,8 @@ def holdings_of(droplets, resource_uuids):
             holdings.append({
                 "key": str(droplet["id"]), "owner": owner, "object": label, "ids": [str(droplet["id"])],
                 "created_at": droplet.get("created_at"), "match": set([str(droplet["id"])]), "tag": tag,
+                # a droplet is one marked object: its youngest part is itself, and nothing in it is unmarked
+                "youngest_at": droplet.get("created_at"), "unmarked": [],
                 # the tag names a resource of this offering, and no other resource's
                 "marked": owner in resource_uuids and len(tags) == 1,
             })
@@ -264,13 +270,22 @@ def main():
     except DigitalOceanError as exc:
         module.fail_json(msg="could not list the droplets: %s" % exc, api_calls=client.api_calls)
 
+    by_uuid = dict((resource["uuid"], resource) for resource in resources)
+
     def delete(holding):
+        resource = by_uuid.get(holding["owner"]) or {}
+        names = derived_names(resource.get("name"), holding["owner"], resource.get("slug"))
         try:
+            # read fresh right before deleting: the listing may be minutes old
             current = client.get_droplet(int(holding["key"]))
             if current is None:
                 return "kept: already gone"
             if resource_tags(current["tags"]) != set([holding["tag"]]):
                 return "kept: its tags changed since it was listed"
+            if current.get("name") not in names:
+                # a copied tag never makes a droplet the resource's
+                return "kept: its name %s is not one the agent derives for resource %s (%s)" % (
+                    current.get("name"), holding["owner"], ", ".join(sorted(names)))
             if module.check_mode:
                 return WOULD_DELETE
             client.destroy_droplet(int(holding["key"]))

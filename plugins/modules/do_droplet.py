@@ -19,10 +19,24 @@ description:
   - Before creating, the droplets carrying the resource's tag are looked up. Exactly one (carrying no
     other resource's tag) is adopted instead of creating a second droplet; a droplet that also carries
     another resource's tag is never adopted, changed or deleted.
-  - Two or more droplets carrying exactly the resource's tag are copies made by overlapping passes
-    when they have the same name and size and were created within O(duplicate_window) seconds of each
-    other; then the oldest is kept (and adopted) and the others are deleted, and the result says so.
-    Otherwise the item fails naming the count and the ids, and nothing is deleted.
+  - Two or more droplets carrying exactly the resource's tag are copies made by overlapping agent runs
+    only when every one matches the order exactly (name, region, size, image and tags), was created after
+    the order (O(droplets[].not_before)) and within O(duplicate_window) seconds of the others; then the
+    oldest is kept (and adopted) and the others are deleted, and the result says so. Otherwise (a tag can
+    be copied onto a hand-made look-alike) nothing is deleted or adopted; the item is held for the operator
+    (C(failed), C(retry) and C(held)), and its message names every droplet (id, name, region, size,
+    creation time) and why they are not copies.
+  - Deleting (V(absent)) needs evidence that the droplet is the resource's. The droplet
+    O(droplets[].backend_id) is deleted when it carries the resource's tag, or when it carries no
+    C(waldur-resource:) tag at all (a legacy droplet made before owner tags, reached by the exact id
+    Waldur records; the result says so); one carrying another resource's tag is kept and the item is
+    held. Other droplets carrying the tag are deleted only when their name is one the agent derives for
+    the resource (from O(droplets[].name), or C(waldur-<first 8 hex of the resource uuid>)); any other
+    is kept and named in the result.
+  - Items of one batch that would act on one droplet are refused before any write, all of them, and
+    held naming each other - two items for one resource (one owner tag), or two creates whose names
+    derive the same droplet name.
+  - No call waits past O(deadline), whatever DigitalOcean's C(Retry-After) says; the item ends C(retry).
   - A droplet whose O(droplets[].backend_id) no longer exists is never re-created under a new id.
   - An item failing sets that item's C(failed) and C(msg); the task fails only when
     O(fail_on_item_error=true), or when DigitalOcean rejects the token.
@@ -58,14 +72,23 @@ options:
         description:
           - Droplet name. Characters outside C([A-Za-z0-9.-]) become C(-) and the name is lower-cased;
             with no name the droplet is called C(waldur-<first 8 hex of the resource uuid>).
+          - With V(absent), the resource's name. A droplet found by its tag is deleted only under a name
+            derived from it (or the C(waldur-<8 hex>) name).
+        type: str
+      not_before:
+        description:
+          - When the order was placed (ISO 8601; the order pass gives the order's C(created)). A droplet
+            created earlier cannot have been made for the order, so it is never taken for a copy an
+            overlapping run made. Without it, droplets carrying one resource's tag are never cleaned up.
         type: str
       state:
         description:
           - V(present) creates the droplet (or adopts the one carrying the resource tag); with
             O(droplets[].backend_id) it checks the droplet exists and resizes it when
             O(droplets[].size) differs.
-          - V(absent) deletes the droplet O(droplets[].backend_id) and every other droplet carrying
-            exactly this resource's tag (copies an overlapping pass made). A droplet already gone is
+          - V(absent) deletes the droplet O(droplets[].backend_id) (when it carries this resource's tag,
+            or no owner tag at all) and every other droplet carrying exactly this resource's tag under a
+            name derived for the resource (copies an overlapping pass made). A droplet already gone is
             not an error.
           - V(off) shuts the droplet down (powering it off when a graceful shutdown does not finish
             within half of O(wait_timeout)); V(active) powers it on. Nothing is done when the droplet
@@ -245,6 +268,15 @@ results:
         a transient failure, or a failure after the droplet exists.
       type: bool
       returned: when the item failed and may be retried
+    held:
+      description: >-
+        Set (with C(failed) and C(retry)) when the item was kept back for the operator: nothing was
+        deleted or adopted because the evidence that a droplet is the resource's is missing (several
+        droplets carry its tag and are not provably copies, the droplet Waldur records carries another
+        resource's tag, or another item of the batch acts on the same droplet). The order stays alive;
+        the order pass counts it as unfinished, so the pass exits non-zero.
+      type: bool
+      returned: when the item was held
     cloud:
       description: What exists on DigitalOcean for the item, for messages (C(droplet <id> <name> (<status>))); null when nothing.
       type: str
@@ -280,6 +312,9 @@ results:
         image:
           description: Image slug (or name, or id).
           type: str
+        image_id:
+          description: Image id.
+          type: int
         vcpus:
           description: Virtual CPUs.
           type: int
@@ -369,6 +404,7 @@ DROPLET_OPTIONS = dict(
     user_data=dict(type="str"),
     tags=dict(type="list", elements="str", default=[]),
     running=dict(type="bool"),
+    not_before=dict(type="str"),
 )
 
 
@@ -393,6 +429,9 @@ def main():
     BatchRunner(module, None)  # the batch options, before any call
     items = prepare_items(module, list_option(module, "droplets", DROPLET_OPTIONS))
     client = client_from_module(module, max_connections=module.params["max_workers"])
+    batch_deadline = time.monotonic() + module.params["deadline"]
+    # no call (a 429's Retry-After included) waits past the module's deadline: that item ends retry
+    client.deadline = batch_deadline
     worker = DropletWorker(client, check_mode=module.check_mode, wait=module.params["wait"],
                            wait_timeout=module.params["wait_timeout"],
                            duplicate_window=module.params["duplicate_window"])
@@ -406,7 +445,7 @@ def main():
         return api_call_counts(client.stats.reads, client.stats.writes, client.stats.retries)
 
     runner = BatchRunner(module, worker, echo=(), on_error=on_error, api_calls=api_calls)
-    batch_deadline = time.monotonic() + module.params["deadline"]
+    worker.refuse_clashes(items)
     try:
         worker.prefetch(items)
     except DigitalOceanError:

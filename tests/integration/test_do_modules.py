@@ -16,6 +16,7 @@ pytestmark = pytest.mark.integration
 UUID_A = "5f0f2b4c9a8e4d3f8a1b2c3d4e5f6a7b"
 UUID_B = "7a6b5c4d3e2f41a09b8c7d6e5f4a3b2c"
 UUID_C = "c0ffee00c0ffee00c0ffee00c0ffee00"
+UUID_D = "d00dfeedd00dfeedd00dfeedd00dfeed"
 IMAGE = "ubuntu-22-04-x64"
 
 
@@ -128,10 +129,11 @@ def test_two_tagged_droplets_fail_that_item_only(do_sim, run):
     second = do_sim.app.seed_droplet("dup-2", tags=[tag(UUID_A)])
     out = run(droplets=[create(UUID_A, "web-a"), create(UUID_B, "web-b")])
     failed, created = out["results"]
-    assert failed["failed"] is True
-    assert failed["msg"] == ("2 droplets carry tag %s (ids %s, %s); delete the extra ones before retrying (none "
-                             "was deleted: their names differ, so they are not copies made by an overlapping pass)"
-                             % (tag(UUID_A), first["id"], second["id"]))
+    assert (failed["failed"], failed["retry"], failed["held"]) == (True, True, True)
+    assert failed["msg"].startswith(
+        "2 droplets carry tag %s and none was deleted or adopted, since droplet %s differs from the order (name "
+        "dup-1, not web-a): %s dup-1 (ams3, s-1vcpu-1gb, created " % (tag(UUID_A), first["id"], first["id"]))
+    assert "; %s dup-2 (ams3" % second["id"] in failed["msg"]
     assert (created["failed"], created["action"]) == (False, "created")
     assert out["failed_count"] == 1
     assert [d["name"] for d in do_sim.app.droplets()] == ["dup-1", "dup-2", "web-b"]
@@ -240,7 +242,7 @@ def test_absent_deletes_and_an_already_deleted_droplet_is_fine(do_sim, run):
     doomed = do_sim.app.seed_droplet("doomed", tags=[tag(UUID_A)])
     leaked = do_sim.app.seed_droplet("leaked", tags=[tag(UUID_B)])
     items = [{"resource_uuid": UUID_A, "backend_id": str(doomed["id"]), "state": "absent"},
-             {"resource_uuid": UUID_B, "state": "absent"}]
+             {"resource_uuid": UUID_B, "state": "absent", "name": "leaked"}]
     out = run(droplets=items)
     assert [(r["action"], r["changed"]) for r in out["results"]] == [("deleted", True), ("deleted", True)]
     assert do_sim.app.droplets() == []
@@ -255,17 +257,18 @@ def test_absent_deletes_and_an_already_deleted_droplet_is_fine(do_sim, run):
 def test_check_mode_writes_nothing(do_sim, run):
     running = do_sim.app.seed_droplet("running", tags=[tag(UUID_A)])
     other = do_sim.app.seed_droplet("other", tags=[tag(UUID_B)])
+    idle = do_sim.app.seed_droplet("idle", tags=[tag(UUID_D)])
     items = [create(UUID_C, "new", ssh_keys=[P.NEW_PUBLIC_KEY]),
              {"resource_uuid": UUID_A, "backend_id": str(running["id"]), "size": "s-2vcpu-2gb"},
              {"resource_uuid": UUID_B, "backend_id": str(other["id"]), "state": "absent"},
-             {"resource_uuid": UUID_A, "backend_id": str(running["id"]), "state": "off"}]
+             {"resource_uuid": UUID_D, "backend_id": str(idle["id"]), "state": "off"}]
     out = run(droplets=items, check=True)
     assert [(r["action"], r["changed"]) for r in out["results"]] == [
         ("created", True), ("resized", True), ("deleted", True), ("powered_off", True)]
     assert all(r["msg"].startswith("would") for r in out["results"])
     assert "would add SSH key %s" % P.NEW_KEY_FINGERPRINT in out["results"][0]["msg"]
     assert do_sim.app.write_calls() == []
-    assert len(do_sim.app.droplets()) == 2 and do_sim.app.droplet(running["id"])["status"] == "active"
+    assert len(do_sim.app.droplets()) == 3 and do_sim.app.droplet(idle["id"])["status"] == "active"
 
 
 # ---- rate limits ----------------------------------------------------------------------

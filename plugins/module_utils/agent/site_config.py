@@ -43,6 +43,7 @@ from ansible_collections.waldur.site_agent.plugins.module_utils.agent.site_confi
     config_file_problem,
     yaml_bound_problem,
 )
+from ansible_collections.waldur.site_agent.plugins.module_utils.digitalocean.options import plain_http_warning
 
 
 SUPPORTED_BACKENDS = ("azure", "digitalocean")
@@ -265,6 +266,9 @@ def _validate_backend_settings(path, backend_type, settings, problems):
             problems.error(path + ".token", "required")
         schema = DIGITALOCEAN_SETTINGS
         credential_keys = {"token"}
+        warning = plain_http_warning(settings["api_url"]) if isinstance(settings.get("api_url"), str) else None
+        if warning:
+            problems.warn(path + ".api_url", warning)
     for key, value in settings.items():
         if key in schema:
             if value not in (None, ""):

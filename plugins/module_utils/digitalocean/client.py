@@ -62,6 +62,7 @@ from ansible_collections.waldur.site_agent.plugins.module_utils.digitalocean.opt
     TIMEOUT_ENV_VAR,
     digitalocean_argument_spec,
     normalize_endpoint,
+    plain_http_warning,
 )
 from ansible_collections.waldur.site_agent.plugins.module_utils.digitalocean.pacing import RequestPacer
 
@@ -84,7 +85,7 @@ class DigitalOceanClient:
 
     def __init__(self, token, api_url=DEFAULT_API_URL, timeout=30, max_retry_seconds=120,
                  max_connections=10, pacer=None, retry_policy=None, sleep=time.sleep,
-                 clock=time.monotonic):
+                 clock=time.monotonic, deadline=None):
         if not HAS_DIGITALOCEAN:
             raise RuntimeError(missing_required_lib("python-digitalocean"))
         if not token:
@@ -113,6 +114,8 @@ class DigitalOceanClient:
             "Accept": "application/json",
         })
         self.stats = _Counter()
+        # clock time no call waits past (the module's deadline), whatever Retry-After says
+        self.deadline = deadline
         self.auth_error = None
         # droplets in the account at the last listing (None until one): whether paging pays
         self.droplet_total = None
@@ -177,9 +180,18 @@ class DigitalOceanClient:
             kwargs["headers"] = {"Content-Type": "application/json"}
         idempotent = method in ("GET", "PUT", "DELETE") or retry_writes
         throttles = [0]
+        deadline = self.call_deadline()
+
+        def past_deadline(wait):
+            # status 429: a transient failure, so the item ends ``retry`` and the next pass sends it
+            held = " (Retry-After: %.0f more seconds)" % wait if wait > 0 else ""
+            return DigitalOceanError(
+                "not sent: DigitalOcean's rate limit would hold it past the module's deadline%s: %s %s"
+                % (held, method, path), status=429, method=method, path=path)
 
         def before_attempt(attempt):
-            self.pacer.acquire()
+            if self.pacer.acquire(deadline) is None:
+                raise past_deadline(self.pacer.pause_left())
             if method != "GET":
                 check_write()  # a module outliving its pass writes nothing (core/pass_guard.py)
             self.stats.add("calls")
@@ -210,6 +222,11 @@ class DigitalOceanClient:
                 throttles[0] += 1
                 self.stats.add("throttled")
                 pause = retry_after if retry_after is not None else min(30.0, 2.0 ** throttles[0])
+                if self.deadline is not None and self._clock() + pause > self.deadline:
+                    error = give_up()
+                    error.args = ("%s; DigitalOcean asked to wait %.0f seconds (Retry-After), past the module's "
+                                  "deadline" % (error, pause),)
+                    raise error
                 # the pacer waits the pause out, for every thread
                 return Retry(give_up, retry_after=pause, policy=self.throttle_policy, count=throttles[0],
                              wait_with=self.pacer.throttled)
@@ -226,7 +243,7 @@ class DigitalOceanClient:
 
         return send_with_retries(
             lambda attempt: self.session.request(method, full_url, **kwargs), classify, connection_error,
-            self.retry_policy, idempotent, connection_errors=(requests.ConnectionError, requests.Timeout),
+            self.retry_policy, idempotent, connection_errors=(requests.ConnectionError, requests.Timeout), deadline=deadline,
             before_attempt=before_attempt, on_retry=lambda attempt: self.stats.add("retries"), sleep=self._sleep)
 
     @staticmethod
@@ -244,6 +261,11 @@ class DigitalOceanClient:
                 % (response.status_code, response.reason or "", describe_body(response), method, path),
                 status=response.status_code, method=method, path=path)
         response.json = lambda *args, **kwargs: body
+
+    def call_deadline(self):
+        """When retrying one call stops: ``max_retry_seconds`` from now, never past ``deadline``."""
+        deadline = self.retry_policy.start()
+        return deadline if self.deadline is None else min(deadline, self.deadline)
 
     # ---- account ------------------------------------------------------------------
     def account(self):
@@ -381,7 +403,7 @@ class DigitalOceanClient:
         connection), the droplets carrying ``resource_tag`` are re-read first: one
         found is the droplet this call created; none → post again (bounded).
         """
-        deadline = self.retry_policy.start()
+        deadline = self.call_deadline()
         attempt = 0
         while True:
             attempt += 1
@@ -473,6 +495,9 @@ def client_from_module(module, max_connections=10):
         endpoint = normalize_endpoint(module.params["api_url"])
     except ValueError as exc:
         module.fail_json(msg="api_url: %s; expected e.g. %s" % (exc, DEFAULT_API_URL))
+    warning = plain_http_warning(module.params["api_url"])
+    if warning:
+        module.warn("api_url: %s" % warning)
     if module.params["timeout"] <= 0 or module.params["max_retry_seconds"] < 0:
         module.fail_json(msg="timeout must be positive and max_retry_seconds not negative")
     # python-digitalocean reads these for any object it builds itself: keep those on

@@ -18,6 +18,7 @@ from ansible_collections.waldur.site_agent.plugins.module_utils.digitalocean.err
 from ansible_collections.waldur.site_agent.plugins.module_utils.digitalocean.facts import backend_metadata, resource_tags
 from ansible_collections.waldur.site_agent.plugins.module_utils.digitalocean.waiter import DropletWaiter
 from ansible_collections.waldur.site_agent.plugins.module_utils.digitalocean.naming import (
+    derived_names,
     droplet_name,
     droplet_tags,
     resource_tag,
@@ -52,6 +53,51 @@ def _seconds(value):
     return ("%g" % value) if isinstance(value, float) else str(value)
 
 
+def describe_droplet(facts):
+    """One droplet as the operator tells it from a look-alike: id, name, region, size, created_at."""
+    return "%s %s (%s, %s, created %s)" % (facts["id"], facts.get("name"), facts.get("region"),
+                                          facts.get("size_slug"), facts.get("created_at") or "at an unknown time")
+
+
+def _held(result, msg, cloud=None):
+    """Kept back for the operator: failed and ``retry`` (the order stays alive, nothing is erred)
+    and ``held``, which makes the pass exit non-zero."""
+    result.update(failed=True, retry=True, held=True, msg=msg)
+    if cloud:
+        result["cloud"] = cloud
+
+
+def _creates(item):
+    return (item.get("state") or "present") == "present" and not item.get("backend_id")
+
+
+def batch_clashes(items):
+    """``{index: message}`` for the items of one batch that would act on one droplet: two items
+    with one resource (one owner tag), or two creates deriving one droplet name. Refused before
+    any write, all of them: which one would win depends on thread timing."""
+    groups = {}
+    for index, item in enumerate(items):
+        groups.setdefault(("tag", resource_tag(item["resource_uuid"])), []).append(index)
+        if _creates(item):
+            name = droplet_name(item.get("name"), resource_uuid=item["resource_uuid"])
+            groups.setdefault(("name", name), []).append(index)
+    clashes = {}
+    for (kind, value), indexes in sorted(groups.items()):
+        if len(indexes) < 2:
+            continue
+        named = " and ".join("resource %s (order %s)" % (items[index]["resource_uuid"], items[index].get("order_uuid"))
+                             for index in indexes)
+        if kind == "tag":
+            message = ("refused before any write: %s are %d items of this batch for one resource (owner tag %s); "
+                       "nothing was created or deleted for any of them" % (named, len(indexes), value))
+        else:
+            message = ("refused before any write: %s would create droplets of the same name %s in one batch; "
+                       "nothing was created for either; rename one of the resources in Waldur" % (named, value))
+        for index in indexes:
+            clashes.setdefault(index, message)
+    return clashes
+
+
 class DropletWorker(DropletPowerSteps):
     """Brings one item's droplet to its state. ``__call__`` never raises: failures
     become the item's result."""
@@ -71,6 +117,11 @@ class DropletWorker(DropletPowerSteps):
         self.clock = clock
         self.known = {}
         self.by_tag = {}
+        self.clashes = {}  # id(item) -> why it is refused (batch_clashes)
+
+    def refuse_clashes(self, items):
+        """Mark the items of this batch that would act on one droplet (``batch_clashes``)."""
+        self.clashes = dict((id(items[index]), message) for index, message in batch_clashes(items).items())
 
     def prefetch(self, items):
         """Read what the items need from paged listings (one call per 200 droplets)
@@ -127,6 +178,9 @@ class DropletWorker(DropletPowerSteps):
         result["dropped_tags"] = dropped
         if dropped:
             notes.append("dropped tag(s) %s: the waldur-resource: prefix is reserved" % ", ".join(dropped))
+        if id(item) in self.clashes:
+            _held(result, self.clashes[id(item)])
+            return self._finish(result, notes)
         try:
             if self.client.auth_error is not None:  # one 401 settles it for every item
                 raise self.client.auth_error
@@ -241,7 +295,9 @@ class DropletWorker(DropletPowerSteps):
         own = [d for d in tagged if resource_tags(d["tags"]) == set([tag])]
         shared = [d for d in tagged if d not in own]
         if len(own) > 1:
-            own = [self._remove_duplicates(own, tag, result, notes)]
+            own = self._remove_duplicates(item, own, tags, result, notes)
+            if not own:
+                return None  # kept them all for the operator (the result says why)
         if shared:
             notes.append("droplet(s) %s carry another resource's tag as well and were not adopted"
                          % ", ".join(str(d["id"]) for d in shared))
@@ -258,14 +314,16 @@ class DropletWorker(DropletPowerSteps):
         key_ids, key_notes = self.client.resolve_ssh_keys(
             item.get("ssh_keys"), ssh_key_name(item["resource_uuid"]), check_mode=self.check_mode)
         spec = "%s (%s, %s)" % (item["region"], item["size"], item["image"])
-        result.update(action="created", changed=True)
+        result["action"] = "created"
         if self.check_mode:
-            result["msg"] = "would create droplet %s in %s" % (name, spec)
+            result.update(changed=True, msg="would create droplet %s in %s" % (name, spec))
             notes.extend(key_notes)
             return None
         facts = self.client.create_droplet(
             name, item["region"], item["size"], item["image"], ssh_keys=key_ids, tags=tags,
             user_data=item.get("user_data"), resource_tag=tag)
+        # only now: a create DigitalOcean refused (422) changed nothing
+        result["changed"] = True
         notes.extend(key_notes)
         self._describe(result, facts)
         result["msg"] = "created droplet %s %s in %s" % (facts["id"], name, spec)
@@ -273,40 +331,66 @@ class DropletWorker(DropletPowerSteps):
             self.deferred[id(item)] = {"facts": facts, "deadline": deadline}
         return None
 
-    def _remove_duplicates(self, own, tag, result, notes):
-        """Several droplets carry this resource's tag. When they are copies one order made twice
-        (overlapping passes: same name, same size, created within ``duplicate_window`` seconds of
-        each other) the oldest is kept and the others deleted; otherwise the item fails naming them."""
+    def _copy_problem(self, item, droplet, name, tags, not_before):
+        """Why ``droplet`` is not provably a copy of this order's droplet made by an agent run,
+        or None: it must match the order in name, region, size, image and tags, and be created
+        after the order (``not_before``), since a hand-made look-alike can copy the tag."""
+        image = str(item["image"])
+        for label, have, want in (("name", droplet.get("name"), name), ("region", droplet.get("region"), item["region"]),
+                                  ("size", droplet.get("size_slug"), item["size"])):
+            if have != want:
+                return "droplet %s differs from the order (%s %s, not %s)" % (droplet["id"], label, have, want)
+        if image not in (str(droplet.get("image")), str(droplet.get("image_id"))):
+            return "droplet %s differs from the order (image %s, not %s)" % (droplet["id"], droplet.get("image"), image)
+        if set(droplet.get("tags") or []) != set(tags):
+            return "droplet %s carries tags %s, not the order's %s" % (
+                droplet["id"], ", ".join(sorted(droplet.get("tags") or [])), ", ".join(sorted(tags)))
+        created = _created(droplet)
+        if created is None:
+            return "the creation time of droplet %s is unknown" % droplet["id"]
+        if not_before is None:
+            return "the item carries no order time (not_before), so a look-alike made before the order cannot be told apart"
+        if created < not_before:
+            return "droplet %s was created before the order (%s)" % (droplet["id"], item["not_before"])
+        return None
+
+    def _remove_duplicates(self, item, own, tags, result, notes):
+        """Several droplets carry this resource's tag. Only copies one order made twice, by
+        overlapping agent runs, are cleaned up: every one matches the order exactly (name, region,
+        size, image, tags), was created after the order and within ``duplicate_window`` seconds of
+        the others; then the oldest is kept and adopted (they are alike, and none is known to
+        Waldur) and the others are deleted. Otherwise nothing is deleted or adopted: the item is
+        held for the operator, naming every droplet. Returns ``[kept]`` or ``[]``."""
+        tag = resource_tag(item["resource_uuid"])
         ordered = sorted(own, key=lambda d: (_created(d) or datetime.datetime.max.replace(tzinfo=UTC), d["id"]))
-        ids = ", ".join(str(d["id"]) for d in sorted(own, key=lambda d: d["id"]))
+        name = droplet_name(item.get("name"), resource_uuid=item["resource_uuid"])
+        not_before = parse_time(item.get("not_before")) if item.get("not_before") else None
+        if not_before is not None:
+            not_before = not_before.replace(microsecond=0)  # DigitalOcean's created_at has whole seconds
+        problems = [problem for problem in (self._copy_problem(item, d, name, tags, not_before) for d in ordered)
+                    if problem]
         created = [_created(d) for d in ordered]
-        if len(set(d["name"] for d in ordered)) > 1:
-            differ = "their names differ"
-        elif len(set(d["size_slug"] for d in ordered)) > 1:
-            differ = "their sizes differ"
-        elif None in created:
-            differ = "a creation time is unknown"
-        elif (created[-1] - created[0]).total_seconds() > self.duplicate_window:
-            differ = "they were created more than %s seconds apart" % _seconds(self.duplicate_window)
-        else:
-            differ = None
-        if differ:
-            raise ItemError("%d droplets carry tag %s (ids %s); delete the extra ones before retrying (none was "
-                            "deleted: %s, so they are not copies made by an overlapping pass)"
-                            % (len(own), tag, ids, differ))
+        if not problems and (created[-1] - created[0]).total_seconds() > self.duplicate_window:
+            problems = ["they were created more than %s seconds apart" % _seconds(self.duplicate_window)]
+        if problems:
+            listed = "; ".join(describe_droplet(d) for d in ordered)
+            _held(result, "%d droplets carry tag %s and none was deleted or adopted, since %s: %s; delete the one(s) "
+                          "that are not the resource's machine, and the next pass adopts the one left"
+                  % (len(own), tag, problems[0], listed), cloud="droplets " + listed)
+            return []
         keep, extras = ordered[0], ordered[1:]
         extra_ids = ", ".join(str(d["id"]) for d in extras)
         result["changed"] = True
         if self.check_mode:
             notes.append("would delete duplicate droplet(s) %s made by an overlapping pass, keeping the oldest, %s"
                          % (extra_ids, keep["id"]))
-            return keep
+            return [keep]
         for droplet in extras:
             self.client.destroy_droplet(droplet["id"])
-        notes.append("deleted duplicate droplet(s) %s carrying tag %s, made by an overlapping pass (same name "
-                     "and size, created within %s seconds); kept the oldest, %s"
+        notes.append("deleted duplicate droplet(s) %s carrying tag %s, made by an overlapping pass (identical to the "
+                     "order and to each other, created after it and within %s seconds); kept the oldest, %s"
                      % (extra_ids, tag, _seconds(self.duplicate_window), keep["id"]))
-        return keep
+        return [keep]
 
     def _wait_started(self, facts, deadline, notes):
         return self._started(facts, self.waiter.wait(facts, ("active", "off"), deadline), notes)
@@ -321,45 +405,75 @@ class DropletWorker(DropletPowerSteps):
 
     # ---- absent -----------------------------------------------------------------------
     def absent(self, item, result, notes):
+        """Delete the resource's droplet. By backend id: the droplet Waldur records, when it carries
+        this resource's tag (or, legacy, no owner tag at all). By tag: only the droplets whose name
+        is one the agent derives for the resource; a look-alike with a copied tag is kept and named."""
         backend_id = item.get("backend_id")
         tag = resource_tag(item["resource_uuid"])
-        if backend_id:
-            if self.check_mode:
-                facts = self.client.get_droplet(backend_id)
-                if facts is None:
-                    result.update(action="absent", msg="droplet %s is already gone" % backend_id)
-                else:
-                    result.update(action="deleted", changed=True, msg="would delete droplet %s" % backend_id)
-            elif self.client.destroy_droplet(backend_id):
-                result.update(action="deleted", changed=True, msg="deleted droplet %s" % backend_id)
-            else:
-                result.update(action="absent", msg="droplet %s is already gone" % backend_id)
-            # copies an overlapping pass made carry the same tag: they go with the resource
-            others = [d for d in self._own(tag, notes, "left alone") if str(d["id"]) != str(backend_id)]
-            if others:
-                ids = ", ".join(str(d["id"]) for d in others)
-                result.update(action="deleted", changed=True)
-                if self.check_mode:
-                    notes.append("would also delete droplet(s) %s carrying tag %s" % (ids, tag))
-                    return None
-                for droplet in others:
-                    self.client.destroy_droplet(droplet["id"])
-                notes.append("also deleted droplet(s) %s carrying tag %s" % (ids, tag))
-            return None
-
+        names = derived_names(item.get("name"), item["resource_uuid"])
         own = self._own(tag, notes, "left alone")
-        if not own:
-            result.update(action="absent", msg="no droplet carries tag %s" % tag)
+        target = next((d for d in own if backend_id and str(d["id"]) == str(backend_id)), None)
+        if backend_id and target is None and not self._absent_by_id(item, backend_id, tag, result):
+            return None  # held: nothing is deleted
+        copies = [d for d in own if d is not target and d["name"] in names]
+        kept = [d for d in own if d is not target and d["name"] not in names]
+        if kept:
+            notes.append("kept droplet(s) %s carrying tag %s: not a name the agent derives for this resource (%s)"
+                         % ("; ".join(describe_droplet(d) for d in kept), tag, ", ".join(sorted(names))))
+        copy_ids = ", ".join(str(d["id"]) for d in copies)
+        if target is None and not copies:
+            if not backend_id:
+                result.update(action="absent", msg="no droplet carries tag %s" % tag)
             return None
-        ids = ", ".join(str(d["id"]) for d in own)
         result.update(action="deleted", changed=True)
         if self.check_mode:
-            result["msg"] = "would delete droplet(s) %s carrying tag %s" % (ids, tag)
+            if target is not None:
+                result["msg"] = "would delete droplet %s" % backend_id
+            if not backend_id:
+                result["msg"] = "would delete droplet(s) %s carrying tag %s" % (copy_ids, tag)
+            elif copies:
+                notes.append("would also delete droplet(s) %s carrying tag %s" % (copy_ids, tag))
             return None
-        for droplet in own:
+        if target is not None:
+            if self.client.destroy_droplet(target["id"]):
+                result["msg"] = "deleted droplet %s" % backend_id
+            else:
+                result["msg"] = "droplet %s is already gone" % backend_id
+        for droplet in copies:
             self.client.destroy_droplet(droplet["id"])
-        result["msg"] = "deleted droplet(s) %s carrying tag %s" % (ids, tag)
+        if not backend_id:
+            result["msg"] = "deleted droplet(s) %s carrying tag %s" % (copy_ids, tag)
+        elif copies:
+            # copies an overlapping pass made carry the same tag and name: they go with the resource
+            notes.append("also deleted droplet(s) %s carrying tag %s" % (copy_ids, tag))
         return None
+
+    def _absent_by_id(self, item, backend_id, tag, result):
+        """The droplet Waldur records is not among those carrying exactly this resource's tag: read
+        it. Gone → absent. No owner tag at all → deleted (legacy: droplets made before owner tags,
+        reached by the exact id Waldur records, as before). Another resource's tag → held, never
+        deleted. Returns False when held."""
+        facts = self.client.get_droplet(backend_id)
+        if facts is None:
+            result.update(action="absent", msg="droplet %s is already gone" % backend_id)
+            return True
+        marks = resource_tags(facts["tags"])
+        if marks:
+            _held(result, "kept droplet %s: Waldur records it for this resource, but it carries %s, not %s alone; "
+                          "nothing was deleted. Check whose machine it is, then delete it by hand or leave it only "
+                          "this resource's tag" % (describe_droplet(facts), ", ".join(sorted(marks)), tag),
+                  cloud="droplet %s %s (%s)" % (facts["id"], facts["name"], facts["status"]))
+            result["backend_id"] = str(facts["id"])
+            return False
+        legacy = "legacy: it carries no waldur-resource tag, and it is the exact id Waldur records for the resource"
+        result.update(action="deleted", changed=True)
+        if self.check_mode:
+            result["msg"] = "would delete droplet %s (%s)" % (backend_id, legacy)
+        elif self.client.destroy_droplet(backend_id):
+            result["msg"] = "deleted droplet %s (%s)" % (backend_id, legacy)
+        else:
+            result.update(action="absent", changed=False, msg="droplet %s is already gone" % backend_id)
+        return True
 
     def _own(self, tag, notes, verb):
         """Droplets carrying exactly ``tag`` (this resource's and no other's); the ones that carry
@@ -384,7 +498,7 @@ def prepare_items(module, droplets):
             except ValueError:
                 module.fail_json(msg="droplets[%d].%s: %r is not a UUID (expected 32 hex digits, dashed or not)"
                                  % (index, key, raw.get(key)))
-        for key in ("backend_id", "name", "region", "image", "size", "user_data"):
+        for key in ("backend_id", "name", "region", "image", "size", "user_data", "not_before"):
             value = item.get(key)
             item[key] = str(value).strip() if value is not None and str(value).strip() else None
         if item["user_data"] is not None:

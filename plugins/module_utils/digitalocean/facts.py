@@ -22,6 +22,10 @@ def _slug(value):
     return value
 
 
+def _image_id(value):
+    return value.get("id") if isinstance(value, dict) else None
+
+
 def droplet_networks(networks):
     """``{public_ipv4, private_ipv4, public_ipv6}`` from DigitalOcean's ``networks``."""
     networks = networks if isinstance(networks, dict) else {}
@@ -46,6 +50,8 @@ def droplet_facts(droplet):
         "region": _slug(_value(droplet, "region")),
         "size_slug": size_slug,
         "image": _slug(_value(droplet, "image")),
+        # an order may name its image by id: telling a copy of the order from a look-alike needs both
+        "image_id": _image_id(_value(droplet, "image")),
         "vcpus": _value(droplet, "vcpus"),
         "memory": _value(droplet, "memory"),
         "disk": _value(droplet, "disk"),

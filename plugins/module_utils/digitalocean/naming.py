@@ -26,6 +26,17 @@ def droplet_name(name=None, slug=None, resource_uuid=None):
     return cleaned or "waldur-droplet"
 
 
+def derived_names(name=None, resource_uuid=None, slug=None):
+    """Every droplet name the agent derives for a resource: from its name (or slug) and the
+    ``waldur-<8 hex>`` name it falls back to. A droplet carrying the resource's tag under another
+    name was not made by the agent for it (a copied tag never makes a droplet ours)."""
+    names = set([droplet_name(resource_uuid=resource_uuid)]) if resource_uuid else set()
+    for given in (name, slug):
+        if given:
+            names.add(droplet_name(given, resource_uuid=resource_uuid))
+    return names
+
+
 def is_resource_tag(tag):
     """True for a tag reserved for the agent: ``waldur-resource:`` in any case, once stripped.
 

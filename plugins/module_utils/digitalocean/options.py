@@ -7,6 +7,7 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
+import ipaddress
 from urllib.parse import urlsplit, urlunsplit
 
 from ansible.module_utils.basic import env_fallback
@@ -39,3 +40,20 @@ def normalize_endpoint(url):
     if not path.endswith("/v2"):
         path += "/v2"
     return urlunsplit((parts.scheme, parts.netloc, path + "/", "", ""))
+
+
+def plain_http_warning(url):
+    """Why an endpoint over plain ``http://`` is a risk (the token would cross the network
+    unencrypted), worded as the Waldur URL's warning; None for https and for this host
+    (localhost, 127.0.0.0/8, ::1: tests and tunnels). Names the host only, never the token."""
+    parts = urlsplit((url or "").strip())
+    if parts.scheme.lower() != "http" or not parts.hostname:
+        return None
+    host = parts.hostname
+    try:
+        loopback = ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        loopback = host.lower() == "localhost"
+    if loopback:
+        return None
+    return "plain http:// to %s: the DigitalOcean token crosses the network unencrypted; use https://" % host

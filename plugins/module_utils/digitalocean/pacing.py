@@ -62,8 +62,10 @@ class RequestPacer:
         self.paused_until = now
         self.waited = 0.0
 
-    def acquire(self):
-        """Block until a request may be sent; return the seconds waited."""
+    def acquire(self, deadline=None):
+        """Block until a request may be sent; return the seconds waited. With ``deadline`` (clock
+        time), None at once when the request could not be sent before it: a long ``Retry-After``
+        must not hold a caller past its deadline."""
         waited = 0.0
         while True:
             with self._lock:
@@ -74,8 +76,15 @@ class RequestPacer:
                         bucket.take()
                     self.waited += waited
                     return waited
+                if deadline is not None and now + wait > deadline:
+                    return None
             self._sleep(wait)
             waited += wait
+
+    def pause_left(self):
+        """Seconds until requests may be sent again after a 429 (0 when not paused)."""
+        with self._lock:
+            return max(0.0, self.paused_until - self._clock())
 
     def throttled(self, retry_after):
         """The API answered 429: nobody sends before ``retry_after`` seconds from now."""

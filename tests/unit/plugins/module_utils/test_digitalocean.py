@@ -462,7 +462,7 @@ def test_facts_and_backend_metadata():
         "id": 3, "name": "web-3", "status": "off", "region": "ams3", "size_slug": "s-2vcpu-2gb",
         "image": "ubuntu-22-04-x64", "vcpus": 1, "memory": 1024, "disk": 25,
         "networks": {"public_ipv4": "203.0.113.5", "private_ipv4": "10.0.0.5", "public_ipv6": "2001:db8::5"},
-        "tags": [TAG], "created_at": "2026-01-02T03:04:05Z"}
+        "tags": [TAG], "created_at": "2026-01-02T03:04:05Z", "image_id": 7}
     assert backend_metadata(facts) == {"backend_type": "digitalocean", "droplet": {
         "id": 3, "name": "web-3", "status": "off", "region": "ams3", "size_slug": "s-2vcpu-2gb",
         "image": "ubuntu-22-04-x64", "created_at": "2026-01-02T03:04:05Z",

@@ -70,7 +70,7 @@ def test_bad_input_is_named_before_any_call(run_module, args, message):
 
 def test_check_mode_says_what_cleanup_would_delete_and_deletes_nothing(run_module):
     client = Account([droplet(7, ["waldur-resource:" + OWNER]), droplet(8, [])])
-    resources = [{"uuid": OWNER, "name": "gone", "state": "Terminated", "backend_id": "7"}]
+    resources = [{"uuid": OWNER, "name": "web", "state": "Terminated", "backend_id": "7"}]
     # without a direct read of the resource nothing would go: it is a candidate to read
     out = run_module({"resources": resources, "cleanup": True}, client, check=True)
     assert out["changed"] is False and out["cleanup_candidates"] == [OWNER]

@@ -21,6 +21,7 @@ UUID = "5f0f2b4c9a8e4d3f8a1b2c3d4e5f6a7b"
 OTHER = "7a6b5c4d3e2f41a09b8c7d6e5f4a3b2c"
 TAG = "waldur-resource:" + UUID
 OTHER_TAG = "waldur-resource:" + OTHER
+THIRD = "c0ffee00c0ffee00c0ffee00c0ffee00"
 WRITES = ("create_droplet", "destroy_droplet", "droplet_action")
 
 
@@ -205,35 +206,38 @@ def copy_of(droplet_id, created_at, **fields):
     return droplet
 
 
+ORDERED = "2026-01-02T03:00:00Z"  # the order's creation time (the item's not_before)
+
+
 @pytest.mark.parametrize("second, why", [
-    (dict(facts(8), name="web-8", created_at="2026-01-02T03:04:06Z"), "their names differ"),
-    (copy_of(8, "2026-01-02T03:04:06Z", size="s-2vcpu-4gb"), "their sizes differ"),
+    (dict(facts(8), name="web-8", created_at="2026-01-02T03:04:06Z"), "droplet 8 differs from the order (name web-8, not web-1)"),
+    (copy_of(8, "2026-01-02T03:04:06Z", size="s-2vcpu-4gb"), "droplet 8 differs from the order (size s-2vcpu-4gb, not s-1vcpu-1gb)"),
     (copy_of(8, "2026-01-02T03:20:06Z"), "they were created more than 900 seconds apart"),
 ])
-def test_tagged_droplets_that_are_not_copies_fail_naming_the_count(second, why):
+def test_tagged_droplets_that_are_not_copies_are_all_kept_naming_each(second, why):
     client = FakeClient(copy_of(7, "2026-01-02T03:04:05Z"), second)
-    result = run(client, create_item())
-    assert result["failed"] is True and not result.get("retry")
-    assert result["msg"] == ("2 droplets carry tag %s (ids 7, 8); delete the extra ones before retrying (none was "
-                             "deleted: %s, so they are not copies made by an overlapping pass)" % (TAG, why))
+    result = run(client, create_item(not_before=ORDERED))
+    assert (result["failed"], result["retry"], result["held"], result["backend_id"]) == (True, True, True, None)
+    assert result["msg"].startswith("2 droplets carry tag %s and none was deleted or adopted, since %s: 7 web-1 "
+                                    "(ams3, s-1vcpu-1gb, created 2026-01-02T03:04:05Z); 8 " % (TAG, why))
     assert client.writes() == []
 
 
 def test_copies_made_by_overlapping_passes_are_deleted_keeping_the_oldest():
     client = FakeClient(copy_of(9, "2026-01-02T03:04:09Z"), copy_of(7, "2026-01-02T03:04:07Z"),
                         copy_of(8, "2026-01-02T03:14:05Z"))
-    result = run(client, create_item())
+    result = run(client, create_item(not_before=ORDERED))
     assert (result["action"], result["changed"], result["failed"], result["backend_id"]) == (
         "adopted", True, False, "7")
     assert sorted(client.writes()) == [("destroy_droplet", 8), ("destroy_droplet", 9)]
     assert sorted(client.droplets) == [7]
-    assert ("deleted duplicate droplet(s) 9, 8 carrying tag %s, made by an overlapping pass (same name and size, "
-            "created within 900 seconds); kept the oldest, 7" % TAG) in result["msg"]
+    assert ("deleted duplicate droplet(s) 9, 8 carrying tag %s, made by an overlapping pass (identical to the order "
+            "and to each other, created after it and within 900 seconds); kept the oldest, 7" % TAG) in result["msg"]
 
 
 def test_check_mode_only_says_which_copies_it_would_delete():
     client = FakeClient(copy_of(7, "2026-01-02T03:04:07Z"), copy_of(8, "2026-01-02T03:04:08Z"))
-    result = run(client, create_item(), check_mode=True)
+    result = run(client, create_item(not_before=ORDERED), check_mode=True)
     assert client.writes() == [] and result["backend_id"] == "7"
     assert "would delete duplicate droplet(s) 8 made by an overlapping pass, keeping the oldest, 7" in result["msg"]
 
@@ -369,14 +373,14 @@ def test_absent_of_a_deleted_droplet_is_fine():
 
 def test_absent_without_backend_id_deletes_only_droplets_carrying_exactly_this_tag():
     client = FakeClient(facts(7), facts(8, tags=[TAG, OTHER_TAG]), facts(9, tags=[OTHER_TAG]))
-    result = run(client, item(state="absent"))
+    result = run(client, item(state="absent", name="web-7"))
     assert client.writes() == [("destroy_droplet", 7)]
     assert result["action"] == "deleted" and "left alone" in result["msg"]
 
 
 def test_absent_by_backend_id_deletes_the_copies_carrying_the_tag_too():
-    client = FakeClient(facts(7), facts(8), facts(9, tags=[TAG, OTHER_TAG]))
-    result = run(client, item(state="absent", backend_id="7"))
+    client = FakeClient(facts(7), dict(facts(8), name="web-7"), facts(9, tags=[TAG, OTHER_TAG]))
+    result = run(client, item(state="absent", backend_id="7", name="web-7"))
     assert client.writes() == [("destroy_droplet", 7), ("destroy_droplet", 8)]
     assert result["msg"] == ("deleted droplet 7; droplet(s) 9 carry another resource's tag as well and were left "
                              "alone; also deleted droplet(s) 8 carrying tag %s" % TAG)
@@ -500,7 +504,7 @@ def test_module_returns_results_in_input_order(run_module):
         {"resource_uuid": "5f0f2b4c-9a8e-4d3f-8a1b-2c3d4e5f6a7b", "backend_id": "8", "state": "active",
          "order_uuid": "0A1B2C3D-4E5F-4071-8293-A4B5C6D7E8F9"},
         {"resource_uuid": OTHER, "region": "ams3"},
-        {"resource_uuid": UUID, "backend_id": "7", "state": "off"},
+        {"resource_uuid": THIRD, "backend_id": "7", "state": "off"},
     ]}, client)
     assert [r["action"] for r in out["results"]] == ["powered_on", "none", "powered_off"]
     assert out["results"][0]["resource_uuid"] == UUID
