@@ -250,9 +250,10 @@ def main():
     module = AnsibleModule(argument_spec=argument_spec, supports_check_mode=True)
     offering_uuid, resources = checked_params(module)
     clients = clients_from_module(module)
+    clients.deadline = time.monotonic() + module.params["deadline"]  # no SDK retry waits past it
     try:
         clients.authenticate()
-        listing = AuditListing(module, clients, offering_uuid, time.monotonic() + module.params["deadline"])
+        listing = AuditListing(module, clients, offering_uuid, clients.deadline)
         holdings, machines = listing.run(module.params["resource_group"])
     except AzureError as error:
         module.fail_json(msg=str(error), api_calls=clients.api_calls)

@@ -375,6 +375,8 @@ def main():
     items = normalized_items(module, list_option(module, "machines", MACHINE_OPTIONS))
     duplicate_errors(items)
     clients = clients_from_module(module)
+    deadline = time.monotonic() + module.params["deadline"]
+    clients.deadline = deadline  # no SDK retry waits past it, whatever Retry-After asks
 
     def api_calls():
         # azure-core retries inside the SDK: each attempt counts as a read or a write, not as a retry
@@ -386,10 +388,8 @@ def main():
             clients.authenticate()
         except AzureError as error:
             runner.fail("%s; no machine was touched" % error)
-    deadline_seconds = module.params["deadline"]
     pacer = WritePacer(module.params["arm_write_burst"], module.params["arm_writes_per_second"])
-    chain = VmChain(module, clients, time.monotonic() + deadline_seconds, branches=module.params["parallel_branches"],
-                    pacer=pacer)
+    chain = VmChain(module, clients, deadline, branches=module.params["parallel_branches"], pacer=pacer)
     chain.plan_power(items)  # many power items: their machines come from listings, not one read each
 
     results = runner.run(items, chain.run)
