@@ -14,8 +14,9 @@ short_description: Set an Azure subscription's machines beside a Waldur offering
 version_added: 0.1.0
 description:
   - Reads listings only, run side by side - the resource groups carrying this offering's owner tag
-    C(waldur-offering-uuid), the virtual machines of the subscription and their power states, and the
-    objects of each shared resource group that holds this offering's machines (or is O(resource_group))
+    C(waldur-offering-uuid), the virtual machines of the subscription and their power states, the
+    resources of the subscription with their creation times (what else each group holds, and how young it
+    is), and the objects of each shared resource group that holds this offering's machines (or is O(resource_group))
     - and compares them with the offering's resources, in every state. A machine is never read on its own.
   - "A chain is what one resource owns: its dedicated resource group (carrying the owner tags), or the
     objects carrying its owner tags in a shared group. Orphans: chains whose resource is not one of this
@@ -138,9 +139,9 @@ findings:
     cleanup:
       description:
         - C(deleted), C(would delete), C(failed ...) or why it is kept; empty for other kinds.
-        - A dedicated group that holds something without the chain's owner tag is kept
-          (C(kept: resource group <name>: it holds virtual machine db (no owner tag); deleted ...)): only the
-          chain's tagged objects in it are deleted.
+        - A dedicated group that holds something without the chain's owner tag is kept, and only the chain's
+          tagged objects in it are deleted; the text starts with C(kept), names the group and each object it
+          holds with its owner, then what was deleted.
       type: str
 notes:
   description: What was left out, with the reason (a backend id of another subscription, a tagged group

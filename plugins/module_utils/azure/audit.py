@@ -6,8 +6,8 @@ objects of the shared group, for one offering, from listings only. Judging what 
 (and deleting) is the audit module's (azure_audit) with agent/audit.py.
 
 Besides the keys agent/audit.py documents, each holding carries ``youngest_at`` (the creation
-time of its youngest object: for a dedicated group, of anything in the group, from a fresh listing
-with ``createdTime``) and ``unmarked`` (labels of what in the holding's group does not carry the
+time of its youngest object: for a dedicated group, of anything in the group, from this run's listing
+of the subscription's resources with ``createdTime``) and ``unmarked`` (labels of what in the holding's group does not carry the
 holding's owner mark, e.g. ``virtual machine db (no owner tag)``; empty for a shared-group chain,
 which is its marked objects only)."""
 
@@ -92,8 +92,12 @@ class Listing:
             lambda: self._list("listing the virtual machines of the subscription", machines.list_all),
             lambda: self._list("listing the power states of the virtual machines", machines.list_all,
                                status_only="true"),
+            # Everything in the subscription with its creation time, in pages: what else the groups hold
+            # and how young it is, without a call per group.
+            lambda: self._list("listing the resources of the subscription", resources.resources.list,
+                               expand="createdTime"),
         ]
-        groups, vms, statuses = self._together(jobs)
+        groups, vms, statuses, contents = self._together(jobs)
         power = dict((_lower(vm.id), power_state(getattr(vm, "instance_view", None))) for vm in statuses)
         dedicated = {}
         for group in groups:
@@ -130,7 +134,12 @@ class Listing:
                 dedicated[_lower(group)]["vms"].append({"id": vm_id, "name": name, "created_at": created})
             elif offering == self.offering_uuid:
                 shared.setdefault(_lower(group), group)
-        self._dedicated_holdings(dedicated)
+        in_group = {}
+        for item in contents:
+            parts = parse_resource_id(getattr(item, "id", None))
+            if parts and _lower(parts["group"]) in dedicated:
+                in_group.setdefault(_lower(parts["group"]), []).append(item)
+        self._dedicated_holdings(dedicated, in_group)
         for group in sorted(set(shared) - set(dedicated)):
             self._shared_holdings(shared[group])
         return self.holdings, self.machines
@@ -143,13 +152,11 @@ class Listing:
                 self.module.fail_json(msg=outcome.get("msg") or "listing failed", api_calls=self.clients.api_calls)
         return [outcome["value"] for outcome in outcomes]
 
-    def _dedicated_holdings(self, dedicated):
-        # Every group's contents, fresh: how old is what is in it (its youngest object bounds the
-        # cleanup's age), and what in it does not carry the group's owner mark.
-        entries = list(dedicated.values())
-        contents = self._together([lambda entry=entry: self._group_contents(entry["name"]) for entry in entries])
-        for entry, listed in zip(entries, contents):
-            listed = listed or []
+    def _dedicated_holdings(self, dedicated, in_group):
+        # Every group's contents, from this run's listing: how old is what is in it (its youngest object
+        # bounds the cleanup's age), and what in it does not carry the group's owner mark.
+        for key, entry in dedicated.items():
+            listed = in_group.get(key, [])
             vm_name = vm_name_of_dedicated_group(entry["name"])
             match = set(_lower(vm["id"]) for vm in entry["vms"])
             if vm_name:
