@@ -149,3 +149,36 @@ def test_plain_http_endpoints_are_warned_about_naming_the_option():
     assert "http://arm.sovereign.example" in module.warnings[0] and "use https://" in module.warnings[0]
     assert SECRET not in " ".join(module.warnings)
     assert plain_http_endpoints(dict(params, arm_endpoint="https://a", authority_host="https://b")) == []
+
+
+# ---- the audit's holdings ------------------------------------------------------------------------------
+
+def test_a_dedicated_holding_carries_its_youngest_object_and_what_lacks_its_mark():
+    from types import SimpleNamespace as Space
+
+    from azure.mgmt.compute import models as compute_models
+
+    from ansible_collections.waldur.site_agent.plugins.module_utils.azure.audit import Listing
+
+    offering = "a" * 32
+    marks = {"waldur-resource-uuid": UUID, "waldur-offering-uuid": offering}
+    group = resource_models.ResourceGroup({"id": "/subscriptions/sub-1/resourceGroups/" + GROUP, "name": GROUP,
+                                           "location": "westeurope", "tags": marks})
+    machine = compute_models.VirtualMachine({"id": BASE + VM + "/web", "name": "web", "location": "westeurope",
+                                             "tags": marks, "properties": {"timeCreated": "2026-01-01T00:00:00Z"}})
+    contents = [resource_models.GenericResourceExpanded(dict(body, createdTime=created)) for body, created in (
+        ({"id": BASE + VM + "/web", "name": "web", "type": VM, "tags": marks}, "2026-01-01T00:00:00Z"),
+        ({"id": BASE + VM + "/young", "name": "young", "type": VM}, "2026-01-03T00:00:00Z"),
+        ({"id": "/subscriptions/sub-1/resourceGroups/other/providers/" + VM + "/x", "name": "x", "type": VM},
+         "2026-01-09T00:00:00Z"))]
+    clients = Space(
+        subscription_id="sub-1", api_calls=0,
+        listing=lambda what, function, *args, **kwargs: list(function(*args, **kwargs)),
+        resource=Space(resource_groups=Space(list=lambda filter=None: [group]),
+                       resources=Space(list=lambda expand=None: contents if expand == "createdTime" else [])),
+        compute=Space(virtual_machines=Space(list_all=lambda status_only=None: [machine])))
+    holdings, _machines = Listing(Space(params={}), clients, offering, time.monotonic() + 60).run(None)
+    [holding] = holdings
+    assert holding["created_at"].isoformat() == "2026-01-01T00:00:00+00:00"  # as before: the machine's
+    assert holding["youngest_at"].isoformat() == "2026-01-03T00:00:00+00:00"  # what else the group holds
+    assert holding["unmarked"] == ["virtual machine young (no owner tag)"]
