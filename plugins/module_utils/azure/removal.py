@@ -89,7 +89,7 @@ class ChainRemoval(MachineWork):
         # A subnet cannot carry a tag: the one this run made is known to be its own.
         unmarked = set([("subnet", names["subnet"].lower())]) if "subnet" in state.made else set()
         if not state.made:
-            return "; nothing to roll back: Azure confirmed no create of this run"
+            return "; rolled back: nothing (Azure confirmed no create of this run)"
         try:
             if names["dedicated"] and "group" in state.made:
                 deleted, notes = self._clear_group(group, uuid)

@@ -315,7 +315,7 @@ def test_a_failure_at_any_step_rolls_the_dedicated_group_back(failing):
         assert "rolled back: deleted resource group %s" % GROUP in result["msg"]
     else:
         # the group's create was refused: this run made nothing, so nothing is deleted
-        assert "nothing to roll back: Azure confirmed no create of this run" in result["msg"]
+        assert "rolled back: nothing (Azure confirmed no create of this run)" in result["msg"]
 
 
 def test_a_shared_rollback_deletes_only_this_machines_objects_in_order():
