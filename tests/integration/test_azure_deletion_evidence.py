@@ -202,7 +202,7 @@ def test_a_write_throttled_for_900_seconds_ends_as_a_retry_before_the_deadline(t
 
     assert run.rc == 0, run.output[-6000:]
     # the SDK would have slept 900 s (then the batch cut the item at its 120 s deadline)
-    assert time.monotonic() - started < 100
+    assert time.monotonic() - started < 115
     assert len(azure.app.calls_of("vms.put")) == 1
     assert_left_for_the_next_pass(waldur, W.AZURE_ORDER_UUID)
     assert arm_deletes(azure) == [] and azure.app.get(arm(GROUP)) is not None
