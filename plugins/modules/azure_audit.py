@@ -14,8 +14,9 @@ short_description: Set an Azure subscription's machines beside a Waldur offering
 version_added: 0.1.0
 description:
   - Reads listings only, run side by side - the resource groups carrying this offering's owner tag
-    C(waldur-offering-uuid), the virtual machines of the subscription and their power states, and the
-    objects of each shared resource group that holds this offering's machines (or is O(resource_group))
+    C(waldur-offering-uuid), the virtual machines of the subscription and their power states, the
+    resources of the subscription with their creation times (what else each group holds, and how young it
+    is), and the objects of each shared resource group that holds this offering's machines (or is O(resource_group))
     - and compares them with the offering's resources, in every state. A machine is never read on its own.
   - "A chain is what one resource owns: its dedicated resource group (carrying the owner tags), or the
     objects carrying its owner tags in a shared group. Orphans: chains whose resource is not one of this
@@ -29,8 +30,10 @@ description:
     for information, and never deleted.
   - With O(cleanup), deletes the orphan chains older than O(cleanup_min_age_hours) that carry this
     offering's owner tag and whose resource is absent, Terminated or Erred without a backend id - a
-    dedicated group whole, the objects of a shared group one by one (each read again first, and left when
-    it no longer carries that resource's owner tag).
+    dedicated group whole only when a fresh listing of it shows nothing without that resource's owner tag
+    (otherwise its tagged objects one by one, and the group is kept, its cleanup naming what else it
+    holds), the objects of a shared group one by one (each read again first, and left when it no longer
+    carries that resource's owner tag).
 author:
   - Waldur site agent developers (@waldur)
 extends_documentation_fragment:
@@ -134,7 +137,11 @@ findings:
       description: Whether O(cleanup) may delete it (once old enough).
       type: bool
     cleanup:
-      description: C(deleted), C(would delete), C(failed ...) or why it is kept; empty for other kinds.
+      description:
+        - C(deleted), C(would delete), C(failed ...) or why it is kept; empty for other kinds.
+        - A dedicated group that holds something without the chain's owner tag is kept, and only the chain's
+          tagged objects in it are deleted; the text starts with C(kept), names the group and each object it
+          holds with its owner, then what was deleted.
       type: str
 notes:
   description: What was left out, with the reason (a backend id of another subscription, a tagged group
@@ -195,7 +202,14 @@ from ansible_collections.waldur.site_agent.plugins.module_utils.azure.clients im
     azure_argument_spec,
     clients_from_module,
 )
-from ansible_collections.waldur.site_agent.plugins.module_utils.azure.objects import OWNED_DELETION_ORDER, delete_objects
+from ansible_collections.waldur.site_agent.plugins.module_utils.azure.objects import (
+    OWNED_DELETION_ORDER,
+    delete_objects,
+    kept_group,
+    list_group_contents,
+    own_targets,
+    sort_contents,
+)
 from ansible_collections.waldur.site_agent.plugins.module_utils.azure.ownership import provisioning_state
 
 
@@ -237,6 +251,9 @@ class AuditListing(Listing):
         return WOULD_DELETE if self.module.check_mode else DELETED
 
     def _delete_group(self, holding):
+        """The group whole only when a fresh listing shows everything in it carrying the holding's
+        owner mark (or belonging to an object that does); otherwise only the marked objects, and the
+        group is kept, naming what else it holds."""
         groups = self.clients.resource.resource_groups
         current = self.clients.read("reading resource group %s" % holding["group"], groups.get, holding["group"],
                                     deadline=self.deadline)
@@ -246,6 +263,20 @@ class AuditListing(Listing):
             return "kept: its owner tags changed since it was listed"
         if provisioning_state(current) == "deleting":
             return "kept: Azure is already deleting it"
+        listed = list_group_contents(self.clients, holding["group"], deadline=self.deadline)
+        if listed is None:
+            return "kept: already gone"
+        ours, foreign = sort_contents(listed, holding["owner"])
+        if foreign:
+            targets, unmarked = own_targets(ours)
+            deleted, left = delete_objects(self.clients, holding["group"],
+                                           next((name for kind, name in targets if kind == "vnet"), None), targets,
+                                           resource_uuid=holding["owner"], check_mode=self.module.check_mode,
+                                           deadline=self.deadline, require_mark=True, unmarked_ok=unmarked)
+            done = "; %s %s" % (WOULD_DELETE if self.module.check_mode else DELETED, ", ".join(deleted)) \
+                if deleted else ""
+            return "kept: %s%s%s" % (kept_group(holding["group"], foreign)[len("kept "):], done,
+                                     "; left %s" % ", ".join(left) if left else "")
         if self.module.check_mode:
             return WOULD_DELETE
         self.clients.call("deleting resource group %s" % holding["group"], groups.begin_delete, holding["group"],
@@ -260,9 +291,10 @@ def main():
     module = AnsibleModule(argument_spec=argument_spec, supports_check_mode=True)
     offering_uuid, resources = checked_params(module)
     clients = clients_from_module(module)
+    clients.deadline = time.monotonic() + module.params["deadline"]  # no SDK retry waits past it
     try:
         clients.authenticate()
-        listing = AuditListing(module, clients, offering_uuid, time.monotonic() + module.params["deadline"])
+        listing = AuditListing(module, clients, offering_uuid, clients.deadline)
         holdings, machines = listing.run(module.params["resource_group"])
     except AzureError as error:
         module.fail_json(msg=str(error), api_calls=clients.api_calls)

@@ -40,10 +40,17 @@ description:
   - The chain is looked up by its owner tag first (resource groups in the subscription, or the objects in
     the shared group), so a resource renamed since an interrupted run finishes its first chain; only when
     nothing carries the tag are the names derived from the current name.
-  - Location, size, image and SSH key are checked before anything is created. A chain that fails part-way
-    before its machine exists is rolled back, deleting only what this run made (its own group only when the
-    group holds nothing else) and never while one of its operations is still running; the item fails with
-    the cause. A branch that fails lets the branches already running finish (an operation Azure accepted
+  - Location, size, image and SSH key are checked before anything is created. Creates of one batch whose
+    derived names coincide (the same group and machine name) are all refused before any write, naming each
+    other. A chain that fails part-way before its machine exists is rolled back, deleting only what this run
+    made (an object counts as made only when Azure answered its create with success on a name read free just
+    before; its own group only when a fresh listing shows nothing else in it) and never while one of its
+    operations is still running; the item fails with the cause.
+  - A create Azure did not confirm (refused, or no answer) is never rolled back as made. The object is read
+    again; a machine that exists with this resource's owner tag is adopted (done when its provisioning
+    succeeded). A transient failure (no answer, throttling, a 5xx) is a C(retry) with nothing rolled back, and
+    the next run adopts what Azure made. No retry of the SDK waits past O(deadline), whatever C(Retry-After)
+    asks; the item is a C(retry) before the deadline instead. A branch that fails lets the branches already running finish (an operation Azure accepted
     cannot be called back) and keeps them from starting another write; then the rollback runs, and the
     item's message names every branch that failed.
   - Once the virtual machine exists (Azure accepted its creation), nothing fails the item. A deadline hit
@@ -56,11 +63,17 @@ description:
     key is installed for the admin user, custom data is sent base64-encoded. A random administrator
     password satisfies Azure and is never reported.
   - O(machines[].state=absent) reads the deletion route from the machine's ARM id, never from the current
-    settings. A dedicated group is deleted whole, in a shared group exactly the machine's objects are
-    (an object carrying another resource's owner tag is left and named). Machines made before owner tags
-    (Waldur Mastermind, C(group-<4 hex>-<name>)) are reached this way, by their ARM id only. Without a
-    backend id, what carries the resource's owner tag is deleted (a create that never reported its
-    machine).
+    settings. A dedicated group is deleted whole only when a fresh listing of it, read just before, shows
+    nothing without this resource's owner tag (the OS disk its machine manages counts as the machine's);
+    otherwise the machine, its network interface, security group, public IP and network are deleted one by
+    one and the group is kept, the message naming what else it holds, and whose each is, in one line that
+    starts with C(kept resource group). In a shared group exactly the machine's objects are
+    deleted (an object carrying another resource's owner tag is left and named). Machines made before owner
+    tags (Waldur Mastermind, C(group-<4 hex>-<name>)) are reached this way, by their ARM id only; their
+    untagged group goes whole only when it holds nothing but the chain that id names. Without a backend id,
+    what carries the resource's owner tag is deleted (a create that never reported its machine); a group
+    carrying the tag goes only when it is named the way the agent names this resource's group, any other
+    (a customer's, the tag copied for cost reports) is kept with everything untagged in it.
   - O(machines[].state=deallocated) and O(machines[].state=running) deallocate or start a machine only when
     its instance view says otherwise. With two or more such machines, the machines, their power states,
     network interfaces and public addresses are read from one subscription-wide paged listing each, not
@@ -375,6 +388,8 @@ def main():
     items = normalized_items(module, list_option(module, "machines", MACHINE_OPTIONS))
     duplicate_errors(items)
     clients = clients_from_module(module)
+    deadline = time.monotonic() + module.params["deadline"]
+    clients.deadline = deadline  # no SDK retry waits past it, whatever Retry-After asks
 
     def api_calls():
         # azure-core retries inside the SDK: each attempt counts as a read or a write, not as a retry
@@ -386,10 +401,8 @@ def main():
             clients.authenticate()
         except AzureError as error:
             runner.fail("%s; no machine was touched" % error)
-    deadline_seconds = module.params["deadline"]
     pacer = WritePacer(module.params["arm_write_burst"], module.params["arm_writes_per_second"])
-    chain = VmChain(module, clients, time.monotonic() + deadline_seconds, branches=module.params["parallel_branches"],
-                    pacer=pacer)
+    chain = VmChain(module, clients, deadline, branches=module.params["parallel_branches"], pacer=pacer)
     chain.plan_power(items)  # many power items: their machines come from listings, not one read each
 
     results = runner.run(items, chain.run)

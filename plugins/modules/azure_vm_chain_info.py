@@ -305,7 +305,8 @@ def main():
             # Fail rather than report every machine as unmeasured: nothing would be billed.
             module.fail_json(msg=str(error))
     deadline_seconds = module.params["deadline"]
-    reader = Reader(module, clients, time.monotonic() + deadline_seconds if deadline_seconds else None)
+    clients.deadline = time.monotonic() + deadline_seconds if deadline_seconds else None  # bounds SDK retries
+    reader = Reader(module, clients, clients.deadline)
     machines = reader.run(backend_ids)
     if module.params["packed"]:
         module.exit_json(changed=False, machines_packed=pack(machines), api_calls=clients.api_calls)

@@ -16,6 +16,7 @@ import yaml
 from tests.helpers import REPO, run_playbook, simulator_site_config
 from tests.integration.azure_state import OFFERING_TAG, RESOURCE_TAG, all_vms, arm, arm_ids, dedicated_group
 from tests.integration.passes import log_lines
+from tests.simulators.azure.simulator import GENERIC_TYPES
 from tests.simulators.digitalocean import presets as DO
 from tests.simulators.waldur import presets as W
 
@@ -197,8 +198,11 @@ def test_the_report_lists_exactly_the_seeded_findings_from_listings_only(tmp_pat
                         and (body.get("tags") or {}).get(OFFERING_TAG) == W.AZURE_OFFERING_UUID)
     arm_calls = [op for op in operations(azure.app.calls[since["azure"]:]) if op not in ("token", "openid")]
     page_size = azure.app.page_size
+    # what ARM lists as the subscription's resources (not subnets or rules: parts of their parents)
+    listed = sum(1 for body in state.values() if body.get("type") in GENERIC_TYPES.values())
     assert sorted(arm_calls) == sorted(["resource_groups.list"] * pages(tagged_groups, page_size)
-                                       + ["vms.list_all"] * 2 * pages(len(all_vms(azure)), page_size))
+                                       + ["vms.list_all"] * 2 * pages(len(all_vms(azure)), page_size)
+                                       + ["resources.list"] * pages(listed, page_size))
     waldur_calls = waldur.app.calls[since["waldur"]:]
     assert all(call["method"] == "GET" for call in waldur_calls)
     assert operations(waldur_calls).count("resources.list") == sum(
@@ -354,7 +358,9 @@ def test_the_number_of_calls_grows_only_with_pages(tmp_path, waldur_sim, do_sim,
     assert run.rc == 0, run.output[-4000:]
     assert len(do.app.calls) - since["do"] == pages(healthy, DO_PAGE)
     arm_calls = [op for op in operations(azure.app.calls[since["azure"]:]) if op not in ("token", "openid")]
-    assert len(arm_calls) == 3 * pages(healthy, 40)
+    # groups, machines, power states, and the subscription's resources (5 a chain: network, public IP,
+    # network interface, machine, OS disk), each page by page
+    assert len(arm_calls) == 3 * pages(healthy, 40) + pages(5 * healthy, 40)
     # per offering: the resources (one more for the default preset's pending order) and the orders
     waldur_lists = [op for op in operations(waldur.app.calls[since["waldur"]:]) if op.endswith(".list")]
     assert sorted(waldur_lists) == sorted(["orders.list"] * 2 + ["resources.list"] * 2 * pages(healthy + 1, WALDUR_PAGE))

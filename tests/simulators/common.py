@@ -50,7 +50,9 @@ def json_response(body: Any, status: int = 200, headers: dict | None = None) -> 
 class Fault:
     """One injected fault. ``nth`` counts calls of ``operation`` from when the
     fault was added (1 = the next call); ``times`` is how many consecutive calls
-    fail from there (-1 = every call until cleared)."""
+    fail from there (-1 = every call until cleared). ``apply``: the service carries the
+    call out first and then answers with the fault (a write done, its answer lost or
+    refused), so only calls it answered with success count."""
 
     operation: str
     status: int = 500
@@ -58,6 +60,7 @@ class Fault:
     times: int = 1
     body: Any = None
     retry_after: int | None = None
+    apply: bool = False
     seen: int = 0
     fired: int = 0
 
@@ -179,8 +182,8 @@ class Simulator:
             self.reset_state(preset)
 
     def add_fault(self, operation: str, status: int = 500, nth: int = 1, times: int = 1,
-                  body: Any = None, retry_after: int | None = None) -> Fault:
-        fault = Fault(operation, status, nth, times, body, retry_after)
+                  body: Any = None, retry_after: int | None = None, apply: bool = False) -> Fault:
+        fault = Fault(operation, status, nth, times, body, retry_after, apply)
         with self.lock:
             self.faults.append(fault)
         return fault
@@ -250,6 +253,8 @@ class Simulator:
                     response = handler(request, **args)
                 except Exception as exc:  # a simulator bug must surface as a 500, not hang
                     response = self.error_response(500, f"simulator error: {exc!r}", "server_error")
+                if response.status_code < 400:
+                    response = self._fault_after(operation) or response
             barrier = self.barriers.get(operation)
             if barrier is not None:
                 # The answer is held (outside the simulator's lock) until every client's call
@@ -270,14 +275,21 @@ class Simulator:
             })
         return response
 
-    def _injected(self, operation: str) -> Response | None:
+    def _fault_after(self, operation: str) -> Response | None:
+        """The answer of an ``apply`` fault to a call the service has just carried out, or None."""
+        # The base class's own check: subclasses' _injected add limits that apply before a call only.
+        return Simulator._injected(self, operation, applied=True)
+
+    def _injected(self, operation: str, applied: bool = False) -> Response | None:
+        """The fault answering this call instead of the service (``applied``: after the
+        service carried it out), or None."""
         with self.lock:
-            if self.rate_limit is not None:
+            if self.rate_limit is not None and not applied:
                 wait = self.rate_limit.check(time.monotonic())
                 if wait is not None:
                     return self.throttle_response(wait)
             for fault in self.faults:
-                if fault.operation in (operation, "*") and fault.should_fire():
+                if fault.operation in (operation, "*") and fault.apply == applied and fault.should_fire():
                     if fault.status == 429:
                         return self.throttle_response(fault.retry_after or 1)
                     headers = {"Retry-After": str(fault.retry_after)} if fault.retry_after else None

@@ -3,7 +3,13 @@
 # MIT License (see LICENSE)
 """What the Azure audit reads: the subscription's resource groups, virtual machines and the
 objects of the shared group, for one offering, from listings only. Judging what is read
-(and deleting) is the audit module's (azure_audit) with agent/audit.py."""
+(and deleting) is the audit module's (azure_audit) with agent/audit.py.
+
+Besides the keys agent/audit.py documents, each holding carries ``youngest_at`` (the creation
+time of its youngest object: for a dedicated group, of anything in the group, from this run's listing
+of the subscription's resources with ``createdTime``) and ``unmarked`` (labels of what in the holding's group does not carry the
+holding's owner mark, e.g. ``virtual machine db (no owner tag)``; empty for a shared-group chain,
+which is its marked objects only)."""
 
 from __future__ import absolute_import, division, print_function
 
@@ -21,7 +27,7 @@ from ansible_collections.waldur.site_agent.plugins.module_utils.azure.naming imp
     vm_name_of_companion,
     vm_name_of_dedicated_group,
 )
-from ansible_collections.waldur.site_agent.plugins.module_utils.azure.objects import KIND_LABELS, kind_of
+from ansible_collections.waldur.site_agent.plugins.module_utils.azure.objects import KIND_LABELS, kind_of, list_group_contents, sort_contents
 from ansible_collections.waldur.site_agent.plugins.module_utils.azure.ownership import (
     OFFERING_TAG,
     RESOURCE_TAG,
@@ -30,7 +36,7 @@ from ansible_collections.waldur.site_agent.plugins.module_utils.azure.ownership 
     tag_value,
 )
 from ansible_collections.waldur.site_agent.plugins.module_utils.core.batch import run_batch
-from ansible_collections.waldur.site_agent.plugins.module_utils.core.times import oldest
+from ansible_collections.waldur.site_agent.plugins.module_utils.core.times import oldest, parse_time
 from ansible_collections.waldur.site_agent.plugins.module_utils.core.uuids import is_uuid, normalize_uuid
 
 # Listings run side by side, at most this many at a time.
@@ -41,6 +47,12 @@ POWER = {"running": "on", "starting": "on", "deallocated": "off", "deallocating"
 
 def _lower(value):
     return str(value or "").lower()
+
+
+def youngest(values):
+    """The latest of some times, or None when none of them is a time."""
+    moments = [moment for moment in (parse_time(value) for value in values) if moment is not None]
+    return max(moments) if moments else None
 
 
 def owners(obj):
@@ -69,13 +81,7 @@ class Listing:
 
     def _group_contents(self, group):
         """The objects of a group with their creation times; None when the group is gone."""
-        try:
-            return self._list("listing resource group %s" % group, self.clients.resource.resources.list_by_resource_group,
-                              group, expand="createdTime")
-        except AzureError as error:
-            if error.not_found:
-                return None
-            raise
+        return list_group_contents(self.clients, group, deadline=self.deadline, created_time=True)
 
     def run(self, shared_group):
         resources = self.clients.resource
@@ -86,8 +92,12 @@ class Listing:
             lambda: self._list("listing the virtual machines of the subscription", machines.list_all),
             lambda: self._list("listing the power states of the virtual machines", machines.list_all,
                                status_only="true"),
+            # Everything in the subscription with its creation time, in pages: what else the groups hold
+            # and how young it is, without a call per group.
+            lambda: self._list("listing the resources of the subscription", resources.resources.list,
+                               expand="createdTime"),
         ]
-        groups, vms, statuses = self._together(jobs)
+        groups, vms, statuses, contents = self._together(jobs)
         power = dict((_lower(vm.id), power_state(getattr(vm, "instance_view", None))) for vm in statuses)
         dedicated = {}
         for group in groups:
@@ -124,7 +134,12 @@ class Listing:
                 dedicated[_lower(group)]["vms"].append({"id": vm_id, "name": name, "created_at": created})
             elif offering == self.offering_uuid:
                 shared.setdefault(_lower(group), group)
-        self._dedicated_holdings(dedicated)
+        in_group = {}
+        for item in contents:
+            parts = parse_resource_id(getattr(item, "id", None))
+            if parts and _lower(parts["group"]) in dedicated:
+                in_group.setdefault(_lower(parts["group"]), []).append(item)
+        self._dedicated_holdings(dedicated, in_group)
         for group in sorted(set(shared) - set(dedicated)):
             self._shared_holdings(shared[group])
         return self.holdings, self.machines
@@ -137,23 +152,24 @@ class Listing:
                 self.module.fail_json(msg=outcome.get("msg") or "listing failed", api_calls=self.clients.api_calls)
         return [outcome["value"] for outcome in outcomes]
 
-    def _dedicated_holdings(self, dedicated):
-        bare = [entry for entry in dedicated.values() if not entry["vms"]]
-        # A group whose machine is gone: how old is what is left in it?
-        contents = self._together([lambda entry=entry: self._group_contents(entry["name"]) for entry in bare])
-        created_of_bare = dict((id(entry), oldest([getattr(item, "created_time", None) for item in listed or []]))
-                               for entry, listed in zip(bare, contents))
-        for entry in dedicated.values():
+    def _dedicated_holdings(self, dedicated, in_group):
+        # Every group's contents, from this run's listing: how old is what is in it (its youngest object
+        # bounds the cleanup's age), and what in it does not carry the group's owner mark.
+        for key, entry in dedicated.items():
+            listed = in_group.get(key, [])
             vm_name = vm_name_of_dedicated_group(entry["name"])
             match = set(_lower(vm["id"]) for vm in entry["vms"])
             if vm_name:
                 match.add(_lower(build_vm_id(self.clients.subscription_id, entry["name"], vm_name)))
             machines = ", ".join("virtual machine %s" % vm["name"] for vm in entry["vms"]) or "no virtual machine"
             created = [vm["created_at"] for vm in entry["vms"]]
+            listed_times = [getattr(item, "created_time", None) for item in listed]
             self.holdings.append({
                 "key": _lower(entry["id"]), "owner": entry["owner"], "kind": "group", "group": entry["name"],
                 "object": "resource group %s (a chain of its own: %s)" % (entry["name"], machines),
-                "ids": [entry["id"]], "created_at": oldest(created) if created else created_of_bare.get(id(entry)),
+                "ids": [entry["id"]], "created_at": oldest(created) if created else oldest(listed_times),
+                "youngest_at": youngest(created + listed_times),
+                "unmarked": sort_contents(listed, entry["owner"])[1],
                 "match": match, "marked": True,
             })
 
@@ -189,6 +205,9 @@ class Listing:
                     "object": "in resource group %s: %s" % (group, labels),
                     "ids": [item.id for _kind, item in items],
                     "created_at": oldest([getattr(item, "created_time", None) for _kind, item in items]),
+                    "youngest_at": youngest([getattr(item, "created_time", None) for _kind, item in items]),
+                    # the holding is the objects carrying its owner's mark, nothing else of the group
+                    "unmarked": [],
                     "match": set([_lower(build_vm_id(self.clients.subscription_id, group, vm_name))]) if vm_name else set(),
                     "marked": True,
                 })

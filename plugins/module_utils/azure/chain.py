@@ -98,13 +98,25 @@ class WritePacer:
             self._sleep(wait)
 
 
+def outcome_unknown(error):
+    """Whether a write's failure leaves its outcome unknown or is transient (no answer, a timeout,
+    throttling, a 5xx), as against a refusal that says nothing was done (another 4xx)."""
+    return error.status is None or error.status in (408, 429) or error.status >= 500
+
+
 class ChainState:
     """What one create run has found and done, for check mode and rollback (shared by its branches)."""
 
-    def __init__(self, names):
+    def __init__(self, names, resource_uuid=None):
         self.names = names
+        self.resource_uuid = resource_uuid
         self.found = {}          # kind -> object that existed before this run wrote anything
-        self.created = []        # kinds this run created (or, in check mode, would)
+        self.created = []        # kinds this run creates (or, in check mode, would): the survey read them free
+        # Kinds ARM confirmed this run made (it answered the create with success on a name the survey
+        # read free): the only ones a rollback may delete. A write refused, or whose answer never came
+        # (a 409, a 5xx, a connection lost), never marks an object made: it is read again instead.
+        self.made = []
+        self.unconfirmed = {}    # kind -> the AzureError of a create ARM did not confirm
         self.adopted = []        # kinds that existed already and carry this resource's owner tag
         self.objects = {}        # kind -> SDK object
         self.written = False
@@ -196,13 +208,14 @@ class VmChain(ChainRemoval):
             return
         result["backend_id"] = None
         try:
-            deleted = self._delete_owned(item["resource_uuid"])
+            deleted, notes = self._delete_owned(item["resource_uuid"])
         except (AzureError, ItemError) as error:
             raise ItemError("%s; deleting what carries its owner tag failed, objects may be left: %s"
                             % (reason, error))
         result["changed"] = bool(deleted)
-        raise ItemError("%s; %s %s" % (reason, "would delete" if self.check_mode else "deleted",
-                                       ", ".join(deleted) or "nothing (nothing was left)"))
+        raise ItemError("%s; %s %s%s" % (reason, "would delete" if self.check_mode else "deleted",
+                                         ", ".join(deleted) or "nothing (nothing was left)",
+                                         "".join("; " + note for note in notes)))
 
     def _after_vm(self, work, what):
         """Run ``work`` once the machine exists: an Azure failure there is a ``retry``, never an error."""
@@ -234,22 +247,13 @@ class VmChain(ChainRemoval):
         location = normalize_location(item["location"])
         image = parse_image(item["image"])
         backend_id = build_vm_id(self.clients.subscription_id, names["group"], names["vm"])
-        state = ChainState(names)
+        state = ChainState(names, item["resource_uuid"])
 
         self._survey(item, state)
         vm = state.found.get("vm")
         if vm is not None:
             # An earlier run was stopped after the machine was made: adopt it, never write it again.
-            if owner_of(vm) == item["resource_uuid"]:
-                result["backend_id"] = vm.id or backend_id
-                self._clear_failed_machine(vm, names, item, result)
-            self._judge_vm(vm, names, item)
-            self._after_vm(lambda: self._tag_os_disk(vm, item), "virtual machine %s exists" % names["vm"])
-            result.update(
-                action="adopted",
-                msg="adopted the existing virtual machine %s in resource group %s" % (names["vm"], names["group"]),
-                backend_metadata=self._after_vm(lambda: self._metadata(vm),
-                                                "virtual machine %s was adopted" % names["vm"]))
+            self._adopt_vm(vm, names, item, result, backend_id)
             return
 
         size = self._validate_remote(location, item["size"])
@@ -265,6 +269,22 @@ class VmChain(ChainRemoval):
                 # (and a group being deleted refuses the next pass). Leave it to the next pass.
                 raise RetryLater("%s; nothing is rolled back while Azure is working on it: the next pass adopts "
                                  "the chain" % error)
+            if "vm" in state.unconfirmed:
+                # ARM may have made the machine although it did not say so (a 409 because it was
+                # made meanwhile, a 500 after carrying the PUT out): read it before anything else.
+                vm = self._read_vm(names["group"], names["vm"])
+                if vm is not None:
+                    result["changed"] = True
+                    self._adopt_vm(vm, names, item, result, backend_id,
+                                   how="adopted virtual machine %s in resource group %s, which Azure made although "
+                                       "it answered the create with: %s" % (names["vm"], names["group"],
+                                                                            state.unconfirmed["vm"]))
+                    return
+            unknown = [kind for kind, refusal in state.unconfirmed.items() if outcome_unknown(refusal)]
+            if unknown:
+                # Transient (throttled, a 5xx, no answer): the object may exist or appear; the next pass
+                # reads again and adopts what carries this resource's mark. Nothing is rolled back.
+                raise RetryLater("%s; nothing is rolled back: the next pass adopts what Azure made" % error)
             message = str(error)
             if state.written:
                 message += self._rollback(state)
@@ -294,6 +314,20 @@ class VmChain(ChainRemoval):
             built, "created: " + ", ".join(KIND_LABELS[kind] for kind in in_message_order(state.created)),
             "; adopted: " + ", ".join(KIND_LABELS[kind] for kind in in_message_order(state.adopted))
             if state.adopted else "")
+
+    def _adopt_vm(self, vm, names, item, result, backend_id, how=None):
+        """Adopt this resource's machine (refused unless it carries this resource's mark and its
+        provisioning succeeded; a failed one left by an earlier run is cleared, see above)."""
+        if owner_of(vm) == item["resource_uuid"]:
+            result["backend_id"] = vm.id or backend_id
+            self._clear_failed_machine(vm, names, item, result)
+        self._judge_vm(vm, names, item)
+        self._after_vm(lambda: self._tag_os_disk(vm, item), "virtual machine %s exists" % names["vm"])
+        result.update(
+            action="adopted",
+            msg=how or "adopted the existing virtual machine %s in resource group %s" % (names["vm"], names["group"]),
+            backend_metadata=self._after_vm(lambda: self._metadata(vm),
+                                            "virtual machine %s was adopted" % names["vm"]))
 
     def _survey(self, item, state):
         """Read every object of the chain before anything is written (what exists decides
@@ -366,8 +400,24 @@ class VmChain(ChainRemoval):
         with state.lock:
             state.written = True
             state.in_flight.add(kind)
-        made = self._call("creating %s %s" % (KIND_LABELS[kind], name), create, accepted=on_accepted)
+
+        def confirmed():  # ARM answered the create with success: this run made the object
+            with state.lock:
+                state.made.append(kind)
+            if on_accepted is not None:
+                on_accepted()
+
+        try:
+            made = self._call("creating %s %s" % (KIND_LABELS[kind], name), create, accepted=confirmed)
+        except AzureError as error:
+            with state.lock:
+                if kind not in state.made:  # refused, or no answer: never counted as made
+                    state.unconfirmed[kind] = error
+                    state.in_flight.discard(kind)
+            raise
         with state.lock:
+            if kind not in state.made:  # a synchronous create (the resource group)
+                state.made.append(kind)
             state.objects[kind] = made
             state.in_flight.discard(kind)
         return made

@@ -13,7 +13,9 @@ Transient failures are retried by azure-core's own RetryPolicy, which every
 client carries: 408/429/500/502/503/504 on GET/HEAD/PUT/DELETE, 500/503/504 on
 POST, and any error response with a ``Retry-After`` header, which ARM puts on
 every 429, so throttling is retried whatever the method, after the time the
-service asks for.
+service asks for, but never past the run's deadline (:class:`DeadlineRetryPolicy`):
+a wait that would end after it is not started, and the call fails with the
+service's answer (a 429 or 5xx), which the caller leaves for the next pass.
 """
 
 from __future__ import absolute_import, division, print_function
@@ -50,7 +52,7 @@ from ansible_collections.waldur.site_agent.plugins.module_utils.core.secrets imp
 AZURE_IMPORT_ERROR = None
 try:
     from azure.core.exceptions import AzureError as SdkAzureError
-    from azure.core.pipeline.policies import SansIOHTTPPolicy
+    from azure.core.pipeline.policies import RetryPolicy, SansIOHTTPPolicy
     from azure.core.rest import HttpRequest
     from azure.identity import ClientSecretCredential
     from azure.mgmt.compute import ComputeManagementClient
@@ -62,7 +64,7 @@ try:
 except ImportError:
     AZURE_IMPORT_ERROR = traceback.format_exc()
     SdkAzureError = Exception
-    SansIOHTTPPolicy = object
+    SansIOHTTPPolicy = RetryPolicy = object
     HttpRequest = None
     ClientSecretCredential = ComputeManagementClient = NetworkManagementClient = None
     ResourceManagementClient = None
@@ -76,6 +78,9 @@ USER_AGENT = "waldur-site-agent-ansible"
 # azure-core's default is 3 status retries; a throttled subscription can need a few more.
 RETRY_STATUS = 5
 RETRY_BACKOFF_MAX = 60
+# Seconds kept free before the deadline when deciding whether to wait for a retry: the item
+# still has to say what it did, and the pass to release its lock.
+RETRY_DEADLINE_MARGIN = 5.0
 
 # The API versions of the plain JSON reads (``AzureClients.json_pages`` and ``json_get``): GA
 # versions that ARM serves in every public region; the fields a pass reads have the same shape
@@ -167,6 +172,46 @@ class CallCounter(SansIOHTTPPolicy):
                 self.reads += 1
 
 
+class DeadlineRetryPolicy(RetryPolicy):
+    """azure-core's RetryPolicy that never waits past the run's deadline.
+
+    azure-core sleeps whatever ``Retry-After`` asks (ARM may say 900 seconds on a throttled
+    write) inside the SDK call, where no deadline of ours reaches. Here a retry whose wait would
+    end less than RETRY_DEADLINE_MARGIN seconds before the deadline is not made: the call ends
+    with the service's answer, and the item is a ``retry`` for the next pass. ``deadline_of``
+    gives the current deadline (a ``time.monotonic()`` value) or None (no bound)."""
+
+    def __init__(self, deadline_of, **kwargs):
+        super(DeadlineRetryPolicy, self).__init__(**kwargs)
+        self._deadline_of = deadline_of
+
+    def increment(self, settings, response=None, error=None):
+        if not super(DeadlineRetryPolicy, self).increment(settings, response=response, error=error):
+            return False
+        deadline = self._deadline_of()
+        if deadline is None:
+            return True
+        wait = None
+        if error is None and response is not None:  # with an error, ``response`` is the request
+            wait = self.get_retry_after(response)
+        if wait is None:
+            wait = self.get_backoff_time(settings)
+        return time.monotonic() + wait + RETRY_DEADLINE_MARGIN < deadline
+
+
+def plain_http_endpoints(params):
+    """Warnings for the Azure endpoints given over plain ``http://`` (the client secret and the
+    bearer tokens would cross the network unencrypted), each naming its option."""
+    warnings = []
+    for key, what in (("arm_endpoint", "Azure Resource Manager base URL"),
+                      ("authority_host", "Entra ID authority host")):
+        value = str(params.get(key) or "")
+        if value.lower().startswith("http://"):
+            warnings.append("%s: plain http:// for the %s (%s): the Azure credentials and tokens cross the network "
+                            "unencrypted; use https://" % (key, what, value))
+    return warnings
+
+
 class AzureClients:
     """Lazily built Azure clients sharing one credential.
 
@@ -188,6 +233,8 @@ class AzureClients:
         self._credential = None
         self._clients = {}
         self.counter = CallCounter()
+        # The run's deadline (a time.monotonic() value): no SDK retry waits past it. None: unbounded.
+        self.deadline = None
 
     @property
     def api_calls(self):
@@ -216,7 +263,8 @@ class AzureClients:
     def client_options(self):
         options = self._transport_options()
         options.update(base_url=self.arm_endpoint, polling_interval=self.polling_interval,
-                       retry_status=RETRY_STATUS, retry_backoff_max=RETRY_BACKOFF_MAX,
+                       retry_policy=DeadlineRetryPolicy(lambda: self.deadline, retry_status=RETRY_STATUS,
+                                                        retry_backoff_max=RETRY_BACKOFF_MAX),
                        user_agent=USER_AGENT, per_retry_policies=[self.counter])
         if not self.public_arm:
             # tokens must be issued for the ARM endpoint actually called (sovereign clouds, Azure Stack)
@@ -356,6 +404,8 @@ def clients_from_module(module):
     missing = missing_credentials(params)
     if missing:
         module.fail_json(msg="Azure credentials missing: %s" % ", ".join(missing))
+    for warning in plain_http_endpoints(params):
+        module.warn(warning)
     return AzureClients(
         subscription_id=params["subscription_id"],
         tenant=params["tenant"],

@@ -172,6 +172,14 @@ def is_dedicated_group(group, vm_name):
     return bool(match) and match.group("rest").lower() == (vm_name or "").lower()
 
 
+def is_group_of_resource(group, resource_uuid):
+    """Whether ``group`` is a name the agent gives this resource's dedicated group
+    (``group-<its whole uuid, 32 hex>-<vm>``, any machine name, any case). A group merely
+    carrying the resource's owner tag (copied onto a customer's group for cost reports) is not."""
+    match = _DEDICATED_GROUP.match(group or "")
+    return bool(match) and match.group("hex").lower() == normalize_uuid(resource_uuid)
+
+
 def vm_name_of_dedicated_group(group):
     """The VM name a dedicated group's name carries (``group-<hex>-<vm>`` -> ``vm``), else None."""
     match = _DEDICATED_GROUP.match(group or "")

@@ -1,9 +1,15 @@
 # -*- coding: utf-8 -*-
 # Copyright: Waldur site agent developers
 # MIT License (see LICENSE)
-"""Deleting a machine's chain: by the route its ARM id shows (a dedicated group whole,
-a shared group object by object), by its owner tag when Waldur holds no id, and the
-rollback of a create that failed before its machine existed.
+"""Deleting a machine's chain: by the route its ARM id shows (a dedicated group, a shared
+group object by object), by its owner tag when Waldur holds no id, and the rollback of a
+create that failed before its machine existed.
+
+Evidence before action: the agent deletes objects, not containers. Every path deletes only
+objects carrying this resource's owner mark (``waldur-resource-uuid``); a resource group goes
+whole only when a fresh listing of it, read just before, shows nothing that is not this
+resource's. Otherwise the resource's own objects in it are deleted one by one and the group is
+kept with whatever else it holds, named in one line of the item's message.
 """
 
 from __future__ import absolute_import, division, print_function
@@ -12,13 +18,16 @@ __metaclass__ = type
 
 from ansible_collections.waldur.site_agent.plugins.module_utils.azure.clients import AzureError
 from ansible_collections.waldur.site_agent.plugins.module_utils.azure.machine import MachineWork, RetryLater
-from ansible_collections.waldur.site_agent.plugins.module_utils.azure.naming import build_vm_id, parse_resource_id, same_name
+from ansible_collections.waldur.site_agent.plugins.module_utils.azure.naming import is_group_of_resource, parse_resource_id, same_name
 from ansible_collections.waldur.site_agent.plugins.module_utils.azure.objects import (
     DELETION_ORDER,
     OWNED_DELETION_ORDER,
-    TOP_LEVEL_TYPES,
     delete_objects,
+    kept_group,
     kind_of,
+    list_group_contents,
+    own_targets,
+    sort_contents,
 )
 from ansible_collections.waldur.site_agent.plugins.module_utils.azure.ownership import RESOURCE_TAG, describe_owner, owner_of, provisioning_state, tag_filter
 from ansible_collections.waldur.site_agent.plugins.module_utils.core.batch import ItemError
@@ -40,54 +49,60 @@ class ChainRemoval(MachineWork):
                     raise
         return True
 
-    def _delete_objects(self, group, vnet_name, targets, resource_uuid=None):
+    def _delete_objects(self, group, vnet_name, targets, resource_uuid=None, require_mark=False, unmarked_ok=()):
         """Delete ``[(kind, name)]`` in order, tolerating 404 (see ``objects.delete_objects``).
         Returns ``(deleted labels, left labels)``."""
         return delete_objects(self.clients, group, vnet_name, targets, resource_uuid=resource_uuid,
-                              check_mode=self.check_mode, deadline=self.deadline)
+                              check_mode=self.check_mode, deadline=self.deadline, require_mark=require_mark,
+                              unmarked_ok=unmarked_ok)
 
-    def _foreign_in_group(self, state):
-        """What the dedicated group holds that this run did not make (the run's own objects and
-        the OS disk its machine made are not counted)."""
-        names = state.names
-        group = names["group"]
-        subscription = self.clients.subscription_id
-        ours = set()
-        for kind in state.created:
-            if kind in TOP_LEVEL_TYPES:
-                provider, type_name = TOP_LEVEL_TYPES[kind]
-                ours.add(("/subscriptions/%s/resourceGroups/%s/providers/%s/%s/%s"
-                          % (subscription, group, provider, type_name, names[kind])).lower())
-        vm_id = build_vm_id(subscription, group, names["vm"]).lower()
-        listed = self._listing("listing resource group %s" % group,
-                               self.clients.resource.resources.list_by_resource_group, group)
-        return [resource.id for resource in listed
-                if str(resource.id).lower() not in ours
-                and str(getattr(resource, "managed_by", None) or "").lower() != vm_id]
+    def _clear_group(self, group, uuid, current=None, legacy_vm=None):
+        """Delete what is this resource's in ``group``, on the evidence of a fresh listing of it read
+        just before: the group whole when it holds nothing else, otherwise this resource's objects one
+        by one (the group and whatever else it holds are kept). Returns ``(deleted labels, notes)``:
+        notes name what was kept, in one line each. ``legacy_vm``: see ``objects.sort_contents``."""
+        listed = list_group_contents(self.clients, group, deadline=self.deadline)
+        if listed is None:
+            return [], []
+        ours, foreign = sort_contents(listed, uuid, legacy_vm=legacy_vm)
+        if not foreign:
+            if current is not None and provisioning_state(current) == "deleting":
+                raise RetryLater("resource group %s is being deleted; the next pass checks that it is gone" % group)
+            return (["resource group %s" % group] if self._delete_group(group, current=current) else []), []
+        targets, unmarked = own_targets(ours)
+        vnet = next((name for kind, name in targets if kind == "vnet"), None)
+        deleted, left = self._delete_objects(group, vnet, targets, uuid, require_mark=legacy_vm is None,
+                                             unmarked_ok=unmarked)
+        notes = [kept_group(group, foreign)]
+        if left:
+            notes.append("left: %s" % ", ".join(left))
+        return deleted, notes
 
     def _rollback(self, state):
-        """Delete what this run created (never what it adopted, never anything of another owner)."""
+        """Delete what this run made (a create ARM confirmed, on a name the survey read free), never
+        what it adopted, never an object whose create it did not see succeed, never anything without
+        this resource's mark."""
         names = state.names
         group = names["group"]
-        targets = [(kind, names[kind]) for kind in DELETION_ORDER if kind in state.created]
+        uuid = state.resource_uuid
+        targets = [(kind, names[kind]) for kind in DELETION_ORDER if kind in state.made]
+        # A subnet cannot carry a tag: the one this run made is known to be its own.
+        unmarked = set([("subnet", names["subnet"].lower())]) if "subnet" in state.made else set()
+        if not state.made:
+            return "; rolled back: nothing (Azure confirmed no create of this run)"
         try:
-            foreign = None
-            if names["dedicated"] and "group" in state.created:
-                try:
-                    foreign = self._foreign_in_group(state)
-                except AzureError as error:
-                    if not error.not_found:
-                        raise
-                    return "; rolled back: nothing was left (resource group %s does not exist)" % group
-                if not foreign:
-                    self._delete_group(group)
+            if names["dedicated"] and "group" in state.made:
+                deleted, notes = self._clear_group(group, uuid)
+                if deleted == ["resource group %s" % group]:
                     return "; rolled back: deleted resource group %s" % group
-            deleted = self._delete_objects(group, names["vnet"], targets)[0]
+                if not deleted and not notes:
+                    return "; rolled back: nothing was left (resource group %s does not exist)" % group
+            else:
+                deleted, left = self._delete_objects(group, names["vnet"], targets, uuid, require_mark=True,
+                                                     unmarked_ok=unmarked)
+                notes = ["left: %s" % ", ".join(left)] if left else []
             message = "; rolled back: deleted %s" % (", ".join(deleted) or "nothing (nothing was left)")
-            if foreign:
-                message += ("; resource group %s is left: it holds %s, which this run did not make"
-                            % (group, ", ".join(foreign)))
-            return message
+            return message + "".join("; " + note for note in notes)
         except AzureError as error:
             return "; rollback failed, objects may be left in resource group %s: %s" % (group, error)
 
@@ -136,62 +151,85 @@ class ChainRemoval(MachineWork):
                 result.update(action="absent", msg="resource group %s is already gone" % names["group"])
                 return
             owner = owner_of(group)
-            if owner not in (None, uuid):  # no tag: a group made before owner tags, reached by its backend id
+            if owner not in (None, uuid):
                 raise ItemError("resource group %s has %s, not this resource's; it is not deleted"
                                 % (names["group"], describe_owner(owner)))
-            if provisioning_state(group) == "deleting":
-                raise RetryLater("resource group %s is being deleted; the next pass checks that it is gone"
-                                 % names["group"])
-            self._delete_group(names["group"], current=group)
-            result.update(changed=True, action="deleted",
-                          msg="%s resource group %s with everything in it" % (verb, names["group"]))
+            # A group without an owner tag was made before owner tags and is reached by the backend id
+            # Waldur holds. It still goes whole only when the listing shows nothing but the one chain
+            # that id names (untagged objects named after its machine) and this resource's marked
+            # objects: anything else in it (another resource's mark, a hand-made object under
+            # another name) keeps the group, and only that chain is deleted. Conservative on purpose:
+            # a wrong "keep" leaves an empty group to tidy by hand, a wrong "delete" loses a machine.
+            deleted, notes = self._clear_group(names["group"], uuid, current=group,
+                                               legacy_vm=names["vm"] if owner is None else None)
+            if deleted == ["resource group %s" % names["group"]]:
+                result.update(changed=True, action="deleted",
+                              msg="%s resource group %s with everything in it" % (verb, names["group"]))
+                return
+            self._report_deleted(result, deleted, notes, names["group"], verb,
+                                 "virtual machine %s and its objects are already gone in resource group %s"
+                                 % (names["vm"], names["group"]))
             return
         deleted, left = self._delete_objects(names["group"], names["vnet"], self._shared_targets(names), uuid)
-        note = "; left: %s" % ", ".join(left) if left else ""
+        self._report_deleted(result, deleted, ["left: %s" % ", ".join(left)] if left else [], names["group"], verb,
+                             "virtual machine %s and its objects are already gone in resource group %s"
+                             % (names["vm"], names["group"]))
+
+    @staticmethod
+    def _report_deleted(result, deleted, notes, group, verb, gone):
+        note = "".join("; " + text for text in notes)
         if not deleted:
-            result.update(action="absent", msg="virtual machine %s and its objects are already gone in resource "
-                                               "group %s%s" % (names["vm"], names["group"], note))
+            result.update(action="absent", msg=gone + note)
             return
         result.update(changed=True, action="deleted",
-                      msg="%s %s from resource group %s%s" % (verb, ", ".join(deleted), names["group"], note))
+                      msg="%s %s from resource group %s%s" % (verb, ", ".join(deleted), group, note))
 
     def _absent_by_owner_tag(self, item, result):
         """Terminate a resource Waldur holds no backend id for (its create was interrupted, or its
         machine failed): delete what carries its owner tag, and only that."""
         marker = "%s=%s" % (RESOURCE_TAG, item["resource_uuid"])
-        deleted = self._delete_owned(item["resource_uuid"])
+        deleted, notes = self._delete_owned(item["resource_uuid"])
+        note = "".join("; " + text for text in notes)
         if not deleted:
             result.update(action="absent", msg="no backend id, and no Azure object carries owner tag %s: there is "
-                                               "no virtual machine to delete" % marker)
+                                               "no virtual machine to delete%s" % (marker, note))
             return
-        result.update(changed=True, action="deleted", msg="%s %s (found by owner tag %s)" % (
-            "would delete" if self.check_mode else "deleted", ", ".join(deleted), marker))
+        result.update(changed=True, action="deleted", msg="%s %s (found by owner tag %s)%s" % (
+            "would delete" if self.check_mode else "deleted", ", ".join(deleted), marker, note))
 
     def _delete_owned(self, uuid):
-        """Delete every object carrying this resource's owner tag: tagged groups whole, other
-        tagged objects one by one (machine first). Returns the labels of what was deleted."""
+        """Delete what carries this resource's owner tag: a tagged group the agent names for this
+        resource (``group-<uuid>-...``) whole when a fresh listing shows nothing else in it, other tagged
+        objects one by one (machine first). A tagged group under any other name (the tag copied onto a
+        customer's group for cost reports) is never the resource's: only its tagged objects are
+        candidates and the group is kept. Returns ``(deleted labels, notes on what was kept)``."""
         marker = "%s=%s" % (RESOURCE_TAG, uuid)
         resources = self.clients.resource
         groups = self._listing("listing the resource groups tagged %s" % marker, resources.resource_groups.list,
                                filter=tag_filter(uuid))
         listed = self._listing("listing the resources tagged %s" % marker, resources.resources.list,
                                filter=tag_filter(uuid))
-        deleted = []
+        deleted, notes, handled = [], [], set()
         for group in groups:
-            if provisioning_state(group) == "deleting":
-                raise RetryLater("resource group %s is being deleted; the next pass checks that it is gone"
-                                 % group.name)
-            if self._delete_group(group.name, current=group):
-                deleted.append("resource group %s" % group.name)
-        in_groups = set(group.name.lower() for group in groups)
+            if not is_group_of_resource(group.name, uuid):
+                notes.append("kept resource group %s: it carries owner tag %s but is not a group the agent names "
+                             "for this resource" % (group.name, marker))
+                continue
+            handled.add(group.name.lower())
+            cleared, kept = self._clear_group(group.name, uuid, current=group)
+            deleted += [label if label.startswith("resource group ") else "%s from resource group %s" % (
+                label, group.name) for label in cleared]
+            notes += kept
         by_group = {}
         for resource in listed:
             parts = parse_resource_id(resource.id)
             kind = kind_of(resource)
-            if parts and kind and parts["group"].lower() not in in_groups:
+            if parts and kind and parts["group"].lower() not in handled:
                 by_group.setdefault(parts["group"], {})[kind] = parts["name"]
         for group, kinds in sorted(by_group.items()):
             targets = [(kind, kinds[kind]) for kind in OWNED_DELETION_ORDER if kind in kinds]
-            deleted += ["%s from resource group %s" % (label, group) for label in
-                        self._delete_objects(group, kinds.get("vnet"), targets, uuid)[0]]
-        return deleted
+            done, left = self._delete_objects(group, kinds.get("vnet"), targets, uuid, require_mark=True)
+            deleted += ["%s from resource group %s" % (label, group) for label in done]
+            if left:
+                notes.append("left in resource group %s: %s" % (group, ", ".join(left)))
+        return deleted, notes

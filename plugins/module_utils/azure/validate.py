@@ -15,7 +15,7 @@ import re
 import secrets
 import string
 
-from ansible_collections.waldur.site_agent.plugins.module_utils.azure.naming import InvalidImage, parse_image
+from ansible_collections.waldur.site_agent.plugins.module_utils.azure.naming import InvalidImage, machine_names, parse_image
 from ansible_collections.waldur.site_agent.plugins.module_utils.core.uuids import normalize_uuid
 
 DEFAULT_NETWORK_CIDR = "10.0.0.0/16"
@@ -116,7 +116,8 @@ def normalized_items(module, machines):
 
 
 def duplicate_errors(items):
-    """Items acting on a resource an earlier item of the batch already acts on get an error."""
+    """Items acting on a resource an earlier item of the batch already acts on get an error; so do
+    creates of different resources whose names come out the same (see ``colliding_creates``)."""
     first = {}
     for index, item in enumerate(items):
         uuid = item["resource_uuid"]
@@ -124,6 +125,30 @@ def duplicate_errors(items):
             item["error"] = ("machines[%d] acts on resource %s too; one item per resource and batch"
                              % (first[uuid], uuid))
         first.setdefault(uuid, index)
+    colliding_creates(items)
+
+
+def colliding_creates(items):
+    """Creates of different resources in one batch whose derived names coincide (same group and
+    machine name, e.g. two names that sanitize alike and share their first 8 hex in a shared group)
+    are refused, all of them, before any write: built together, each would adopt or roll back the
+    other's objects. The message names every resource concerned."""
+    by_names = {}
+    for index, item in enumerate(items):
+        if item.get("error") or item.get("state", "present") != "present" or item.get("backend_id"):
+            continue
+        names = machine_names(item.get("name"), item["resource_uuid"], item.get("resource_group"))
+        by_names.setdefault((names["group"].lower(), names["vm"].lower()), []).append((index, names))
+    for clash in by_names.values():
+        if len(clash) < 2:
+            continue
+        group, vm = clash[0][1]["group"], clash[0][1]["vm"]
+        for index, _names in clash:
+            others = ", ".join("machines[%d] (resource %s)" % (other, items[other]["resource_uuid"])
+                               for other, _n in clash if other != index)
+            items[index]["error"] = (
+                "resource %s would get virtual machine %s in resource group %s, as would %s; nothing is created "
+                "for either: rename one of them" % (items[index]["resource_uuid"], vm, group, others))
 
 
 def summary(results):

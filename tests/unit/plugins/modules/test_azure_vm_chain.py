@@ -314,7 +314,8 @@ def test_a_failure_at_any_step_rolls_the_dedicated_group_back(failing):
         assert ("delete", "group", GROUP) in fake.calls
         assert "rolled back: deleted resource group %s" % GROUP in result["msg"]
     else:
-        assert "rolled back: nothing was left (resource group %s does not exist)" % GROUP in result["msg"]
+        # the group's create was refused: this run made nothing, so nothing is deleted
+        assert "rolled back: nothing (Azure confirmed no create of this run)" in result["msg"]
 
 
 def test_a_shared_rollback_deletes_only_this_machines_objects_in_order():
@@ -985,6 +986,6 @@ def test_rollback_leaves_a_group_that_holds_something_this_run_did_not_make():
     fake.compute.virtual_machines.begin_create_or_update = intruder
     result, module = run(fake, machine())
     assert result["failed"]
-    assert "resource group %s is left: it holds" % GROUP in result["msg"] and "intruder" in result["msg"]
+    assert "kept resource group %s: it holds virtual network intruder (no owner tag)" % GROUP in result["msg"]
     assert GROUP.lower() in fake.groups and fake.names("vnet") == ["intruder"]
     assert fake.names("nic") == [] and fake.names("public_ip") == []
