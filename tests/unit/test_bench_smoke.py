@@ -101,8 +101,10 @@ def test_audit_scenario_seeds_a_healthy_marked_world_the_audit_finds_clean(tmp_p
     assert result.rc == 0, result.note
     # the offering check every pass makes first (agent_pass), then the audit's two listings
     assert [m["module"] for m in result.modules] == ["waldur_offering_info", "waldur_audit_info", "azure_audit"]
-    # listings only: the tagged groups and the machines (twice: sizes, then power states)
-    assert set(result.calls["azure"]["by_operation"]) <= {"token", "openid", "resource_groups.list", "vms.list_all"}
+    # listings only: the tagged groups, the machines (twice: sizes, then power states) and the
+    # subscription's objects with their creation times (each group's youngest object and what it holds)
+    assert set(result.calls["azure"]["by_operation"]) <= {"token", "openid", "resource_groups.list", "vms.list_all",
+                                                          "resources.list"}
     azure = result.calls["azure"]
     assert azure["writes"] == azure["by_operation"].get("token", 0) and result.calls["waldur"]["writes"] == 0
     assert (tmp_path / "audit" / "Azure-bench.json").exists()
