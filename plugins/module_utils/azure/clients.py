@@ -52,6 +52,7 @@ from ansible_collections.waldur.site_agent.plugins.module_utils.core.secrets imp
 AZURE_IMPORT_ERROR = None
 try:
     from azure.core.exceptions import AzureError as SdkAzureError
+    from azure.core.exceptions import DecodeError
     from azure.core.pipeline.policies import RetryPolicy, SansIOHTTPPolicy
     from azure.core.rest import HttpRequest
     from azure.identity import ClientSecretCredential
@@ -63,7 +64,7 @@ try:
         from azure.mgmt.resource import ResourceManagementClient
 except ImportError:
     AZURE_IMPORT_ERROR = traceback.format_exc()
-    SdkAzureError = Exception
+    SdkAzureError = DecodeError = Exception
     SansIOHTTPPolicy = RetryPolicy = object
     HttpRequest = None
     ClientSecretCredential = ComputeManagementClient = NetworkManagementClient = None
@@ -172,6 +173,28 @@ class CallCounter(SansIOHTTPPolicy):
                 self.reads += 1
 
 
+class JsonAnswers(SansIOHTTPPolicy):
+    """A read that ARM answers 2xx with a body that is not a JSON object (an HTML page from a
+    proxy, a truncated page) is an error, so the SDK never takes it for an empty listing or an
+    object without properties. The check is cheap (the body's first and last characters): the
+    SDK parses the body itself."""
+
+    def on_response(self, request, response):
+        http_request, http_response = request.http_request, response.http_response
+        if http_request.method != "GET" or not 200 <= http_response.status_code < 300:
+            return
+        body = http_response.body() or b""
+        text = body.strip()
+        if not text or (text[:1] == b"{" and text[-1:] == b"}"):
+            return  # an empty body (a finished operation's poll) or an object
+        content_type = (http_response.headers.get("Content-Type") or "no content type").split(";")[0].strip()
+        shown = " ".join(text[:200].decode("utf-8", "replace").split())
+        raise DecodeError("ARM answered GET %s with %s %r instead of a JSON object; nothing in it is trusted"
+                          % (urlsplit(http_request.url).path, content_type,
+                             shown[:80] + ("..." if len(shown) > 80 or len(text) > 200 else "")),
+                          response=http_response)
+
+
 class DeadlineRetryPolicy(RetryPolicy):
     """azure-core's RetryPolicy that never waits past the run's deadline.
 
@@ -233,6 +256,7 @@ class AzureClients:
         self._credential = None
         self._clients = {}
         self.counter = CallCounter()
+        self.json_answers = JsonAnswers()
         # The run's deadline (a time.monotonic() value): no SDK retry waits past it. None: unbounded.
         self.deadline = None
 
@@ -265,7 +289,7 @@ class AzureClients:
         options.update(base_url=self.arm_endpoint, polling_interval=self.polling_interval,
                        retry_policy=DeadlineRetryPolicy(lambda: self.deadline, retry_status=RETRY_STATUS,
                                                         retry_backoff_max=RETRY_BACKOFF_MAX),
-                       user_agent=USER_AGENT, per_retry_policies=[self.counter])
+                       user_agent=USER_AGENT, per_retry_policies=[self.counter, self.json_answers])
         if not self.public_arm:
             # tokens must be issued for the ARM endpoint actually called (sovereign clouds, Azure Stack)
             options["credential_scopes"] = [self.arm_endpoint + "/.default"]
