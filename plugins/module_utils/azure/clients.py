@@ -44,7 +44,7 @@ from ansible_collections.waldur.site_agent.plugins.module_utils.azure.facts impo
     vm_addresses,
     vm_metadata,
 )
-from ansible_collections.waldur.site_agent.plugins.module_utils.core.secrets import redact_text
+from ansible_collections.waldur.site_agent.plugins.module_utils.core.secrets import redact_text, secret_text_problem
 
 AZURE_IMPORT_ERROR = None
 try:
@@ -335,6 +335,10 @@ def clients_from_module(module):
     missing = missing_credentials(params)
     if missing:
         module.fail_json(msg="Azure credentials missing: %s" % ", ".join(missing))
+    problems = ["%s %s" % (key, secret_text_problem(params[key])) for key in ("secret", "tenant", "client_id")
+                if secret_text_problem(params[key])]
+    if problems:
+        module.fail_json(msg="Azure credentials (module_defaults, task or AZURE_*): %s" % "; ".join(problems))
     return AzureClients(
         subscription_id=params["subscription_id"],
         tenant=params["tenant"],

@@ -39,7 +39,7 @@ from ansible_collections.waldur.site_agent.plugins.module_utils.core.http import
     Retry,
     send_with_retries,
 )
-from ansible_collections.waldur.site_agent.plugins.module_utils.core.secrets import redact_text
+from ansible_collections.waldur.site_agent.plugins.module_utils.core.secrets import redact_text, secret_text_problem
 from ansible_collections.waldur.site_agent.plugins.module_utils.core.retry import RetryPolicy, parse_retry_after
 from ansible_collections.waldur.site_agent.plugins.module_utils.digitalocean.binding import (
     DIGITALOCEAN_IMPORT_ERROR,
@@ -443,6 +443,9 @@ def client_from_module(module, max_connections=10):
         module.fail_json(msg="api_url: %s; expected e.g. %s" % (exc, DEFAULT_API_URL))
     if module.params["timeout"] <= 0 or module.params["max_retry_seconds"] < 0:
         module.fail_json(msg="timeout must be positive and max_retry_seconds not negative")
+    problem = secret_text_problem(module.params["token"])
+    if problem:
+        module.fail_json(msg="token (module_defaults, task or DIGITALOCEAN_ACCESS_TOKEN): %s" % problem)
     # python-digitalocean reads these for any object it builds itself: keep those on
     # the same endpoint and timeout as ours.
     os.environ[ENDPOINT_ENV_VAR] = endpoint
