@@ -76,6 +76,7 @@ UNPROCESSED_STATUSES = frozenset((429, 503))
 DEFAULT_UNREACHABLE_TIMEOUT = 10.0
 # What a call expected, as an error about a 2xx answer of another kind words it.
 _SHAPES = {dict: "a JSON object", list: "a JSON list", None: "JSON"}
+_LISTING = "a JSON list of objects"
 _NOT_JSON = object()
 # Characters of an unexpected body an error quotes.
 BODY_SNIPPET = 80
@@ -203,13 +204,13 @@ class WaldurClient:
         listed = 0
         for _page in range(MAX_PAGES):
             response = self._send("GET", path, params=query)
-            body = self._decode(response, "GET", path, expect=None)
+            body = self._decode(response, "GET", path, wanted=_LISTING)
             if isinstance(body, dict) and isinstance(body.get("results"), list):
                 items = body["results"]  # DRF page-number style, tolerated
             else:
                 items = body
             if not isinstance(items, list) or not all(isinstance(item, dict) for item in items):
-                raise self._malformed(response, "GET", path, "a JSON list of objects")
+                raise self._malformed(response, "GET", path, _LISTING)
             count = self._result_count(response, path)
             listed += len(items)
             yield items
@@ -384,7 +385,7 @@ class WaldurClient:
                 message = response.reason or ""
         return WaldurApiError(status, method, api_path, self._scrub(message.strip()), body=body)
 
-    def _decode(self, response, method, path, expect=None):
+    def _decode(self, response, method, path, expect=None, wanted=None):
         """The JSON of a 2xx answer, of the type ``expect`` when given. An empty body is None for
         writes only (older Waldur's transitions); for a GET, and for any body that is not JSON
         of the expected shape, a :class:`WaldurApiError` (not transient: the same answer would
@@ -392,13 +393,13 @@ class WaldurClient:
         if not response.content or not response.content.strip():
             if method != "GET":
                 return None
-            raise self._malformed(response, method, path, _SHAPES.get(expect, "JSON"))
+            raise self._malformed(response, method, path, wanted or _SHAPES.get(expect, "JSON"))
         try:
             body = response.json()
         except ValueError:
             body = _NOT_JSON
         if body is _NOT_JSON or (expect is not None and not isinstance(body, expect)):
-            raise self._malformed(response, method, path, _SHAPES.get(expect, "JSON"))
+            raise self._malformed(response, method, path, wanted or _SHAPES.get(expect, "JSON"))
         return body
 
     def _malformed(self, response, method, path, wanted):
