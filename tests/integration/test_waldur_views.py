@@ -118,6 +118,27 @@ def test_a_listing_of_the_wrong_shape_or_that_does_not_add_up_is_no_view_either(
     assert waldur_writes(waldur) == []
 
 
+@pytest.mark.parametrize("playbook, operation, kind, named", [
+    ("health.yml", "users.me", "html",
+     "Not ready: DigitalOcean VM (Waldur GET /api/users/me/ answered HTTP 200 with text/html; charset=utf-8 "
+     "'<!DOCTYPE html> <html><head><title>Down for maintenance"),
+    ("diagnostics.yml", "orders.list", "truncated",
+     "orders pending-provider unknown: Waldur GET /api/marketplace-orders/ answered HTTP 200 with application/json "
+     "'[{"),
+])
+def test_health_and_diagnostics_do_not_take_a_spoilt_answer_for_a_good_one(
+        tmp_path, waldur_sim, do_sim, playbook, operation, kind, named):
+    config = write_config(tmp_path, waldur_sim, do=do_sim)
+    waldur_sim.app.add_fault(operation, kind=kind, times=-1)
+
+    run = run_pass(REPO / "playbooks" / playbook, config, tmp_path)
+
+    waldur_sim.app.exchanges.clear()
+    assert run.rc != 0
+    assert named in run.output, run.output[-3000:]
+    assert W.PROVIDER_TOKEN not in run.output
+
+
 # ---- rule 7: usage is never lost quietly -----------------------------------------------------------
 
 def test_a_foreign_or_unparsable_backend_id_and_a_shared_one_are_named_failed_while_the_rest_is_billed(
