@@ -113,3 +113,23 @@ def test_a_token_with_stray_whitespace_is_refused_before_any_call_without_showin
     assert str(raised.value) == "api_token " + problem
     assert server.requests == []
     assert secret_text_problem(TOKEN) is None and secret_text_problem(None) is None
+
+
+def test_the_configuration_refuses_every_secret_with_stray_whitespace_by_its_key_path():
+    from ansible_collections.waldur.site_agent.plugins.module_utils.agent.site_config import apply_environment, validate
+    from tests.helpers import simulator_site_config
+
+    config = simulator_site_config("https://waldur.example.com", do_url="https://do.example.com",
+                                   azure_url="https://azure.example.com")
+    del config["offerings"][1]["waldur_api_token"]  # from the environment, as AWX injects it
+    config["offerings"][0]["backend_settings"]["token"] = "do-token-secret\r\n"
+    config["offerings"][1]["backend_settings"]["client_secret"] = "azure\tsecret"
+    apply_environment(config, {"WALDUR_API_TOKEN": TOKEN + "\n"})
+    errors, _warnings = validate(config)
+    assert errors == [
+        "offerings[0].backend_settings.token: has a trailing carriage return and newline; remove the whitespace",
+        "offerings[1].waldur_api_token: has a trailing newline; remove the whitespace",
+        "offerings[1].backend_settings.client_secret: has a control character inside (a line break or tab?); "
+        "remove it",
+    ]
+    assert not any(secret in error for error in errors for secret in (TOKEN, "do-token-secret", "azure"))
