@@ -11,6 +11,16 @@ that cannot be reached at all within ``unreachable_timeout``), and turns every
 other failure into a :class:`WaldurApiError` whose text carries the method,
 path, status and Waldur's own message, never the token.
 
+A view is trusted only when it is whole and well-formed: ``get(path, expect=dict)``
+(``expect=list`` for an unpaged list, None for any JSON) and ``post`` return JSON of the
+expected type, ``list``/``pages``/``find`` pages that are JSON lists of objects adding up to
+Waldur's ``X-Result-Count``. Any other 2xx answer (an HTML page, truncated JSON, the wrong
+shape, an empty body for a read) raises a :class:`WaldurApiError` with that 2xx status naming
+the call and what came back (content type and first characters, never headers or the token);
+it is not transient, so it is not retried. Only writes may answer an empty body (older
+Waldur's transitions). A token with stray whitespace or a control character is refused
+(``ValueError``) before any call.
+
 TLS verification is exactly ``verify_ssl``: ``false`` never verifies, a path
 verifies against that CA bundle, ``true`` verifies against E(REQUESTS_CA_BUNDLE)
 or E(CURL_CA_BUNDLE) when set, else the bundled CAs. (requests merges the
