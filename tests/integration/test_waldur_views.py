@@ -38,7 +38,8 @@ def run_pass(playbook, config, tmp_path, json_log=False, verbosity=0):
     env = {"WALDUR_SITE_AGENT_CONFIG": str(config)}
     if json_log:
         env["ANSIBLE_STDOUT_CALLBACK"] = "waldur.site_agent.waldur_json"
-    extra_vars = {"audit_report_dir": str(tmp_path / "reports")} if playbook == AUDIT_PASS else None
+    extra_vars = {"audit_report_dir": str(tmp_path / "reports"), "audit_cleanup": True,
+                  "audit_cleanup_min_age_hours": 0} if playbook == AUDIT_PASS else None
     return run_playbook(playbook, env=env, extra_vars=extra_vars, verbosity=verbosity)
 
 
@@ -67,7 +68,8 @@ PASSES = {
     "order": (ORDER_PASS, "digitalocean", "orders.list", "/api/marketplace-orders/"),
     "report": (REPORT_PASS, "azure", "resources.list", "/api/marketplace-provider-resources/"),
     "membership": (MEMBERSHIP_PASS, "digitalocean", "resources.list", "/api/marketplace-provider-resources/"),
-    "audit": (AUDIT_PASS, "digitalocean", "resources.list", "/api/marketplace-provider-resources/"),
+    # with cleanup on: an empty view would make every machine an orphan
+    "audit": (AUDIT_PASS, "azure", "resources.list", "/api/marketplace-provider-resources/"),
 }
 SHOWN = {"html": "text/html; charset=utf-8 '<!DOCTYPE html> <html><head><title>Down for maintenance",
          "truncated": "application/json '[{", "wrong_shape": "application/json '{",
@@ -96,6 +98,7 @@ def test_a_spoilt_listing_fails_the_offering_naming_the_call_and_nothing_is_writ
     assert "Waldur GET %s failed (HTTP 200): answered %s" % (path, SHOWN[kind]) in run.output, run.output[-4000:]
     assert "The %s pass failed for: %s" % (PASS_NAMES.get(name, name), NAMES[backend]) in run.output, run.output[-3000:]
     assert waldur_writes(waldur, since) == []  # no approve, no set_usage, no set_as_ok
+    assert do_sim.app.write_calls() == [] and azure_sim.app.write_calls() == []  # nothing deleted either
     if name == "order":
         assert waldur.app.order(W.DO_ORDER_UUID)["state"] == "pending-provider"
     assert W.PROVIDER_TOKEN not in run.output

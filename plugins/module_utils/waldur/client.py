@@ -92,10 +92,12 @@ _NOT_JSON = object()
 BODY_SNIPPET = 80
 
 
-def describe_body(response):
+def describe_body(response, scrub=None):
     """``text/html; charset=utf-8 '<!DOCTYPE html><html>...'``: an answer's content type and first
-    characters on one line, for errors (never its headers)."""
+    characters on one line, for errors (never its headers); ``scrub`` masks secrets in the whole
+    text before it is cut, so no part of one can show."""
     text = " ".join((response.text or "").split())
+    text = scrub(text) if scrub else text
     snippet = text[:BODY_SNIPPET] + ("..." if len(text) > BODY_SNIPPET else "")
     kind = response.headers.get("Content-Type") or "no content type"
     return "%s %r" % (kind, snippet) if snippet else "%s, an empty body" % kind
@@ -388,7 +390,7 @@ class WaldurClient:
                     message = text[:500]
                 elif status >= 500:
                     # The right URL whose server failed: name the status and the page, not the URL.
-                    message = "%s: %s" % (response.reason or "server error", describe_body(response))
+                    message = "%s: %s" % (response.reason or "server error", describe_body(response, self._scrub))
                 else:
                     message = "%s (HTML page instead of JSON; is api_url the Waldur API?)" % (response.reason or "")
             if not message:
@@ -416,7 +418,7 @@ class WaldurClient:
         """The error for a 2xx answer that is not ``wanted``: its content type and first characters,
         on one line, never its headers."""
         return WaldurApiError(response.status_code, method, self.api_path(path), "answered %s instead of %s"
-                              % (self._scrub(describe_body(response)), wanted))
+                              % (describe_body(response, self._scrub), wanted))
 
     def close(self):
         self.session.close()

@@ -133,3 +133,11 @@ def test_the_configuration_refuses_every_secret_with_stray_whitespace_by_its_key
         "remove it",
     ]
     assert not any(secret in error for error in errors for secret in (TOKEN, "do-token-secret", "azure"))
+
+
+def test_an_echoed_token_is_masked_before_the_body_is_cut(server):
+    server.on(ONE, (200, HTML_HEADERS, ("<html>" + "x" * 60 + TOKEN + "</html>").encode()))
+    client = make_client(server)
+    with pytest.raises(WaldurApiError) as raised:
+        client.get("marketplace-orders/x/")
+    assert TOKEN[:10] not in str(raised.value) and "x" * 60 + "********" in str(raised.value)
