@@ -38,6 +38,8 @@ options:
       - Required, from the option or the environment.
       - AWX's built-in Microsoft Azure Resource Manager credential sets E(AZURE_SUBSCRIPTION_ID),
         E(AZURE_TENANT), E(AZURE_CLIENT_ID) and E(AZURE_SECRET).
+      - A secret (or tenant or client id) with leading or trailing whitespace or a control character inside
+        is refused before any call, naming the option, never the value.
     type: str
     aliases: [client_secret]
   arm_endpoint:

@@ -16,6 +16,7 @@ options:
       - DigitalOcean API token (read and write scopes for droplets, actions and SSH keys).
       - Never appears in results or messages.
       - If not set, the environment variable E(DIGITALOCEAN_ACCESS_TOKEN), then E(DO_API_TOKEN), is used.
+      - A token with leading or trailing whitespace or a control character inside is refused before any call.
     type: str
     required: true
   api_url:

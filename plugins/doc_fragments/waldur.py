@@ -25,6 +25,8 @@ options:
         (an offering manager or the provider organisation owner).
       - If not set, the value of the E(WALDUR_API_TOKEN) environment variable is used.
       - Never shown in messages, results or logs.
+      - A token with leading or trailing whitespace (the trailing newline C(echo token > file) leaves) or a
+        control character inside is refused before any call, naming the option, never the value.
     type: str
     required: true
   verify_ssl:

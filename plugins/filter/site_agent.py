@@ -59,24 +59,49 @@ def usage_rows(machines, resources, components=None):
     A machine's ``figures`` (cores, ram_mb, disk_mb) are mapped onto ``components``
     (the offering's ``backend_components``) here, so the backend need not know Waldur's
     components; a machine that carries ``usages`` instead is taken as already mapped.
-    Machines that were not found or have no usages are left out (never zeros)."""
-    by_backend_id = {}
+    Machines that were not found or have no usages are left out (never zeros).
+
+    Usage is never lost quietly: a resource whose backend id the backend module refused
+    (``bad_backend_id``: not an id of this backend, or of another subscription), and every
+    resource sharing its backend id with another, gets a row with a ``problem`` and no usages,
+    which ``waldur_usage`` reports as a failed item naming the resource; the others are billed."""
+    holders = {}
     for resource in unpacked(resources, "resources"):
         if resource.get("backend_id"):
-            by_backend_id[str(resource["backend_id"]).lower()] = resource
-    rows = []
+            holders.setdefault(str(resource["backend_id"]).lower(), []).append(resource)
+    measured = {}
     for machine in unpacked(machines, "machines"):
-        resource = by_backend_id.get(str(machine.get("backend_id") or "").lower())
-        if not (resource and machine.get("found")):
-            continue
-        if machine.get("figures"):
-            usages = figures_to_usages(machine["figures"], components)
-        else:
-            usages = machine.get("usages")
-        if usages:
-            rows.append({"resource_uuid": normalize_uuid(resource["uuid"]), "resource_name": resource.get("name") or "",
-                         "usages": usages})
+        measured.setdefault(str(machine.get("backend_id") or "").lower(), machine)
+    rows = []
+    for key, sharing in holders.items():
+        for resource in sharing:
+            row = {"resource_uuid": normalize_uuid(resource["uuid"]), "resource_name": resource.get("name") or "",
+                   "usages": {}}
+            problem = _usage_problem(resource, sharing, measured.get(key))
+            if problem:
+                rows.append(dict(row, problem=problem))
+                continue
+            machine = measured.get(key) or {}
+            if not machine.get("found"):
+                continue
+            usages = figures_to_usages(machine["figures"], components) if machine.get("figures") \
+                else machine.get("usages")
+            if usages:
+                rows.append(dict(row, usages=usages))
     return like(rows, machines)
+
+
+def _usage_problem(resource, sharing, machine):
+    """Why no usage can be sent for ``resource`` (its backend id is shared, or the backend
+    refused it), or None."""
+    others = [other for other in sharing if other is not resource]
+    if others:
+        return ("no usage sent: its backend id %s is also the backend id of resource %s; give each resource its "
+                "own machine in Waldur" % (resource["backend_id"], ", ".join(
+                    "%s (%s)" % (other.get("name") or "", normalize_uuid(other["uuid"])) for other in others)))
+    if machine and machine.get("bad_backend_id"):
+        return "no usage measured: backend id %s: %s" % (resource["backend_id"], machine.get("msg") or "refused")
+    return None
 
 
 def backend_ids(resources):

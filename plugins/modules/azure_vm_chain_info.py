@@ -128,6 +128,13 @@ machines:
         - Why a machine is not found or not measured, or which part of it (power state, network interface,
           public IP) could not be read; empty otherwise.
       type: str
+    bad_backend_id:
+      description:
+        - True when the backend id is not the ARM id of a virtual machine, or names another subscription than
+          the configured one (RV(machines[].msg) says which); absent otherwise. The report pass counts such a
+          resource failed instead of leaving its usage out.
+      type: bool
+      returned: when true
 api_calls:
   description: ARM requests sent by this task.
   returned: always
@@ -234,11 +241,12 @@ class Reader:
             try:
                 subscription = parse_vm_id(backend_id)[0]
             except InvalidAzureId as error:
-                entry["msg"] = str(error)
+                entry.update(msg=str(error), bad_backend_id=True)
                 keys.append(None)
                 continue
             if subscription.lower() != str(self.clients.subscription_id).lower():
-                entry["msg"] = "belongs to subscription %s, not to the configured one" % subscription
+                entry.update(msg="belongs to subscription %s, not to the configured one" % subscription,
+                             bad_backend_id=True)
                 keys.append(None)
                 continue
             keys.append(arm_key(backend_id))

@@ -61,6 +61,11 @@ droplets:
       description: Why the droplet was not found.
       type: str
       returned: when not found
+    bad_backend_id:
+      description: True when the backend id is not a droplet id (not a number); the report would count such a
+        resource failed instead of leaving its usage out.
+      type: bool
+      returned: when true
     id:
       description: Droplet id.
       type: int
@@ -142,6 +147,8 @@ def droplet_entries(backend_ids, found):
             missing.append(backend_id)
             reason = "no droplet %s" % backend_id if backend_id.isdigit() else "not a DigitalOcean droplet id"
             droplets.append({"backend_id": backend_id, "found": False, "msg": reason, "backend_metadata": None})
+            if not backend_id.isdigit():
+                droplets[-1]["bad_backend_id"] = True
             continue
         entry = dict(facts)
         entry.update(backend_id=backend_id, found=True, backend_metadata=backend_metadata(facts))

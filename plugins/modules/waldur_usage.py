@@ -83,6 +83,12 @@ options:
             offering's units. A null amount is left out."
         type: dict
         required: true
+      problem:
+        description:
+          - Why no usage can be sent for this resource (C(usage_rows) gives one for a backend id the backend
+            refused or that several resources share). The entry is a failed result naming the resource, and
+            nothing is sent for it; the other entries go through.
+        type: str
   billing_period:
     description:
       - The billing month, C(YYYY-MM). Defaults to the current month in O(timezone). A later month is
@@ -247,6 +253,7 @@ USAGE_OPTIONS = dict(
     resource_uuid=dict(type="str", required=True),
     resource_name=dict(type="str"),
     usages=dict(type="dict", required=True),
+    problem=dict(type="str"),
 )
 
 

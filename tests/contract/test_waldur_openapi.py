@@ -275,6 +275,15 @@ def test_invented_field_is_caught(recorded):
     assert any("'resource_state' was unexpected" in p for p in problems)
 
 
+def test_listing_without_a_true_result_count_is_caught(recorded):
+    listing = recorded["usages.list"]
+    headers = {k: v for k, v in listing["response_headers"].items() if k.lower() != "x-result-count"}
+    assert validate_exchange(dict(listing, response_headers=headers)) == [
+        "GET %s -> 200: response: a listing without X-Result-Count" % listing["url"]]
+    short = dict(headers, **{"X-Result-Count": "0"})
+    assert "X-Result-Count '0' for a page of 1 item(s)" in validate_exchange(dict(listing, response_headers=short))[0]
+
+
 def test_missing_required_key_is_caught(recorded):
     problems = validate_exchange(_with_body(recorded["resources.set_backend_id"], lambda b: b.clear()))
     assert any("'status' is a required property" in p for p in problems)

@@ -42,6 +42,12 @@ Deviations tolerated on purpose, each because the real server behaves that way:
    reduced copy of the schema; its request is checked by hand: a token, ``{"prices":
    {<component type>: <number or decimal string, 0 or more>}}``; a 2xx answer has no body.
 
+Beyond the schema, checked by hand: a 2xx paged listing (a GET of a collection answered with a
+JSON list; not an action such as ``.../team/``, which real Waldur answers unpaged) carries
+``X-Result-Count``, a whole number no smaller than the page, as real Waldur always does (the
+schema declares the header without requiring it); the site agent checks that the pages of a
+listing add up to it.
+
 Anything else is reported.
 """
 
@@ -293,7 +299,31 @@ def _validate(exchange: dict) -> list[str]:
             if quirk_empty and isinstance(error, MissingData):
                 continue  # deviation 4
             problems.extend("response: " + p for p in _describe(error, path, tolerate=True))
+        problems.extend(_result_count_problems(exchange))
     return [f"{label}: {problem}" for problem in problems]
+
+
+_UNPAGED_ACTION = re.compile(r"^/api/marketplace-provider-resources/[0-9a-fA-F-]{32,36}/team/$")
+
+
+def _result_count_problems(exchange: dict) -> list[str]:
+    """A listing's page must carry X-Result-Count, at least as large as the page itself."""
+    import json
+
+    if exchange["method"] != "GET" or _UNPAGED_ACTION.match(urlsplit(exchange["url"]).path):
+        return []
+    try:
+        body = json.loads(exchange["response_body"] or b"null")
+    except ValueError:
+        return []
+    if not isinstance(body, list):
+        return []
+    value = {k.lower(): v for k, v in exchange["response_headers"].items()}.get("x-result-count")
+    if value is None:
+        return ["response: a listing without X-Result-Count"]
+    if not str(value).isdigit() or int(value) < len(body):
+        return [f"response: X-Result-Count {value!r} for a page of {len(body)} item(s)"]
+    return []
 
 
 def validate_exchanges(exchanges) -> list[str]:

@@ -6,7 +6,9 @@ Every simulator is a werkzeug WSGI application built on :class:`Simulator`:
   name (``orders.approve_by_provider``, ``droplets.create``, ``vm.put``) is what
   the call log records and what fault injection targets;
 * a call log that tests read ("the second run made no write calls");
-* fault injection: fail the Nth call of an operation with a status, add latency,
+* fault injection: fail the Nth call of an operation with a status, or answer it 200 with a
+  body the client cannot trust (``kind``: an HTML page, truncated JSON, the wrong shape, or a
+  listing whose ``X-Result-Count`` the pages do not add up to), add latency,
   throttle with 429 + ``Retry-After`` (a burst, or a requests-per-window limit), and a
   barrier that holds the answers to the first N calls of an operation until all N have been
   answered, so that N clients started together really race (all see the same state);
@@ -46,13 +48,47 @@ def json_response(body: Any, status: int = 200, headers: dict | None = None) -> 
     return response
 
 
+FAULT_KINDS = ("html", "truncated", "wrong_shape", "short_count")
+MAINTENANCE_PAGE = ("<!DOCTYPE html>\n<html><head><title>Down for maintenance</title></head>\n"
+                    "<body><h1>We'll be back soon</h1></body></html>\n")
+
+
+def spoiled(response: Response, kind: str) -> Response:
+    """The answer ``response`` spoilt as a fault of ``kind`` says (see :class:`Fault`)."""
+    headers = {key: value for key, value in response.headers.items()
+               if key.lower() not in ("content-length", "content-type")}
+    data = response.get_data()
+    if kind == "html":
+        spoilt = Response(MAINTENANCE_PAGE, status=200, headers=headers, content_type="text/html; charset=utf-8")
+        spoilt.headers.pop("X-Result-Count", None)
+        return spoilt
+    if kind == "truncated":
+        return Response(data[:len(data) // 2], status=response.status_code, headers=headers,
+                        content_type="application/json")
+    if kind == "wrong_shape":
+        body = json.loads(data or b"null")
+        body = (body[0] if body else {}) if isinstance(body, list) else [body]
+        return json_response(body, response.status_code, headers)
+    if kind == "short_count":
+        body = json.loads(data or b"[]")
+        headers["X-Result-Count"] = str(int(response.headers.get("X-Result-Count", len(body))) + 1)
+        return json_response(body, response.status_code, headers)
+    raise ValueError(f"unknown fault kind {kind!r}; known: {', '.join(FAULT_KINDS)}")
+
+
 @dataclass
 class Fault:
     """One injected fault. ``nth`` counts calls of ``operation`` from when the
     fault was added (1 = the next call); ``times`` is how many consecutive calls
     fail from there (-1 = every call until cleared). ``apply``: the service carries the
     call out first and then answers with the fault (a write done, its answer lost or
-    refused), so only calls it answered with success count."""
+    refused), so only calls it answered with success count.
+
+    ``kind`` (one of :data:`FAULT_KINDS`) spoils the answer the service really gave instead:
+    ``html`` a 200 HTML page (a proxy's or maintenance page), ``truncated`` the body cut in
+    half, ``wrong_shape`` an object where a list was and a list where an object was,
+    ``short_count`` an ``X-Result-Count`` one more than the listing holds (``status`` and
+    ``body`` are then not used)."""
 
     operation: str
     status: int = 500
@@ -63,6 +99,7 @@ class Fault:
     apply: bool = False
     seen: int = 0
     fired: int = 0
+    kind: str | None = None
 
     def should_fire(self) -> bool:
         self.seen += 1
@@ -182,8 +219,11 @@ class Simulator:
             self.reset_state(preset)
 
     def add_fault(self, operation: str, status: int = 500, nth: int = 1, times: int = 1,
-                  body: Any = None, retry_after: int | None = None, apply: bool = False) -> Fault:
-        fault = Fault(operation, status, nth, times, body, retry_after, apply)
+                  body: Any = None, retry_after: int | None = None, apply: bool = False,
+                  kind: str | None = None) -> Fault:
+        if kind is not None and kind not in FAULT_KINDS:
+            raise ValueError(f"unknown fault kind {kind!r}; known: {', '.join(FAULT_KINDS)}")
+        fault = Fault(operation, status, nth, times, body, retry_after, apply, kind=kind)
         with self.lock:
             self.faults.append(fault)
         return fault
@@ -255,6 +295,7 @@ class Simulator:
                     response = self.error_response(500, f"simulator error: {exc!r}", "server_error")
                 if response.status_code < 400:
                     response = self._fault_after(operation) or response
+                response = self._spoiled(operation, response)
             barrier = self.barriers.get(operation)
             if barrier is not None:
                 # The answer is held (outside the simulator's lock) until every client's call
@@ -289,7 +330,8 @@ class Simulator:
                 if wait is not None:
                     return self.throttle_response(wait)
             for fault in self.faults:
-                if fault.operation in (operation, "*") and fault.apply == applied and fault.should_fire():
+                if fault.kind is None and fault.operation in (operation, "*") and fault.apply == applied \
+                        and fault.should_fire():
                     if fault.status == 429:
                         return self.throttle_response(fault.retry_after or 1)
                     headers = {"Retry-After": str(fault.retry_after)} if fault.retry_after else None
@@ -298,6 +340,14 @@ class Simulator:
                     return self.error_response(fault.status, f"Injected fault on {operation}.",
                                                "injected", headers)
         return None
+
+    def _spoiled(self, operation: str, response: Response) -> Response:
+        """The handler's answer, spoilt by the first ``kind`` fault that fires on it."""
+        with self.lock:
+            for fault in self.faults:
+                if fault.kind is not None and fault.operation in (operation, "*") and fault.should_fire():
+                    return spoiled(response, fault.kind)
+        return response
 
     def _control(self, request: Request) -> Response:
         payload = request.get_json(silent=True) or {}
@@ -317,7 +367,10 @@ class Simulator:
                 self.clear_faults()
                 return json_response({"cleared": True})
             if request.method == "POST":
-                self.add_fault(**payload)
+                try:
+                    self.add_fault(**payload)
+                except (TypeError, ValueError) as exc:
+                    return json_response({"detail": str(exc)}, 400)
                 return json_response({"added": payload}, 201)
             return json_response([f.__dict__ for f in self.faults])
         if path == "/_sim/barrier":

@@ -23,6 +23,7 @@ __metaclass__ = type
 import os
 import re
 
+from ansible_collections.waldur.site_agent.plugins.module_utils.core.secrets import secret_text_problem
 from ansible_collections.waldur.site_agent.plugins.module_utils.agent.site_config_checks import (  # pylint: disable=unused-import  # re-exported
     LOOPBACK_HOSTS,
     ConfigProblems,
@@ -163,6 +164,7 @@ def validate(config):
 
 
 def _validate_root_options(config, problems):
+    _check_secret_texts("", config, ("sentry_dsn",), problems)
     for key in ("sentry_dsn", "elastic_apm_server_url", "global_proxy"):
         value = config.get(key)
         if value not in (None, ""):
@@ -214,6 +216,7 @@ def _validate_offering(path, offering, problems):
                            "supported, so give the offering's waldur_api_token (or set WALDUR_API_TOKEN)")
         else:
             problems.error(path + ".waldur_api_token", "required")
+    _check_secret_texts(path, offering, SECRET_KEYS, problems)
     for key in ("stomp_enabled", "websocket_use_tls", "omit_anomalous_usage_components"):
         if key in offering:
             _expect(problems, "%s.%s" % (path, key), offering[key], "bool")
@@ -269,12 +272,23 @@ def _validate_backend_settings(path, backend_type, settings, problems):
         warning = plain_http_warning(settings["api_url"]) if isinstance(settings.get("api_url"), str) else None
         if warning:
             problems.warn(path + ".api_url", warning)
+    _check_secret_texts(path, settings, SECRET_KEYS | credential_keys, problems)
     for key, value in settings.items():
         if key in schema:
             if value not in (None, ""):
                 _expect(problems, "%s.%s" % (path, key), value, schema[key])
         elif key not in credential_keys and key not in COMMON_BACKEND_SETTINGS:
             problems.warn("%s.%s" % (path, key), "unknown %s setting, ignored" % backend_type)
+
+
+def _check_secret_texts(path, mapping, keys, problems):
+    """Refuse a secret (token, client secret, password) with stray whitespace or a control
+    character, naming its key and never its value: a trailing newline from ``echo token > file``
+    or a YAML ``|`` block would otherwise reach an HTTP header, whose error quotes it whole."""
+    for key in sorted(set(mapping) & set(keys)):
+        problem = secret_text_problem(mapping[key])
+        if problem:
+            problems.error("%s.%s" % (path, key) if path else key, problem)
 
 
 def _validate_component(path, component, problems):

@@ -47,7 +47,7 @@ from ansible_collections.waldur.site_agent.plugins.module_utils.azure.facts impo
     vm_metadata,
 )
 from ansible_collections.waldur.site_agent.plugins.module_utils.core.pass_guard import PassEnded, check_write
-from ansible_collections.waldur.site_agent.plugins.module_utils.core.secrets import redact_text
+from ansible_collections.waldur.site_agent.plugins.module_utils.core.secrets import redact_text, secret_text_problem
 
 AZURE_IMPORT_ERROR = None
 try:
@@ -430,6 +430,10 @@ def clients_from_module(module):
         module.fail_json(msg="Azure credentials missing: %s" % ", ".join(missing))
     for warning in plain_http_endpoints(params):
         module.warn(warning)
+    problems = ["%s %s" % (key, secret_text_problem(params[key])) for key in ("secret", "tenant", "client_id")
+                if secret_text_problem(params[key])]
+    if problems:
+        module.fail_json(msg="Azure credentials (module_defaults, task or AZURE_*): %s" % "; ".join(problems))
     return AzureClients(
         subscription_id=params["subscription_id"],
         tenant=params["tenant"],

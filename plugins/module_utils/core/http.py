@@ -134,12 +134,18 @@ def send_with_retries(send_once, classify, connection_error, policy, idempotent,
         (verdict.wait_with or sleep)(wait)
 
 
-def describe_body(response, limit=80):
-    """What came back, for an error about a body that is not the JSON a call expects: its
-    content type and its first characters on one line (never a header, and short enough that
-    no page of data is copied into a log)."""
-    content_type = (response.headers.get("Content-Type") or "no content type").split(";")[0].strip()
+
+# Characters of an unexpected body an error quotes.
+BODY_SNIPPET = 80
+
+
+def describe_body(response, scrub=None):
+    """``text/html; charset=utf-8 '<!DOCTYPE html><html>...'``: what came back, for an error about
+    a body that is not the JSON a call expects: its content type and first characters on one
+    line (never a header, and short enough that no page of data is copied into a log).
+    ``scrub`` masks secrets in the whole text before it is cut, so no part of one can show."""
     text = " ".join((response.text or "").split())
-    if not text:
-        return "%s, an empty body" % content_type
-    return "%s %r" % (content_type, text[:limit] + ("..." if len(text) > limit else ""))
+    text = scrub(text) if scrub else text
+    snippet = text[:BODY_SNIPPET] + ("..." if len(text) > BODY_SNIPPET else "")
+    kind = response.headers.get("Content-Type") or "no content type"
+    return "%s %r" % (kind, snippet) if snippet else "%s, an empty body" % kind

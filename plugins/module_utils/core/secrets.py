@@ -151,6 +151,26 @@ def redact(data, secret_values=()):
     return data
 
 
+def secret_text_problem(value):
+    """Why a secret cannot be used as written, or None: leading or trailing whitespace (the
+    trailing newline ``echo token > file`` or a YAML ``|`` block leaves) or a control character
+    inside. The words never quote the value. Such a secret is refused, not stripped: HTTP
+    libraries put it into a header and quote it whole in their error."""
+    if not isinstance(value, str) or not value:
+        return None
+    kept = value.rstrip()
+    if kept != value:
+        tail = value[len(kept):]
+        what = {"\n": "a trailing newline", "\r\n": "a trailing carriage return and newline",
+                "\r": "a trailing carriage return"}.get(tail, "trailing whitespace")
+        return "has %s; remove the whitespace" % what
+    if value.lstrip() != value:
+        return "has leading whitespace; remove the whitespace"
+    if any(ord(char) < 32 or ord(char) == 127 for char in value):
+        return "has a control character inside (a line break or tab?); remove it"
+    return None
+
+
 def error_message_without_source(exc):
     """An AnsibleError's own message, without the file excerpt. Before ansible-core 2.19
     ``message`` appends the offending line of the file read (a line that may hold a token);

@@ -41,7 +41,7 @@ from ansible_collections.waldur.site_agent.plugins.module_utils.core.http import
     send_with_retries,
 )
 from ansible_collections.waldur.site_agent.plugins.module_utils.core.pass_guard import check_write
-from ansible_collections.waldur.site_agent.plugins.module_utils.core.secrets import redact_text
+from ansible_collections.waldur.site_agent.plugins.module_utils.core.secrets import redact_text, secret_text_problem
 from ansible_collections.waldur.site_agent.plugins.module_utils.core.retry import RetryPolicy, parse_retry_after
 from ansible_collections.waldur.site_agent.plugins.module_utils.digitalocean.binding import (
     DIGITALOCEAN_IMPORT_ERROR,
@@ -246,8 +246,7 @@ class DigitalOceanClient:
             self.retry_policy, idempotent, connection_errors=(requests.ConnectionError, requests.Timeout), deadline=deadline,
             before_attempt=before_attempt, on_retry=lambda attempt: self.stats.add("retries"), sleep=self._sleep)
 
-    @staticmethod
-    def _expect_json_object(response, method, path):
+    def _expect_json_object(self, response, method, path):
         """A 2xx answer must be the JSON object the API documents: an HTML page (a proxy's or a
         maintenance page), truncated JSON or a bare list is an error, never an empty listing.
         The parsed body is kept on the response, so the library does not parse it again."""
@@ -258,7 +257,7 @@ class DigitalOceanClient:
         if not isinstance(body, dict):
             raise DigitalOceanError(
                 "DigitalOcean answered %s %s with %s instead of a JSON object; nothing in it is trusted: %s %s"
-                % (response.status_code, response.reason or "", describe_body(response), method, path),
+                % (response.status_code, response.reason or "", describe_body(response, self._scrub), method, path),
                 status=response.status_code, method=method, path=path)
         response.json = lambda *args, **kwargs: body
 
@@ -500,6 +499,9 @@ def client_from_module(module, max_connections=10):
         module.warn("api_url: %s" % warning)
     if module.params["timeout"] <= 0 or module.params["max_retry_seconds"] < 0:
         module.fail_json(msg="timeout must be positive and max_retry_seconds not negative")
+    problem = secret_text_problem(module.params["token"])
+    if problem:
+        module.fail_json(msg="token (module_defaults, task or DIGITALOCEAN_ACCESS_TOKEN): %s" % problem)
     # python-digitalocean reads these for any object it builds itself: keep those on
     # the same endpoint and timeout as ours.
     os.environ[ENDPOINT_ENV_VAR] = endpoint

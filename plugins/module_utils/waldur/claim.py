@@ -113,7 +113,7 @@ class Claim:
         if not customer_uuid:
             raise ItemError("the offering does not name its customer (customer_uuid)")
         providers = self.client.get("marketplace-service-providers/",
-                                    params={"customer_uuid": customer_uuid}) or []
+                                    params={"customer_uuid": customer_uuid}, expect=list)
         if not providers:
             raise ItemError("customer %s is not a service provider" % customer_uuid)
         provider_uuid = normalize_uuid(providers[0]["uuid"])

@@ -11,6 +11,16 @@ that cannot be reached at all within ``unreachable_timeout``), and turns every
 other failure into a :class:`WaldurApiError` whose text carries the method,
 path, status and Waldur's own message, never the token.
 
+A view is trusted only when it is whole and well-formed: ``get(path, expect=dict)``
+(``expect=list`` for an unpaged list, None for any JSON) and ``post`` return JSON of the
+expected type, ``list``/``pages``/``find`` pages that are JSON lists of objects adding up to
+Waldur's ``X-Result-Count``. Any other 2xx answer (an HTML page, truncated JSON, the wrong
+shape, an empty body for a read) raises a :class:`WaldurApiError` with that 2xx status naming
+the call and what came back (content type and first characters, never headers or the token);
+it is not transient, so it is not retried. Only writes may answer an empty body (older
+Waldur's transitions). A token with stray whitespace or a control character is refused
+(``ValueError``) before any call.
+
 TLS verification is exactly ``verify_ssl``: ``false`` never verifies, a path
 verifies against that CA bundle, ``true`` verifies against E(REQUESTS_CA_BUNDLE)
 or E(CURL_CA_BUNDLE) when set, else the bundled CAs. (requests merges the
@@ -39,6 +49,7 @@ from ansible_collections.waldur.site_agent.plugins.module_utils.core.http import
     DONE,
     EXHAUSTED,
     Retry,
+    describe_body,
     send_with_retries,
 )
 from ansible_collections.waldur.site_agent.plugins.module_utils.core.retry import (
@@ -46,7 +57,7 @@ from ansible_collections.waldur.site_agent.plugins.module_utils.core.retry impor
     RetryPolicy,
     parse_retry_after,
 )
-from ansible_collections.waldur.site_agent.plugins.module_utils.core.secrets import redact_text
+from ansible_collections.waldur.site_agent.plugins.module_utils.core.secrets import redact_text, secret_text_problem
 from ansible_collections.waldur.site_agent.plugins.module_utils.core.uuids import hex_uuid
 from ansible_collections.waldur.site_agent.plugins.module_utils.waldur.errors import (  # noqa: F401 (re-exported)
     WaldurApiError,
@@ -76,8 +87,10 @@ UNPROCESSED_STATUSES = frozenset((429, 503))
 # Seconds to keep trying a Waldur that cannot be reached at all (refused, unknown host, no answer
 # to connect): a pass fails each such offering within about this long.
 DEFAULT_UNREACHABLE_TIMEOUT = 10.0
-
-
+# What a call expected, as an error about a 2xx answer of another kind words it.
+_SHAPES = {dict: "a JSON object", list: "a JSON list", None: "JSON"}
+_LISTING = "a JSON list of objects"
+_NOT_JSON = object()
 def parse_verify_ssl(value):
     """``verify_ssl`` as requests takes it: True, False or the path of a CA bundle file.
     Raises ValueError naming what was expected."""
@@ -120,6 +133,9 @@ class WaldurClient:
             raise RuntimeError(missing_required_lib("requests"))
         if not token:
             raise ValueError("api_token is empty: give the Waldur API token (or set WALDUR_API_TOKEN)")
+        problem = secret_text_problem(token)
+        if problem:
+            raise ValueError("api_token %s" % problem)
         self.root = normalize_api_root(api_url)
         self._token = token
         self.timeout = timeout
@@ -158,12 +174,16 @@ class WaldurClient:
         return urlsplit(self.url(path)).path
 
     # ---- calls ------------------------------------------------------------------------
-    def get(self, path, params=None):
-        return self.request("GET", path, params=params)
+    def get(self, path, params=None, expect=dict):
+        """One JSON value of the type ``expect`` (``dict``: one object, ``list``: a bare list,
+        None: any JSON). Any other 2xx answer (empty, HTML, truncated JSON, the wrong shape) raises
+        a :class:`WaldurApiError` naming the call and what came back: never "nothing"."""
+        return self.request("GET", path, params=params, expect=expect)
 
-    def post(self, path, json=None, params=None, idempotent=True):
-        """POST; an empty 200/201 body (older Waldur transitions) comes back as ``{}``."""
-        body = self.request("POST", path, params=params, json=json, idempotent=idempotent)
+    def post(self, path, json=None, params=None, idempotent=True, expect=dict):
+        """POST; an empty 200/201 body (older Waldur transitions) comes back as ``{}``; any other
+        body must be JSON of the type ``expect``."""
+        body = self.request("POST", path, params=params, json=json, idempotent=idempotent, expect=expect)
         return {} if body is None else body
 
     def list(self, path, params=None):
@@ -174,32 +194,54 @@ class WaldurClient:
         return items
 
     def pages(self, path, params=None):
-        """The pages of a listing, one list of items each, fetched as the caller asks for them."""
+        """The pages of a listing, one list of items (objects) each, fetched as the caller asks
+        for them. A page that is not a JSON list of objects raises a :class:`WaldurApiError`, and
+        so does a listing whose pages, read to the end, do not add up to Waldur's
+        ``X-Result-Count``: an incomplete view is never taken for the whole."""
         query = dict(params or {})
         query.setdefault("page_size", DEFAULT_PAGE_SIZE)
         seen_pages = set()
+        listed = 0
         for _page in range(MAX_PAGES):
             response = self._send("GET", path, params=query)
-            body = self._decode(response)
+            body = self._decode(response, "GET", path, wanted=_LISTING)
             if isinstance(body, dict) and isinstance(body.get("results"), list):
-                yield body["results"]  # DRF page-number style, tolerated
-            elif isinstance(body, list):
-                yield body
-            elif body is not None:
-                raise WaldurApiError(response.status_code, "GET", self.api_path(path),
-                                     "expected a JSON list, got %s" % type(body).__name__)
+                items = body["results"]  # DRF page-number style, tolerated
             else:
-                yield []
+                items = body
+            if not isinstance(items, list) or not all(isinstance(item, dict) for item in items):
+                raise self._malformed(response, "GET", path, _LISTING)
+            count = self._result_count(response, path)
+            listed += len(items)
+            yield items
             next_url = (response.links.get("next") or {}).get("url")
-            if not next_url:
-                return
-            # Re-issue our own path with the next page's query: a proxy may put the wrong scheme
-            # or host in Link, and the token must only ever go to api_url.
-            query = self._query_of(next_url)
-            marker = tuple(sorted((key, str(value)) for key, value in query.items()))
-            if "page" not in query or marker in seen_pages:
-                return
-            seen_pages.add(marker)
+            if next_url:
+                # Re-issue our own path with the next page's query: a proxy may put the wrong scheme
+                # or host in Link, and the token must only ever go to api_url.
+                query = self._query_of(next_url)
+                marker = tuple(sorted((key, str(value)) for key, value in query.items()))
+                if "page" in query and marker not in seen_pages:
+                    seen_pages.add(marker)
+                    continue
+            if count is not None and count != listed:
+                raise WaldurApiError(response.status_code, "GET", self.api_path(path), (
+                    "the listing's pages hold %d item(s) but its X-Result-Count says %d: an incomplete view, "
+                    "not used (did the listing change while it was read?)" % (listed, count)))
+            return
+
+    def _result_count(self, response, path):
+        """Waldur's ``X-Result-Count`` of a listing as a number, None when it sends none."""
+        value = response.headers.get("X-Result-Count")
+        if value is None:
+            return None
+        try:
+            count = int(str(value).strip())
+        except ValueError:
+            count = -1
+        if count < 0:
+            raise WaldurApiError(response.status_code, "GET", self.api_path(path),
+                                 "X-Result-Count is %r, not a count" % self._scrub(str(value)[:40]))
+        return count
 
     def find(self, path, uuids, params=None):
         """``{uuid: item}`` for the items of a paged listing whose ``uuid`` is one of ``uuids``.
@@ -234,8 +276,11 @@ class WaldurClient:
                 query[key] = value
         return query
 
-    def request(self, method, path, params=None, json=None, idempotent=True):
-        return self._decode(self._send(method, path, params=params, json=json, idempotent=idempotent))
+    def request(self, method, path, params=None, json=None, idempotent=True, expect=None):
+        """The decoded JSON answer of one call. A GET must answer JSON; any other method may
+        answer an empty body (None), as older Waldur's transitions do."""
+        response = self._send(method, path, params=params, json=json, idempotent=idempotent)
+        return self._decode(response, method, path, expect=expect)
 
     # ---- internals --------------------------------------------------------------------
     @staticmethod
@@ -333,22 +378,39 @@ class WaldurClient:
                 message = _error_text(body)
             except ValueError:
                 text = (response.text or "").strip()
-                if text.lower().startswith("<!doctype") or text.lower().startswith("<html"):
-                    message = "%s (HTML page instead of JSON; is api_url the Waldur API?)" % (response.reason or "")
-                else:
+                if not (text.lower().startswith("<!doctype") or text.lower().startswith("<html")):
                     message = text[:500]
+                elif status >= 500:
+                    # The right URL whose server failed: name the status and the page, not the URL.
+                    message = "%s: %s" % (response.reason or "server error", describe_body(response, self._scrub))
+                else:
+                    message = "%s (HTML page instead of JSON; is api_url the Waldur API?)" % (response.reason or "")
             if not message:
                 message = response.reason or ""
         return WaldurApiError(status, method, api_path, self._scrub(message.strip()), body=body)
 
-    @staticmethod
-    def _decode(response):
+    def _decode(self, response, method, path, expect=None, wanted=None):
+        """The JSON of a 2xx answer, of the type ``expect`` when given. An empty body is None for
+        writes only (older Waldur's transitions); for a GET, and for any body that is not JSON
+        of the expected shape, a :class:`WaldurApiError` (not transient: the same answer would
+        come again) names the call and what came back."""
         if not response.content or not response.content.strip():
-            return None
+            if method != "GET":
+                return None
+            raise self._malformed(response, method, path, wanted or _SHAPES.get(expect, "JSON"))
         try:
-            return response.json()
+            body = response.json()
         except ValueError:
-            return None
+            body = _NOT_JSON
+        if body is _NOT_JSON or (expect is not None and not isinstance(body, expect)):
+            raise self._malformed(response, method, path, wanted or _SHAPES.get(expect, "JSON"))
+        return body
+
+    def _malformed(self, response, method, path, wanted):
+        """The error for a 2xx answer that is not ``wanted``: its content type and first characters,
+        on one line, never its headers."""
+        return WaldurApiError(response.status_code, method, self.api_path(path), "answered %s instead of %s"
+                              % (describe_body(response, self._scrub), wanted))
 
     def close(self):
         self.session.close()

@@ -11,6 +11,7 @@ __metaclass__ = type
 
 from ansible.module_utils.basic import AnsibleModule, env_fallback, missing_required_lib
 
+from ansible_collections.waldur.site_agent.plugins.module_utils.core.secrets import secret_text_problem
 from ansible_collections.waldur.site_agent.plugins.module_utils.core.uuids import normalize_uuid
 from ansible_collections.waldur.site_agent.plugins.module_utils.waldur.client import (
     DEFAULT_UNREACHABLE_TIMEOUT,
@@ -43,6 +44,11 @@ class WaldurModule:
         self.module = AnsibleModule(argument_spec=spec, supports_check_mode=supports_check_mode, **kwargs)
         if not HAS_REQUESTS:
             self.module.fail_json(msg=missing_required_lib("requests"), exception=REQUESTS_IMPORT_ERROR)
+        # Before any call: requests refuses such a header quoting the token whole, and retrying
+        # cannot help.
+        problem = secret_text_problem(self.module.params.get("api_token"))
+        if problem:
+            self.module.fail_json(msg="api_token (module_defaults, task or WALDUR_API_TOKEN): %s" % problem)
         self._client = None
 
     def __getattr__(self, name):

@@ -125,7 +125,8 @@ def parse_items(module, usages):
                 module.fail_json(msg="%s.usages.%s must be a number, got %r" % (where, component, amount))
             if not amounts[str(component)].is_finite():
                 module.fail_json(msg="%s.usages.%s must be a finite number, got %r" % (where, component, amount))
-        items.append({"resource_uuid": uuid, "resource_name": entry.get("resource_name") or "", "amounts": amounts})
+        items.append({"resource_uuid": uuid, "resource_name": entry.get("resource_name") or "", "amounts": amounts,
+                      "problem": entry.get("problem") or ""})
     return items
 
 
@@ -226,6 +227,11 @@ def usage_worker(module, client, components, stored, date, period):
     """The batch worker ``submit`` and its ``on_error`` for one billing month."""
 
     def submit(item):
+        if item.get("problem"):
+            # measured wrong or not at all (usage_rows): a named failure, never a quiet gap in the bill
+            return {"resource_uuid": item["resource_uuid"], "resource_name": item["resource_name"],
+                    "changed": False, "failed": True, "closed": False, "sent": {}, "unchanged": [], "refused": [],
+                    "omitted": [], "msg": "resource %s: %s" % (resource_label(item), item["problem"])}
         sent, unchanged, refused, omitted = plan_rows(item, components, stored)
         result = {"resource_uuid": item["resource_uuid"], "resource_name": item["resource_name"],
                   "changed": bool(sent), "failed": False, "closed": False,

@@ -339,14 +339,17 @@ def test_empty_bodies_are_tolerated(server):
     client = make_client(server)
     assert client.post("marketplace-orders/x/set_state_done/") == {}
     assert client.post("marketplace-component-usages/set_usage/", json={"usages": []}) == {}
-    assert client.get("marketplace-orders/x/") is None
+    # only writes: a read answered with nothing is no view at all (rule 3 of issue 22)
+    with pytest.raises(WaldurApiError, match=r"GET /api/marketplace-orders/x/ failed \(HTTP 200\): answered .*an empty "
+                                             r"body instead of a JSON object"):
+        client.get("marketplace-orders/x/")
     assert client.calls == {"reads": 1, "writes": 2, "retries": 0}
 
 
 def test_boolean_params_are_sent_as_waldur_expects(server):
     server.on("/api/marketplace-orders/", (200, {}, []))
     client = make_client(server)
-    client.get("marketplace-orders/", params={"can_approve_as_provider": True, "skip": None})
+    client.get("marketplace-orders/", params={"can_approve_as_provider": True, "skip": None}, expect=list)
     assert server.requests[0]["query"] == {"can_approve_as_provider": ["true"]}
 
 

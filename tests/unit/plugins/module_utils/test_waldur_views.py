@@ -1,0 +1,143 @@
+"""Issue 22 rules 3 and 8 in WaldurClient: a 2xx answer that is not the JSON the call expects
+is an error naming the call and what came back (never "nothing"), listings must add up to
+X-Result-Count, a 5xx HTML page names its status, and a token with stray whitespace is
+refused before any call without showing it."""
+
+from __future__ import annotations
+
+import pytest
+
+from ansible_collections.waldur.site_agent.plugins.module_utils.core.secrets import secret_text_problem
+from ansible_collections.waldur.site_agent.plugins.module_utils.waldur.client import WaldurApiError, WaldurClient
+from tests.unit.plugins.module_utils.test_waldur_api import TOKEN, make_client, server  # noqa: F401 (fixture)
+
+HTML = b"<!DOCTYPE html>\n<html><head><title>Down for maintenance</title></head><body>" + TOKEN.encode() + b"</body></html>"
+HTML_HEADERS = {"Content-Type": "text/html; charset=utf-8"}
+LISTING = "/api/marketplace-provider-resources/"
+ONE = "/api/marketplace-orders/x/"
+
+
+@pytest.mark.parametrize("reply, wanted, shown", [
+    ((200, HTML_HEADERS, HTML), "a JSON object", "text/html; charset=utf-8 '<!DOCTYPE html> <html><head><title>Down"),
+    ((200, {"Content-Type": "application/json"}, b'{"uuid": "ab'), "a JSON object", "application/json '{\"uuid\": \"ab'"),
+    ((200, {}, ["an", "object", "belongs", "here"]), "a JSON object", "application/json '[\"an\""),
+    ((200, {}, None), "a JSON object", "an empty body"),
+])
+def test_a_read_that_is_not_the_object_it_asked_for_is_an_error(server, reply, wanted, shown):
+    server.on(ONE, reply)
+    client = make_client(server)
+    with pytest.raises(WaldurApiError) as raised:
+        client.get("marketplace-orders/x/")
+    text = str(raised.value)
+    assert text.startswith("Waldur GET %s failed (HTTP 200): answered " % ONE)
+    assert text.endswith("instead of %s" % wanted) and shown in text, text
+    assert "\n" not in text and TOKEN not in text and "Authorization" not in text
+    assert not raised.value.transient  # the same answer would come again: not retried
+    assert client.calls == {"reads": 1, "writes": 0, "retries": 0}
+
+
+@pytest.mark.parametrize("reply", [
+    (200, HTML_HEADERS, HTML),
+    (200, {"Content-Type": "application/json", "X-Result-Count": "2"}, b'[{"uuid": "a"}, {"uu'),
+    (200, {"X-Result-Count": "1"}, {"uuid": "a list belongs here"}),
+    (200, {"X-Result-Count": "2"}, ["not", "objects"]),
+    (200, {}, None),
+])
+def test_a_listing_page_that_is_not_a_list_of_objects_is_an_error_not_nothing(server, reply):
+    server.on(LISTING, reply)
+    client = make_client(server)
+    with pytest.raises(WaldurApiError, match=r"^Waldur GET %s failed \(HTTP 200\): answered .* instead of "
+                                             r"a JSON list of objects$" % LISTING) as raised:
+        client.list("marketplace-provider-resources/")
+    assert TOKEN not in str(raised.value)
+
+
+def _page(base, number, last, items, count):
+    links = ['<{base}%s?page=%d>; rel="next"' % (LISTING, number + 1)] if number < last else []
+    return (200, {"X-Result-Count": str(count), "Link": ", ".join(links)}, items)
+
+
+def test_pages_that_do_not_add_up_to_x_result_count_are_an_incomplete_view(server):
+    base = server.base
+    server.on(LISTING, _page(base, 1, 2, [{"uuid": "a"}, {"uuid": "b"}], 5), _page(base, 2, 2, [{"uuid": "c"}], 5))
+    client = make_client(server)
+    with pytest.raises(WaldurApiError, match=r"GET %s failed \(HTTP 200\): the listing's pages hold 3 item\(s\) "
+                                             r"but its X-Result-Count says 5" % LISTING):
+        client.list("marketplace-provider-resources/")
+
+
+def test_pages_that_add_up_and_listings_without_a_count_are_taken(server):
+    base = server.base
+    server.on(LISTING, _page(base, 1, 2, [{"uuid": "a"}, {"uuid": "b"}], 3), _page(base, 2, 2, [{"uuid": "c"}], 3))
+    server.on("/api/marketplace-orders/", (200, {}, [{"uuid": "o"}]))
+    client = make_client(server)
+    assert [item["uuid"] for item in client.list("marketplace-provider-resources/")] == ["a", "b", "c"]
+    assert client.list("marketplace-orders/") == [{"uuid": "o"}]
+    assert client.get("marketplace-orders/", expect=list) == [{"uuid": "o"}]
+
+
+def test_writes_may_still_answer_nothing_but_not_html(server):
+    server.on("/api/marketplace-orders/x/set_state_done/", (200, {}, None))
+    server.on("/api/marketplace-orders/x/approve_by_provider/", (200, HTML_HEADERS, HTML))
+    client = make_client(server)
+    assert client.post("marketplace-orders/x/set_state_done/") == {}
+    with pytest.raises(WaldurApiError, match="POST /api/marketplace-orders/x/approve_by_provider/ failed "
+                                             r"\(HTTP 200\): answered text/html"):
+        client.post("marketplace-orders/x/approve_by_provider/")
+
+
+def test_a_5xx_html_page_names_its_status_and_does_not_blame_the_url(server):
+    server.on(ONE, (500, HTML_HEADERS, HTML))
+    server.on("/api/marketplace-orders/y/", (404, HTML_HEADERS, HTML))
+    client = make_client(server, max_retry_seconds=0)
+    with pytest.raises(WaldurApiError) as raised:
+        client.get("marketplace-orders/x/")
+    text = str(raised.value)
+    assert text.startswith("Waldur GET %s failed (HTTP 500): Internal Server Error: text/html" % ONE), text
+    assert "api_url" not in text and TOKEN not in text
+    with pytest.raises(WaldurApiError, match="is api_url the Waldur API"):
+        client.get("marketplace-orders/y/")
+
+
+@pytest.mark.parametrize("token, problem", [
+    (TOKEN + "\n", "has a trailing newline; remove the whitespace"),
+    (TOKEN + "\r\n", "has a trailing carriage return and newline; remove the whitespace"),
+    (" " + TOKEN, "has leading whitespace; remove the whitespace"),
+    (TOKEN + " \t", "has trailing whitespace; remove the whitespace"),
+    (TOKEN[:5] + "\n" + TOKEN[5:], "has a control character inside (a line break or tab?); remove it"),
+])
+def test_a_token_with_stray_whitespace_is_refused_before_any_call_without_showing_it(server, token, problem):
+    assert secret_text_problem(token) == problem
+    with pytest.raises(ValueError) as raised:
+        WaldurClient(server.base + "/api/", token)
+    assert str(raised.value) == "api_token " + problem
+    assert server.requests == []
+    assert secret_text_problem(TOKEN) is None and secret_text_problem(None) is None
+
+
+def test_the_configuration_refuses_every_secret_with_stray_whitespace_by_its_key_path():
+    from ansible_collections.waldur.site_agent.plugins.module_utils.agent.site_config import apply_environment, validate
+    from tests.helpers import simulator_site_config
+
+    config = simulator_site_config("https://waldur.example.com", do_url="https://do.example.com",
+                                   azure_url="https://azure.example.com")
+    del config["offerings"][1]["waldur_api_token"]  # from the environment, as AWX injects it
+    config["offerings"][0]["backend_settings"]["token"] = "do-token-secret\r\n"
+    config["offerings"][1]["backend_settings"]["client_secret"] = "azure\tsecret"
+    apply_environment(config, {"WALDUR_API_TOKEN": TOKEN + "\n"})
+    errors, _warnings = validate(config)
+    assert errors == [
+        "offerings[0].backend_settings.token: has a trailing carriage return and newline; remove the whitespace",
+        "offerings[1].waldur_api_token: has a trailing newline; remove the whitespace",
+        "offerings[1].backend_settings.client_secret: has a control character inside (a line break or tab?); "
+        "remove it",
+    ]
+    assert not any(secret in error for error in errors for secret in (TOKEN, "do-token-secret", "azure"))
+
+
+def test_an_echoed_token_is_masked_before_the_body_is_cut(server):
+    server.on(ONE, (200, HTML_HEADERS, ("<html>" + "x" * 60 + TOKEN + "</html>").encode()))
+    client = make_client(server)
+    with pytest.raises(WaldurApiError) as raised:
+        client.get("marketplace-orders/x/")
+    assert TOKEN[:10] not in str(raised.value) and "x" * 60 + "********" in str(raised.value)
