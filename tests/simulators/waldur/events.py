@@ -498,6 +498,12 @@ class EventingMarketplace(Marketplace):
         super().set_state_erred(order, error_message, error_traceback)
         self._published(order)
 
+    def process_order(self, order: dict) -> bool:
+        ran = super().process_order(order)
+        if ran:
+            self._published(order)
+        return ran
+
 
 __all__ = ["EventingMarketplace", "PublishError", "SiteAgentEvents", "StompPublisher",
            "OBSERVABLE_OBJECT_TYPES"]
