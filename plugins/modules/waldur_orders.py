@@ -28,6 +28,10 @@ description:
     built for it. Update orders get C(target_limits) (the order's limits, else the plan's quotas).
     When some order is a Create or Restore, the service provider's SSH keys (all pages) are
     returned too.
+  - Waldur's processor runs after the approval in a background worker (a Celery task), possibly
+    seconds later. Nothing is returned for building before the worker is seen to have finished (see
+    O(order_processing_settle_seconds) and O(order_processing_wait_seconds)); an order it erred
+    is returned in RV(skipped_orders) with Waldur's message.
   - With O(state=settled), takes the per-order outcomes of the backend task (a backend module's
     C(results) can be passed as they are; see O(outcomes) for the contract) and, per order,
     reads the order's state again (from one paged listing of the offering's C(executing) orders
@@ -124,6 +128,30 @@ options:
         backend module's RV(waldur.site_agent.do_droplet#module:results_packed) here and the orders it set aside in
         O(outcomes).
     type: raw
+  order_processing_settle_seconds:
+    description:
+      - With O(state=claimed), Waldur processes an approval later, in a background worker, which
+        may err the order after C(approve_by_provider) answered. An order is returned only on
+        positive evidence that the worker has finished with it and the order is still
+        C(executing) - the processor's trace (a Create's C(resource_uuid), the plugin object, is
+        set; an Update's resource is C(Updating); a Terminate's is C(Terminating)).
+      - For an order type the processor leaves no trace of (Restore), this many seconds after the
+        approve call instead (waited once for the whole batch, then the orders are read again in
+        one listing).
+      - An order approved by an earlier run without a trace counts as processed this many seconds
+        after Waldur's C(provider_reviewed_at) (Restore) or O(order_processing_wait_seconds) after
+        it (the others); one without C(provider_reviewed_at) (set executing by hand) at once.
+    type: float
+    default: 1.0
+  order_processing_wait_seconds:
+    description:
+      - With O(state=claimed), the most the claim waits for Waldur's worker (looking again every
+        half second, one listing each time). An order still without the processor's trace then is
+        returned in RV(skipped_orders), left C(executing) for the next pass; nothing is built for it.
+      - An order that Waldur errs meanwhile is returned in RV(skipped_orders) as
+        C(order erred by Waldur after approval) with Waldur's C(error_message).
+    type: float
+    default: 30.0
   retry_max_age:
     description:
       - With O(state=settled), seconds after the order's creation in Waldur (its C(created)) past
@@ -304,6 +332,13 @@ ssh_keys:
       name: alice
       public_key: ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIG... alice@example.com
       fingerprint: "9d:3c:1a:8e:53:5b:0d:2f:61:4f:aa:01:7e:22:c9:10"
+processing_wait:
+  description: >-
+    Seconds the claim waited for Waldur's worker to finish processing approvals
+    (O(order_processing_wait_seconds)); 0 when every order showed the processor's trace at once.
+  returned: when O(state=claimed)
+  type: float
+  sample: 0.5
 approved:
   description: UUIDs of the orders this run approved.
   returned: when O(state=claimed)
@@ -324,7 +359,7 @@ skipped_orders:
       type: Create
       resource_uuid: 7b1e0c9d8a7f4e3d2c1b0a9f8e7d6c5b
       resource_name: ""
-      msg: "order is erred after approval, not executing (Waldur: 'name')"
+      msg: "order erred by Waldur after approval: 'name'"
 errors:
   description: >-
     Orders that could not be claimed this pass (for example their resource or the SSH keys could
@@ -432,6 +467,8 @@ def main():
         outcomes_packed=dict(type="raw"),
         packed=dict(type="bool", default=False),
         retry_max_age=dict(type="float", default=86400),
+        order_processing_settle_seconds=dict(type="float", default=1.0),
+        order_processing_wait_seconds=dict(type="float", default=30.0),
     )
     argument_spec.update(batch_argument_spec())
     module = WaldurModule(argument_spec=argument_spec)

@@ -143,8 +143,9 @@ class StubClient:
 
     def get(self, path, params=None):
         if path.startswith("marketplace-orders/"):
+            # resource_uuid: the plugin object Waldur's processor made (its work is done)
             return {"uuid": "1" * 32, "state": self.state_after, "type": "Create",
-                    "marketplace_resource_uuid": "2" * 32}
+                    "marketplace_resource_uuid": "2" * 32, "resource_uuid": "3" * 32}
         return {"uuid": "2" * 32, "name": "vm", "backend_id": ""}
 
 
@@ -576,9 +577,9 @@ def test_approved_orders_are_read_again_and_dropped_when_waldur_erred_them(waldu
     skipped = {entry["uuid"]: entry for entry in result["skipped_orders"]}
     assert skipped[update["uuid"]] == {
         "uuid": update["uuid"], "state": "erred", "type": "Update", "resource_uuid": running["uuid"],
-        "resource_name": "db-1", "msg": "order is erred after approval, not executing "
-                                        "(Waldur: Can't switch from state '5' using method 'schedule_updating')"}
-    assert skipped[nameless["uuid"]]["msg"] == "order is erred after approval, not executing (Waldur: 'name')"
+        "resource_name": "db-1", "msg": "order erred by Waldur after approval: "
+                                        "Can't switch from state '5' using method 'schedule_updating'"}
+    assert skipped[nameless["uuid"]]["msg"] == "order erred by Waldur after approval: 'name'"
     assert app.resource(nameless["marketplace_resource_uuid"])["state"] == "Erred"
     # the one still executing is seen in the listing of executing orders; the two Waldur erred
     # are not in it, and are read on their own for their state and message
