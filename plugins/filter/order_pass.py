@@ -20,7 +20,7 @@ from ansible.errors import AnsibleFilterError
 from ansible_collections.waldur.site_agent.plugins.filter.site_agent import listed, unpacked
 from ansible_collections.waldur.site_agent.plugins.module_utils.core.packed import like
 
-OUTCOMES = ("done", "erred", "retry", "refused", "failed", "skipped")
+OUTCOMES = ("done", "erred", "retry", "refused", "failed", "skipped", "diverged")
 REASON_LIMIT = 300
 
 
@@ -98,7 +98,9 @@ def order_pass_report(claim, settle=None, check_mode=False, act=None):
         order = ["would_done", "would_erred"] + order[2:]
     return {"counts": counts, "lines": lines, "orders": sum(counts.values()),
             "summary": " ".join("%s=%d" % (key, counts[key]) for key in order),
-            "unfinished": counts["failed"] + counts["refused"]}
+            # diverged: Waldur erred the order after the backend acted; they disagree, so the pass fails
+            "unfinished": counts["failed"] + counts["refused"] + counts["diverged"],
+            "diverged": counts["diverged"]}
 
 
 class FilterModule(object):

@@ -36,8 +36,8 @@ description:
     C(results) can be passed as they are; see O(outcomes) for the contract) and, per order,
     reads the order's state again (from one paged listing of the offering's C(executing) orders
     when two or more are settled, else on its own; an order not in the listing is read on its own)
-    and ends it in exactly one of C(done), C(erred), C(retry), C(refused), C(failed) or C(skipped)
-    (RV(results[].outcome)).
+    and ends it in exactly one of C(done), C(erred), C(retry), C(refused), C(failed), C(skipped) or
+    C(diverged) (RV(results[].outcome)).
   - C(done) records the backend id and backend metadata on the resource when they differ and sets
     the order C(done) (only from C(executing); an order that moved meanwhile makes Waldur refuse,
     and is read again).
@@ -54,6 +54,12 @@ description:
     C(failed) is any other order that could not be settled (RV(results[].failed) set).
     C(skipped) is an order that was not in a state to settle (already terminal, not executing); a
     machine made for an order Waldur erred meanwhile gets its backend id recorded on the resource.
+  - C(diverged) is an order Waldur erred after the backend acted on it (the outcome says C(changed),
+    or a machine exists for a Create or Restore), found erred when settling or turned erred once set
+    C(done) (the orders set done are read again, from one listing of the offering's orders erred since
+    settling started when two or more were, else on their own). Waldur and the cloud disagree: the
+    result says what the backend did and what Waldur keeps for the resource (state, limits, backend
+    id), and RV(results[].failed) is set.
   - The current backend ids and metadata are compared with one paged listing of the offering's
     in-flight (C(Creating), C(Updating), C(Terminating)) resources when two or more outcomes record
     something; other resources are read one by one.
@@ -240,7 +246,7 @@ results_packed:
   type: str
   sample: '[{"order_uuid": "5f3c0a0e6d8b4f1e9a2b7c4d3e2f1a0b", "outcome": "done", "changed": true}]'
 failures:
-  description: The results that could not be settled (outcome C(refused) or C(failed)), as in RV(results).
+  description: The results that could not be settled (outcome C(refused) or C(failed)) or diverged, as in RV(results).
   returned: when O(state=settled) and O(packed) is true
   type: list
   elements: dict
@@ -385,7 +391,7 @@ results:
     outcome:
       description: How the order ended in this run.
       type: str
-      choices: [done, erred, retry, refused, failed, skipped]
+      choices: [done, erred, retry, refused, failed, skipped, diverged]
     state:
       description: The order's state after this run (its current state in check mode).
       type: str
@@ -393,7 +399,9 @@ results:
       description: Whether something was (or in check mode would be) written for this order.
       type: bool
     failed:
-      description: Whether the order could not be settled (outcome C(refused) or C(failed)); it is left for the next pass.
+      description: >-
+        Whether the order could not be settled (outcome C(refused) or C(failed)), left for the next
+        pass, or Waldur and the cloud disagree about it (outcome C(diverged)).
       type: bool
     retry:
       description: Whether the order is left for the next pass (outcome C(retry)).
@@ -433,6 +441,10 @@ refused:
   description: Orders whose state Waldur refused to record (outcome C(refused)).
   returned: when O(state=settled)
   type: int
+diverged:
+  description: Orders Waldur erred after the backend acted on them (outcome C(diverged)).
+  returned: when O(state=settled)
+  type: int
 counts:
   description:
     - How many orders ended in each outcome.
@@ -440,7 +452,7 @@ counts:
       not top-level keys, because both are Ansible's own result keys.
   returned: when O(state=settled)
   type: dict
-  sample: {done: 17, erred: 1, retry: 1, refused: 0, failed: 1, skipped: 0}
+  sample: {done: 17, erred: 1, retry: 1, refused: 0, failed: 1, skipped: 0, diverged: 0}
 unsettled:
   description: Orders refused plus orders failed (RV(results[].failed)); the next pass retries them.
   returned: when O(state=settled)
