@@ -86,6 +86,8 @@ def order_pass_report(claim, settle=None, check_mode=False, act=None):
         if outcome != "done" or check_mode:
             entry = dict(entry, resource_name=entry.get("resource_name") or names.get(entry.get("order_uuid")))
             backend, limit = backend_says.get(entry.get("order_uuid")), REASON_LIMIT
+            if outcome == "diverged":  # what each side holds: both halves are the point
+                limit = 2 * REASON_LIMIT
             if backend and backend != one_line(entry.get("msg")):
                 # each part on its own limit: the backend's plan alone can be long (Azure's chain)
                 entry["msg"] = "%s; %s" % (backend, one_line(entry.get("msg") or outcome))

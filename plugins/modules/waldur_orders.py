@@ -122,6 +122,8 @@ options:
         it is recorded on the resource, best effort, so Waldur tracks the machine). A backend must
         give it whenever a machine exists.
       - C(backend_metadata) (dict) is the metadata to record (an empty one is not written).
+      - C(changed) (bool) says the backend changed something in the cloud for the order (a backend
+        module's result says so); an order Waldur erred meanwhile then ends C(diverged).
       - C(cloud) (str) says what exists in the cloud for the order (for example
         C(droplet 418000001 web-1 (active))); it is quoted in the message of an order erred after
         O(retry_max_age). Without it the message names C(backend_id).

@@ -283,9 +283,8 @@ class Settle:
                                           else "the backend acted")
         item.state = "erred"
         return item.result(
-            "diverged", "Waldur erred the order after the backend acted (Waldur: %s): %s%s; Waldur and the cloud "
-            "disagree: bring the machine back in line or order again in Waldur (docs/behaviour.md, When Waldur "
-            "changes its mind)" % (" ".join(str(error_message or "no message").split()), backend, waldur),
+            "diverged", "Waldur erred the order after the backend acted (Waldur: %s): %s%s"
+            % (" ".join(str(error_message or "no message").split()), backend, waldur),
             failed=True)
 
     def _age(self, item):
