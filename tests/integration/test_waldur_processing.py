@@ -10,7 +10,9 @@ from __future__ import annotations
 import uuid
 
 import pytest
+import yaml
 
+from tests.helpers import REPO, run_playbook
 from tests.integration.passes import assert_done, order_machine, terminate, update_limits, write_config
 from tests.integration.test_order_pass import droplets_tagged, named_lines, order_pass, summary_of
 from tests.simulators.waldur import presets as W
@@ -18,6 +20,7 @@ from tests.simulators.waldur.simulator import PROFILES
 
 pytestmark = pytest.mark.integration
 
+LOAD_COMPONENTS = REPO / "playbooks" / "load_components.yml"
 BIG = {"cpu": 2, "ram": 4096, "disk": 81920}
 UPDATE_ERROR = "Can't switch from state '5' using method 'schedule_updating'"
 
@@ -117,3 +120,29 @@ def test_orders_waldur_errs_after_the_backend_acted_are_diverged_and_fail_the_pa
     assert "s-2vcpu-4gb" in grown
     assert "Waldur keeps resource grown OK with limits cpu=1 disk=25600 ram=1024" in grown
     assert "order(s) failed, were refused or diverged from the cloud" in run.output
+
+
+def test_load_components_run_twice_on_a_plan_with_resources_writes_nothing_the_second_time(
+        tmp_path, waldur_sim, do_sim):
+    """Waldur 7.0.7 keeps a plan's prices when it has resources and stores new ones as future
+    prices: load_components says the price applies from the next period, and converges."""
+    waldur = waldur_sim
+    waldur.app.set_quirks(**PROFILES["waldur_7"])  # the default preset's pending Create uses the plan
+    config = write_config(tmp_path, waldur, do_sim)
+    settings = yaml.safe_load(config.read_text())
+    settings["offerings"] = settings["offerings"][:1]
+    settings["offerings"][0]["backend_components"]["disk"]["price"] = 0.003
+    config.write_text(yaml.safe_dump(settings, sort_keys=False))
+    env = {"WALDUR_SITE_AGENT_CONFIG": str(config)}
+
+    first = run_playbook(LOAD_COMPONENTS, env=env)
+    assert first.rc == 0, first.output[-4000:]
+    assert "priced from the next billing period: disk 0.0001 -> 0.003" in first.output
+    plan = waldur.app.market.plans[W.DO_PLAN_UUID]
+    assert str(plan["prices"]["disk"]) == "0.0001" and str(plan["future_prices"]["disk"]) == "0.003"
+
+    since = len(waldur.app.calls)
+    second = run_playbook(LOAD_COMPONENTS, env=env)
+    assert second.rc == 0, second.output[-4000:]
+    assert waldur.app.write_calls(since) == []
+    assert "priced" not in second.output
