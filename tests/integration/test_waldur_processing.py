@@ -13,8 +13,9 @@ import pytest
 import yaml
 
 from tests.helpers import REPO, run_playbook
-from tests.integration.passes import assert_done, order_machine, terminate, update_limits, write_config
-from tests.integration.test_order_pass import droplets_tagged, named_lines, order_pass, summary_of
+from tests.integration.passes import (
+    ORDER_PASS, assert_done, hold_calls, order_machine, start_pass, terminate, update_limits, write_config)
+from tests.integration.test_order_pass import droplets_tagged, finish, named_lines, order_pass, summary_of
 from tests.simulators.waldur import presets as W
 from tests.simulators.waldur.simulator import PROFILES
 
@@ -146,3 +147,29 @@ def test_load_components_run_twice_on_a_plan_with_resources_writes_nothing_the_s
     assert second.rc == 0, second.output[-4000:]
     assert waldur.app.write_calls(since) == []
     assert "priced" not in second.output
+
+
+# ---- words: a pass skipped on the lock, a pass that waited for it ------------------------------------
+
+@pytest.mark.parametrize("extra, rc", [({"awx_job_id": 7}, 0), ({"agent_pass_lock_busy": "failed"}, 2)])
+def test_a_pass_skipped_on_the_lock_says_skipped_and_never_unreachable_under_awx(
+        tmp_path, waldur_sim, do_sim, extra, rc):
+    waldur, do = waldur_sim, do_sim
+    config = write_config(tmp_path, waldur, do)
+    arrived, release, restore = hold_calls(do.app, "droplets.create")
+    try:
+        first = start_pass(ORDER_PASS, config)
+        assert arrived.wait(300), "the first pass never created the droplet"
+
+        second = order_pass(config, rc=rc, agent_pass_lock_wait=1, **extra)
+
+        assert "UNREACHABLE" not in second.output
+        assert "offering DigitalOcean VM: waited 1." in second.output
+        assert "seconds for its pass lock, which another pass held; skipping it" in second.output
+        assert "skipped: DigitalOcean VM (offering %s): the order_process pass of offering DigitalOcean VM" \
+            % W.DO_OFFERING_UUID in second.output
+        release.set()
+        finish(first)
+    finally:
+        restore()
+    assert_done(waldur, W.DO_ORDER_UUID)
