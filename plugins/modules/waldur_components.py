@@ -30,7 +30,7 @@ description:
   - A plan that has resources may take new prices from the next billing period (Waldur 7.0.7's
     C(update_prices) writes them as the plan's C(future_prices) and its C(prices) stay). A plan to be
     priced is read first, its future prices are what is compared, and it is read again after the
-    write: the result says when the new prices apply from the next period (RV(plans[].next_period)).
+    write; the result says when the new prices apply from the next period (RV(plans[].next_period)).
     A second run writes nothing.
 author:
   - Waldur site agent developers (@waldur)

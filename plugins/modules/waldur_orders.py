@@ -57,7 +57,7 @@ description:
   - C(diverged) is an order Waldur erred after the backend acted on it (the outcome says C(changed),
     or a machine exists for a Create or Restore), found erred when settling or turned erred once set
     C(done) (the orders set done are read again, from one listing of the offering's orders erred since
-    settling started when two or more were, else on their own). Waldur and the cloud disagree: the
+    settling started when two or more were, else on their own). Waldur and the cloud disagree; the
     result says what the backend did and what Waldur keeps for the resource (state, limits, backend
     id), and RV(results[].failed) is set.
   - The current backend ids and metadata are compared with one paged listing of the offering's
