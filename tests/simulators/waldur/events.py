@@ -499,8 +499,10 @@ class EventingMarketplace(Marketplace):
         self._published(order)
 
     def process_order(self, order: dict) -> bool:
+        """Published when the processor changed the order's state (it erred it), as any state change."""
+        state = order["state"]
         ran = super().process_order(order)
-        if ran:
+        if ran and order["state"] != state:
             self._published(order)
         return ran
 
