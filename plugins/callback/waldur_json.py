@@ -479,7 +479,7 @@ class CallbackModule(CallbackBase):
         for key, value in summary.items():
             if key not in _RECORD_KEYS:
                 context_fields[key] = value
-        troubled = any(isinstance(summary.get(key), int) and summary[key] > 0 for key in ("erred", "failed", "refused"))
+        troubled = any(isinstance(summary.get(key), int) and summary[key] > 0 for key in ("erred", "failed", "refused", "diverged"))
         self._emit("pass summary", "warning" if troubled else "info", **context_fields)
 
     def _emit_batch_item(self, item, task_fields):

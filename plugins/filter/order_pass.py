@@ -20,7 +20,7 @@ from ansible.errors import AnsibleFilterError
 from ansible_collections.waldur.site_agent.plugins.filter.site_agent import listed, unpacked
 from ansible_collections.waldur.site_agent.plugins.module_utils.core.packed import like
 
-OUTCOMES = ("done", "erred", "retry", "refused", "failed", "skipped")
+OUTCOMES = ("done", "erred", "retry", "refused", "failed", "skipped", "diverged")
 REASON_LIMIT = 300
 
 
@@ -86,6 +86,8 @@ def order_pass_report(claim, settle=None, check_mode=False, act=None):
         if outcome != "done" or check_mode:
             entry = dict(entry, resource_name=entry.get("resource_name") or names.get(entry.get("order_uuid")))
             backend, limit = backend_says.get(entry.get("order_uuid")), REASON_LIMIT
+            if outcome == "diverged":  # what each side holds: both halves are the point
+                limit = 2 * REASON_LIMIT
             if backend and backend != one_line(entry.get("msg")):
                 # each part on its own limit: the backend's plan alone can be long (Azure's chain)
                 entry["msg"] = "%s; %s" % (backend, one_line(entry.get("msg") or outcome))
@@ -103,7 +105,10 @@ def order_pass_report(claim, settle=None, check_mode=False, act=None):
                           if entry.get("outcome") == "retry"))
     return {"counts": counts, "lines": lines, "orders": sum(counts.values()),
             "summary": " ".join("%s=%d" % (key, counts[key]) for key in order),
-            "held": held, "unfinished": counts["failed"] + counts["refused"] + held}
+            # held: kept alive as retry for the operator; diverged: Waldur erred the order after the
+            # backend acted. Either way Waldur and the cloud disagree, so the pass fails.
+            "held": held, "unfinished": counts["failed"] + counts["refused"] + counts["diverged"] + held,
+            "diverged": counts["diverged"]}
 
 
 def _act_failures(act):

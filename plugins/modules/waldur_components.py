@@ -27,6 +27,11 @@ description:
     has, else 0. Waldur cannot finish an Update order whose limits name a component without a price in
     the resource's plan (HTTP 500 C(PlanComponent matching query does not exist)), so a component
     is never left unpriced. A plan whose prices already match is not written.
+  - A plan that has resources may take new prices from the next billing period (Waldur 7.0.7's
+    C(update_prices) writes them as the plan's C(future_prices) and its C(prices) stay). A plan to be
+    priced is read first, its future prices are what is compared, and it is read again after the
+    write; the result says when the new prices apply from the next period (RV(plans[].next_period)).
+    A second run writes nothing.
 author:
   - Waldur site agent developers (@waldur)
 extends_documentation_fragment:
@@ -147,16 +152,21 @@ plans:
       type: str
     changes:
       description: For C(priced), each component whose price changes, with its C(before) (null when it had
-        none) and C(after) price.
+        none; for a plan with resources, its future price where it has one) and C(after) price.
       type: dict
+    next_period:
+      description: For C(priced), whether the prices apply from the next billing period (Waldur stored
+        them as the plan's future prices, as 7.0.7 does for a plan that has resources).
+      type: bool
   sample:
     - uuid: d0000000000000000000000000000002
       name: Default plan
       action: priced
       changed: true
       failed: false
-      msg: "priced: gpu"
+      msg: "priced: gpu none -> 0"
       changes: {gpu: {before: null, after: 0.0}}
+      next_period: false
 api_calls:
   description: Waldur HTTP calls made by this task (C(reads), C(writes), C(retries)).
   returned: always
@@ -267,10 +277,21 @@ def _decimal(value):
         return None
 
 
+def _current_prices(plan):
+    """What the plan will charge for each component: its future price where Waldur holds one
+    (``update_prices`` on a plan that has resources writes ``future_prices`` and keeps ``prices``),
+    else its price."""
+    current = dict((key, _decimal(value)) for key, value in (plan.get("prices") or {}).items())
+    current.update((key, _decimal(value)) for key, value in (plan.get("future_prices") or {}).items()
+                   if _decimal(value) is not None)
+    return current
+
+
 def wanted_prices(plan, component_types, configured):
     """``(prices, changes)`` for one plan: every component priced (configured, else the plan's
-    own, else 0), and the components whose price differs from what the plan has."""
-    current = dict((key, _decimal(value)) for key, value in (plan.get("prices") or {}).items())
+    own, else 0), and the components whose price differs from what the plan has (its future
+    price where it has one)."""
+    current = _current_prices(plan)
     prices, changes = {}, {}
     for component_type in sorted(component_types):
         before = current.get(component_type)
@@ -283,26 +304,60 @@ def wanted_prices(plan, component_types, configured):
     return prices, changes
 
 
+def _read_plan(module, client, plan):
+    try:
+        return dict(plan, **(client.get("marketplace-plans/%s/" % plan.get("uuid")) or {}))
+    except WaldurApiError as exc:
+        module.warn("could not read plan %s (%s): %s" % (plan.get("name"), plan.get("uuid"), exc))
+        return None
+
+
 def price_plans(module, client, plans, component_types, configured):
-    """Give every plan a price for every component; one ``update_prices`` per plan that needs it."""
+    """Give every plan a price for every component; one ``update_prices`` per plan that needs it.
+    A plan that seems to need it is read first (the offering's listing of plans may not carry
+    ``future_prices``), and read again after the write: on a plan that has resources Waldur keeps
+    the prices and stores the new ones as future prices, from the next billing period, which the
+    result says (``next_period``). A price already set for then is not written again."""
     results = []
     for plan in plans:
         prices, changes = wanted_prices(plan, component_types, configured)
+        if changes:
+            plan = _read_plan(module, client, plan) or plan
+            prices, changes = wanted_prices(plan, component_types, configured)
         result = {"uuid": plan.get("uuid"), "name": plan.get("name") or "", "changed": False, "failed": False}
         if not changes:
             results.append(dict(result, action="unchanged", msg="unchanged"))
             continue
-        result.update(action="priced", changed=True, changes=changes, msg="priced: %s" % ", ".join(sorted(changes)))
+        named = ", ".join("%s %s -> %s" % (key, "none" if change["before"] is None else _plain(change["before"]),
+                                           _plain(change["after"])) for key, change in sorted(changes.items()))
+        result.update(action="priced", changed=True, changes=changes, next_period=False, msg="priced: %s" % named)
         if module.check_mode:
             result["msg"] = "would be " + result["msg"]
-        else:
-            try:
-                client.post("marketplace-plans/%s/update_prices/" % plan.get("uuid"),
-                            json={"prices": dict((key, str(value)) for key, value in prices.items())})
-            except WaldurApiError as exc:
-                result.update(changed=False, failed=True, msg="update_prices failed: %s" % exc)
+            results.append(result)
+            continue
+        try:
+            client.post("marketplace-plans/%s/update_prices/" % plan.get("uuid"),
+                        json={"prices": dict((key, str(value)) for key, value in prices.items())})
+        except WaldurApiError as exc:
+            result.update(changed=False, failed=True, msg="update_prices failed: %s" % exc)
+            results.append(result)
+            continue
+        stored = _read_plan(module, client, plan) or {}
+        now = dict((key, _decimal(value)) for key, value in (stored.get("prices") or {}).items())
+        future = dict((key, _decimal(value)) for key, value in (stored.get("future_prices") or {}).items())
+        later = sorted(key for key in changes if now.get(key) != prices[key] and future.get(key) == prices[key])
+        if later:
+            result.update(next_period=True, msg=(
+                "priced from the next billing period: %s (the plan has resources: Waldur keeps the current "
+                "prices until then)" % named))
         results.append(result)
     return results
+
+
+def _plain(number):
+    """A price as people write it (0.003, 4, not 0.0030000000 or 4.0)."""
+    text = ("%.10f" % number).rstrip("0").rstrip(".")
+    return text or "0"
 
 
 def main():

@@ -28,12 +28,16 @@ description:
     built for it. Update orders get C(target_limits) (the order's limits, else the plan's quotas).
     When some order is a Create or Restore, the service provider's SSH keys (all pages) are
     returned too.
+  - Waldur's processor runs after the approval in a background worker (a Celery task), possibly
+    seconds later. Nothing is returned for building before the worker is seen to have finished (see
+    O(order_processing_settle_seconds) and O(order_processing_wait_seconds)); an order it erred
+    is returned in RV(skipped_orders) with Waldur's message.
   - With O(state=settled), takes the per-order outcomes of the backend task (a backend module's
     C(results) can be passed as they are; see O(outcomes) for the contract) and, per order,
     reads the order's state again (from one paged listing of the offering's C(executing) orders
     when two or more are settled, else on its own; an order not in the listing is read on its own)
-    and ends it in exactly one of C(done), C(erred), C(retry), C(refused), C(failed) or C(skipped)
-    (RV(results[].outcome)).
+    and ends it in exactly one of C(done), C(erred), C(retry), C(refused), C(failed), C(skipped) or
+    C(diverged) (RV(results[].outcome)).
   - C(done) records the backend id and backend metadata on the resource when they differ and sets
     the order C(done) (only from C(executing); an order that moved meanwhile makes Waldur refuse,
     and is read again).
@@ -50,6 +54,12 @@ description:
     C(failed) is any other order that could not be settled (RV(results[].failed) set).
     C(skipped) is an order that was not in a state to settle (already terminal, not executing); a
     machine made for an order Waldur erred meanwhile gets its backend id recorded on the resource.
+  - C(diverged) is an order Waldur erred after the backend acted on it (the outcome says C(changed),
+    or a machine exists for a Create or Restore), found erred when settling or turned erred once set
+    C(done) (the orders set done are read again, from one listing of the offering's orders erred since
+    settling started when two or more were, else on their own). Waldur and the cloud disagree; the
+    result says what the backend did and what Waldur keeps for the resource (state, limits, backend
+    id), and RV(results[].failed) is set.
   - The current backend ids and metadata are compared with one paged listing of the offering's
     in-flight (C(Creating), C(Updating), C(Terminating)) resources when two or more outcomes record
     something; other resources are read one by one.
@@ -112,6 +122,8 @@ options:
         it is recorded on the resource, best effort, so Waldur tracks the machine). A backend must
         give it whenever a machine exists.
       - C(backend_metadata) (dict) is the metadata to record (an empty one is not written).
+      - C(changed) (bool) says the backend changed something in the cloud for the order (a backend
+        module's result says so); an order Waldur erred meanwhile then ends C(diverged).
       - C(cloud) (str) says what exists in the cloud for the order (for example
         C(droplet 418000001 web-1 (active))); it is quoted in the message of an order erred after
         O(retry_max_age). Without it the message names C(backend_id).
@@ -124,6 +136,30 @@ options:
         backend module's RV(waldur.site_agent.do_droplet#module:results_packed) here and the orders it set aside in
         O(outcomes).
     type: raw
+  order_processing_settle_seconds:
+    description:
+      - With O(state=claimed), Waldur processes an approval later, in a background worker, which
+        may err the order after C(approve_by_provider) answered. An order is returned only on
+        positive evidence that the worker has finished with it and the order is still
+        C(executing) - the processor's trace (a Create's C(resource_uuid), the plugin object, is
+        set; an Update's resource is C(Updating); a Terminate's is C(Terminating)).
+      - For an order type the processor leaves no trace of (Restore), this many seconds after the
+        approve call instead (waited once for the whole batch, then the orders are read again in
+        one listing).
+      - An order approved by an earlier run without a trace counts as processed this many seconds
+        after Waldur's C(provider_reviewed_at) (Restore) or O(order_processing_wait_seconds) after
+        it (the others); one without C(provider_reviewed_at) (set executing by hand) at once.
+    type: float
+    default: 1.0
+  order_processing_wait_seconds:
+    description:
+      - With O(state=claimed), the most the claim waits for Waldur's worker (looking again every
+        half second, one listing each time). An order still without the processor's trace then is
+        returned in RV(skipped_orders), left C(executing) for the next pass; nothing is built for it.
+      - An order that Waldur errs meanwhile is returned in RV(skipped_orders) as
+        C(order erred by Waldur after approval) with Waldur's C(error_message).
+    type: float
+    default: 30.0
   retry_max_age:
     description:
       - With O(state=settled), seconds after the order's creation in Waldur (its C(created)) past
@@ -212,7 +248,7 @@ results_packed:
   type: str
   sample: '[{"order_uuid": "5f3c0a0e6d8b4f1e9a2b7c4d3e2f1a0b", "outcome": "done", "changed": true}]'
 failures:
-  description: The results that could not be settled (outcome C(refused) or C(failed)), as in RV(results).
+  description: The results that could not be settled (outcome C(refused) or C(failed)) or diverged, as in RV(results).
   returned: when O(state=settled) and O(packed) is true
   type: list
   elements: dict
@@ -304,6 +340,13 @@ ssh_keys:
       name: alice
       public_key: ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIG... alice@example.com
       fingerprint: "9d:3c:1a:8e:53:5b:0d:2f:61:4f:aa:01:7e:22:c9:10"
+processing_wait:
+  description: >-
+    Seconds the claim waited for Waldur's worker to finish processing approvals
+    (O(order_processing_wait_seconds)); 0 when every order showed the processor's trace at once.
+  returned: when O(state=claimed)
+  type: float
+  sample: 0.5
 approved:
   description: UUIDs of the orders this run approved.
   returned: when O(state=claimed)
@@ -324,7 +367,7 @@ skipped_orders:
       type: Create
       resource_uuid: 7b1e0c9d8a7f4e3d2c1b0a9f8e7d6c5b
       resource_name: ""
-      msg: "order is erred after approval, not executing (Waldur: 'name')"
+      msg: "order erred by Waldur after approval: 'name'"
 errors:
   description: >-
     Orders that could not be claimed this pass (for example their resource or the SSH keys could
@@ -350,7 +393,7 @@ results:
     outcome:
       description: How the order ended in this run.
       type: str
-      choices: [done, erred, retry, refused, failed, skipped]
+      choices: [done, erred, retry, refused, failed, skipped, diverged]
     state:
       description: The order's state after this run (its current state in check mode).
       type: str
@@ -358,7 +401,9 @@ results:
       description: Whether something was (or in check mode would be) written for this order.
       type: bool
     failed:
-      description: Whether the order could not be settled (outcome C(refused) or C(failed)); it is left for the next pass.
+      description: >-
+        Whether the order could not be settled (outcome C(refused) or C(failed)), left for the next
+        pass, or Waldur and the cloud disagree about it (outcome C(diverged)).
       type: bool
     retry:
       description: Whether the order is left for the next pass (outcome C(retry)).
@@ -398,6 +443,10 @@ refused:
   description: Orders whose state Waldur refused to record (outcome C(refused)).
   returned: when O(state=settled)
   type: int
+diverged:
+  description: Orders Waldur erred after the backend acted on them (outcome C(diverged)).
+  returned: when O(state=settled)
+  type: int
 counts:
   description:
     - How many orders ended in each outcome.
@@ -405,7 +454,7 @@ counts:
       not top-level keys, because both are Ansible's own result keys.
   returned: when O(state=settled)
   type: dict
-  sample: {done: 17, erred: 1, retry: 1, refused: 0, failed: 1, skipped: 0}
+  sample: {done: 17, erred: 1, retry: 1, refused: 0, failed: 1, skipped: 0, diverged: 0}
 unsettled:
   description: Orders refused plus orders failed (RV(results[].failed)); the next pass retries them.
   returned: when O(state=settled)
@@ -432,6 +481,8 @@ def main():
         outcomes_packed=dict(type="raw"),
         packed=dict(type="bool", default=False),
         retry_max_age=dict(type="float", default=86400),
+        order_processing_settle_seconds=dict(type="float", default=1.0),
+        order_processing_wait_seconds=dict(type="float", default=30.0),
     )
     argument_spec.update(batch_argument_spec())
     module = WaldurModule(argument_spec=argument_spec)

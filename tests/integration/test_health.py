@@ -250,6 +250,22 @@ def test_diagnostics_reports_waldur_offering_orders_and_backends(tmp_path, waldu
     assert_no_secret(run.output)
 
 
+def test_diagnostics_never_says_no_problems_beside_erred_resources(tmp_path, waldur_sim, do_sim, azure_sim):
+    for name in ("gone-1", "gone-2"):
+        waldur_sim.app.seed_resource(waldur_presets.DO_OFFERING_UUID, name, backend_id="41800000%s" % name[-1],
+                                     state="Erred")
+    path = write_config(tmp_path, site_config(waldur_sim.url, do_sim.url, azure_sim.url))
+
+    run = run_playbook(DIAGNOSTICS, extra_vars={"agent_pass_config": str(path)})
+
+    assert run.rc == 0, run.output  # nothing is broken: the provider has resources to look at
+    out = report_section(run.output)
+    assert "resources Erred: 2" in out
+    assert ("TO LOOK AT: 2 resource(s) Erred in Waldur (Waldur gave up on them; a machine may still run behind "
+            "one: waldur.site_agent.audit names them)") in out
+    assert out.count("no problems found") == 1  # the Azure offering's only
+
+
 def test_diagnostics_fails_naming_each_problem_without_showing_secrets(tmp_path, waldur_sim, do_sim, azure_sim):
     config = site_config(waldur_sim.url, do_sim.url, azure_sim.url)
     config["offerings"][0]["backend_settings"]["token"] = "bad-do-token-31337"

@@ -231,7 +231,7 @@ def test_a_create_waldur_errs_at_approval_builds_nothing(tmp_path, waldur_sim, d
     assert order["state"] == "erred"
     assert waldur.app.resource(nameless["marketplace_resource_uuid"])["state"] == "Erred"
     [line] = named_lines(run.stdout)
-    assert line == "skipped: (no name) (order %s): order is erred after approval, not executing (Waldur: 'name')" \
+    assert line == "skipped: (no name) (order %s): order erred by Waldur after approval: 'name'" \
         % nameless["uuid"]
 
 

@@ -8,10 +8,12 @@ from __future__ import absolute_import, division, print_function
 __metaclass__ = type
 
 import threading
+import time
 
 from ansible_collections.waldur.site_agent.plugins.module_utils.core.batch import BatchRunner, ItemError, run_batch
 from ansible_collections.waldur.site_agent.plugins.module_utils.core.packed import pack
 from ansible_collections.waldur.site_agent.plugins.module_utils.core.ssh_keys import ssh_key_fingerprint
+from ansible_collections.waldur.site_agent.plugins.module_utils.core.times import parse_time, utc_now
 from ansible_collections.waldur.site_agent.plugins.module_utils.core.uuids import hex_uuid, normalize_uuid
 from ansible_collections.waldur.site_agent.plugins.module_utils.waldur.client import WaldurApiError, error_message
 from ansible_collections.waldur.site_agent.plugins.module_utils.waldur.marketplace import (
@@ -30,6 +32,23 @@ CREATE_TYPES = ("Create", "Restore")
 BUILD_TYPES = ("Create", "Restore", "Update")
 DEAD_RESOURCE_STATES = ("Erred", "Terminated")
 MESSAGE_LIMIT = 500
+# How often the claim looks again while Waldur's worker has not finished processing approvals.
+PROCESSING_POLL_SECONDS = 0.5
+
+
+def processing_signal(order_type, raw_order, resource):
+    """Whether Waldur's processor is seen to have finished with an executing order, from what it
+    changes (real-waldur-samples.md sections 5 and 6c): a Create gets its plugin object (the
+    order's ``resource_uuid``, null until then), an Update moves the resource to ``Updating`` and
+    a Terminate to ``Terminating``. None for a type the processor leaves no trace of (Restore):
+    then only time says so."""
+    if order_type == "Create":
+        return bool(raw_order.get("resource_uuid"))
+    if order_type == "Update":
+        return resource.get("state") == "Updating"
+    if order_type == "Terminate":
+        return resource.get("state") == "Terminating"
+    return None
 
 
 def _one_line(text, limit=MESSAGE_LIMIT):
@@ -39,7 +58,7 @@ def _one_line(text, limit=MESSAGE_LIMIT):
 
 
 class Claim:
-    def __init__(self, module, client, offering_uuid):
+    def __init__(self, module, client, offering_uuid, settle_seconds=1.0, wait_seconds=30.0, clock=time.monotonic):
         self.module = module
         self.client = client
         self.offering_uuid = offering_uuid
@@ -47,6 +66,14 @@ class Claim:
         self.approved = []
         self.listed_orders = {}
         self.listed_resources = {}
+        # Waldur's processing of an approval (its background worker): the time of each approve
+        # call, the orders' raw fields the processor changes, the least wait after an approval
+        # and the most the claim waits for the processor's trace.
+        self.settle_seconds = settle_seconds
+        self.wait_seconds = wait_seconds
+        self.clock = clock
+        self.approved_at = {}
+        self.raw_orders = {}
         self._lock = threading.Lock()
 
     def candidates(self, order_uuids, max_workers, deadline):
@@ -78,6 +105,7 @@ class Claim:
         seen = set()
         for raw in raws:
             order = normalize_order(raw)
+            self.raw_orders[order["uuid"]] = raw
             if order["uuid"] in seen:  # a listing that shifted between pages may repeat an order
                 continue
             seen.add(order["uuid"])
@@ -140,6 +168,8 @@ class Claim:
         except WaldurApiError as exc:
             if not exc.conflict:  # 409: approved meanwhile (or cancelled); the re-read tells
                 raise
+        with self._lock:
+            self.approved_at[order["uuid"]] = self.clock()
         return True
 
     def list_current(self, orders):
@@ -157,10 +187,15 @@ class Claim:
 
     def claim_one(self, order, quotas):
         if order.pop("reread"):
-            # Waldur's processor runs on approval and may err the order at once (a Create without
-            # a name, an Update on Waldur 7.0.7): the order is read again before anything is built.
+            # Waldur's processor runs after the approval, in a background worker, and may err the
+            # order (a Create without a name, an Update on Waldur 7.0.7): the order is read again
+            # before anything is built.
             raw = self.listed_orders.get(order["uuid"]) or self.client.get(order_path(order["uuid"])) or {}
+            self.raw_orders[order["uuid"]] = raw
             order = dict(order, **{key: value for key, value in normalize_order(raw).items() if value is not None})
+            if order["state"] == "erred":
+                return {"skip": self._skipped(order, "order erred by Waldur after approval: %s"
+                                              % (_one_line(raw.get("error_message")) or "(no message)"))}
             if order["state"] != "executing":
                 reason = " (Waldur: %s)" % _one_line(raw["error_message"]) if raw.get("error_message") else ""
                 return {"skip": self._skipped(order, "order is %s after approval, not executing%s"
@@ -169,6 +204,10 @@ class Claim:
             raise ItemError("the order names no marketplace resource")
         resource = normalize_resource(self.listed_resources.get(order["marketplace_resource_uuid"])
                                       or self.client.get(provider_resource_path(order["marketplace_resource_uuid"])))
+        if not self.check_mode and order["state"] == "executing" and not self.processed(order, resource):
+            # Waldur's worker has not finished with the approval: nothing is built yet; the claim
+            # looks again (the order is read again then).
+            return {"wait": dict(order, reread=True)}
         order["resource"] = resource
         order["resource_name"] = order["resource_name"] or resource["name"]
         if order["type"] in BUILD_TYPES and resource["state"] in DEAD_RESOURCE_STATES:
@@ -180,6 +219,37 @@ class Claim:
             order["target_limits"] = dict(order["limits"] or quotas.get(order["plan_uuid"]) or {})
         return {"order": order}
 
+    def processed(self, order, resource):
+        """Positive evidence that Waldur's processing of the order's approval has finished: the
+        processor's trace (``processing_signal``); for a type without one (Restore), at least
+        O(order_processing_settle_seconds) since the approve call. An order this run did not
+        approve counts as processed when Waldur never queued a processor for it (no
+        ``provider_reviewed_at``: set executing by hand) or it was approved more than
+        O(order_processing_wait_seconds) ago (the processor had its time)."""
+        raw = self.raw_orders.get(order["uuid"]) or {}
+        signal = processing_signal(order["type"], raw, resource)
+        if signal:
+            return True
+        approved_at = self.approved_at.get(order["uuid"])
+        if approved_at is None:
+            reviewed = parse_time(raw.get("provider_reviewed_at"))
+            if reviewed is None:
+                return True
+            since = (utc_now() - reviewed).total_seconds()
+            return since >= (self.settle_seconds if signal is None else self.wait_seconds)
+        return signal is None and self.clock() - approved_at >= self.settle_seconds
+
+    def waiting_until(self, orders):
+        """When to look again at the orders waiting for Waldur's worker: in one poll interval when
+        some wait for the processor's trace, else when the last of them has been approved for
+        O(order_processing_settle_seconds)."""
+        now = self.clock()
+        settled = [self.approved_at.get(order["uuid"], now) + self.settle_seconds for order in orders
+                   if processing_signal(order["type"], {}, {}) is None]
+        if len(settled) < len(orders):
+            return now + PROCESSING_POLL_SECONDS
+        return max(settled + [now])
+
     @staticmethod
     def _skipped(order, msg):
         return {"uuid": order["uuid"], "state": order["state"], "type": order.get("type"),
@@ -187,12 +257,15 @@ class Claim:
                 "resource_name": order.get("resource_name") or "", "msg": msg}
 
 
-def _sort_out(orders, results, skipped, errors):
-    """The orders a batch step kept; the ones it skipped or could not do go to their lists."""
+def _sort_out(orders, results, skipped, errors, waiting=None):
+    """The orders a batch step kept; the ones it skipped or could not do go to their lists (and
+    the ones waiting for Waldur's worker to ``waiting``)."""
     kept = []
     for order, result in zip(orders, results):
         if "order" in result:
             kept.append(result["order"])
+        elif "wait" in result and waiting is not None:
+            waiting.append(result["wait"])
         elif "skip" in result:
             skipped.append(result["skip"])
         elif "error" in result:
@@ -203,7 +276,11 @@ def _sort_out(orders, results, skipped, errors):
 
 
 def run_claim(module, client, offering_uuid, params):
-    claim = Claim(module, client, offering_uuid)
+    for name in ("order_processing_settle_seconds", "order_processing_wait_seconds"):
+        if not 0 <= params[name] <= 3600:
+            module.fail_json(msg="%s must be between 0 and 3600 seconds, got %s" % (name, params[name]))
+    claim = Claim(module, client, offering_uuid, settle_seconds=params["order_processing_settle_seconds"],
+                  wait_seconds=max(params["order_processing_wait_seconds"], params["order_processing_settle_seconds"]))
     order_uuids = [module.uuid_param(value, "order_uuids[%d]" % index)
                    for index, value in enumerate(params["order_uuids"] or [])]
     try:
@@ -234,11 +311,35 @@ def run_claim(module, client, offering_uuid, params):
     approved_orders = _sort_out(orders, approvals, skipped, errors)
     claim.list_current(approved_orders)
     claims = runner.run(approved_orders, lambda order: claim.claim_one(dict(order), quotas))
-    claimed = _sort_out(approved_orders, claims, skipped, errors)
+    waiting = []
+    claimed = _sort_out(approved_orders, claims, skipped, errors, waiting)
+    # Waldur processes an approval in a background worker, which may err the order after it
+    # answered: nothing is built before the worker is seen to have finished. One wait for the
+    # whole batch, then one listing of the orders still waiting, until wait_seconds have passed.
+    started = claim.clock()
+    waited = 0.0
+    while waiting:
+        if claim.clock() - started >= claim.wait_seconds:
+            for order in waiting:
+                skipped.append(claim._skipped(order, "Waldur had not finished processing the approval after %.0f "
+                                              "seconds (order_processing_wait_seconds); left executing for the "
+                                              "next pass, nothing built" % claim.wait_seconds))
+            break
+        pause = min(claim.waiting_until(waiting), started + claim.wait_seconds) - claim.clock()
+        if pause > 0:
+            time.sleep(pause)
+            waited += pause
+        claim.list_current(waiting)
+        again = runner.run(waiting, lambda order: claim.claim_one(dict(order), quotas))
+        still = []
+        claimed.extend(_sort_out(waiting, again, skipped, errors, still))
+        waiting = still
+    position = dict((order["uuid"], index) for index, order in enumerate(orders))
+    claimed.sort(key=lambda order: position.get(order["uuid"], len(position)))  # listing order
 
     approved = [uuid for uuid in (order["uuid"] for order in orders) if uuid in claim.approved]
     result = dict(changed=bool(approved), ssh_keys=ssh_keys, approved=approved, count=len(claimed),
-                  skipped_orders=skipped, errors=errors)
+                  skipped_orders=skipped, errors=errors, processing_wait=round(waited, 2))
     if params["packed"]:
         result["orders_packed"] = pack(claimed)
     else:

@@ -25,8 +25,13 @@ from ansible_collections.waldur.site_agent.plugins.module_utils.waldur.marketpla
 
 TRACEBACK_LIMIT = 2000
 # What settling needs of an order: listed, or read on its own, before its writes.
-SETTLE_ORDER_FIELDS = ["uuid", "state", "offering_uuid", "marketplace_resource_uuid", "resource_name", "created"]
-OUTCOMES = ("done", "erred", "retry", "refused", "failed", "skipped")
+SETTLE_ORDER_FIELDS = ["uuid", "type", "state", "offering_uuid", "marketplace_resource_uuid", "resource_name", "created",
+                       "error_message"]
+# diverged: Waldur erred the order after the backend acted on it (or turned it erred once done), so
+# Waldur and the cloud disagree; the result says how, and the pass fails.
+OUTCOMES = ("done", "erred", "retry", "refused", "failed", "skipped", "diverged")
+# What the backend's action changed, by the order types that build.
+BUILD_ORDER_TYPES = ("Create", "Restore")
 
 
 def _short_traceback(text):
@@ -34,6 +39,13 @@ def _short_traceback(text):
         return ""
     text = str(text)
     return text if len(text) <= TRACEBACK_LIMIT else "...\n" + text[-TRACEBACK_LIMIT:]
+
+
+def _settle_order(raw):
+    """An order as settling reads it: the normalised order and Waldur's error message."""
+    order = normalize_order(raw)
+    order["error_message"] = (raw or {}).get("error_message") or ""
+    return order
 
 
 def _duration(seconds):
@@ -64,7 +76,7 @@ class Settle:
         on its own by the order that needs it."""
         listed = find_of_offering(self.module, self.client, "marketplace-orders/", self.offering_uuid,
                                   [outcome["order_uuid"] for outcome in outcomes], ["executing"], SETTLE_ORDER_FIELDS)
-        self.listed_orders = dict((uuid, normalize_order(raw)) for uuid, raw in listed.items())
+        self.listed_orders = dict((uuid, _settle_order(raw)) for uuid, raw in listed.items())
         recording = []
         for outcome in outcomes:
             order = self.listed_orders.get(outcome["order_uuid"]) or {}
@@ -74,6 +86,43 @@ class Settle:
         listed = find_of_offering(self.module, self.client, "marketplace-provider-resources/", self.offering_uuid,
                                   recording, IN_FLIGHT_RESOURCE_STATES, ["uuid", "backend_id", "backend_metadata"])
         self.listed_resources = dict((uuid, normalize_resource(raw)) for uuid, raw in listed.items())
+
+    def recheck_done(self, outcomes, results, since):
+        """Waldur's worker may err an order after it was set done (its processor ran late): the
+        orders set done by this run are read again, from one listing of the offering's orders
+        erred since settling started when two or more were (else on their own). One that turned
+        erred after the backend acted on it becomes ``diverged``."""
+        done = dict((result["order_uuid"], index) for index, result in enumerate(results)
+                    if result.get("outcome") == "done")
+        if not done:
+            return
+        fields = ["uuid", "type", "state", "error_message"]
+        try:
+            if len(done) >= 2:
+                listed = self.client.find("marketplace-orders/", list(done), params={
+                    "offering_uuid": self.offering_uuid, "state": ["erred"], "field": fields,
+                    "modified": since.strftime("%Y-%m-%dT%H:%M:%S.%fZ")})
+            else:
+                uuid = next(iter(done))
+                listed = {uuid: self.client.get(order_path(uuid), params={"field": fields}) or {}}
+        except WaldurApiError as exc:
+            self.module.warn("could not read the orders set done again to see whether Waldur erred them: %s" % exc)
+            return
+        by_uuid = dict((outcome["order_uuid"], outcome) for outcome in outcomes)
+        for uuid, raw in listed.items():
+            if (raw or {}).get("state") != "erred" or uuid not in done:
+                continue
+            index = done[uuid]
+            order = dict(self.listed_orders.get(uuid) or {}, **normalize_order(raw))
+            order["resource_name"] = order.get("resource_name") or results[index].get("resource_name") or ""
+            item = _Item(by_uuid[uuid], order)
+            item.actions = list(results[index].get("actions") or [])
+            if self.acted(item):
+                results[index] = self.diverged(item, raw.get("error_message"))
+            else:
+                results[index] = dict(results[index], outcome="skipped", state="erred", msg=(
+                    "%s; then Waldur erred it (Waldur: %s); nothing had changed in the cloud"
+                    % (results[index].get("msg"), " ".join(str(raw.get("error_message") or "").split()))))
 
     def resource(self, resource_uuid):
         listed = self.listed_resources.get(resource_uuid)
@@ -86,7 +135,7 @@ class Settle:
         # The one read of the order (listed, or on its own): its state decides (done only from
         # executing, erred only when not terminal). A change after it makes Waldur answer 409,
         # which is read again below.
-        order = self.listed_orders.get(uuid) or normalize_order(
+        order = self.listed_orders.get(uuid) or _settle_order(
             self.client.get(order_path(uuid), params={"field": SETTLE_ORDER_FIELDS}))
         if order["offering_uuid"] and order["offering_uuid"] != self.offering_uuid:
             raise ItemError("order %s belongs to offering %s, not %s"
@@ -195,12 +244,48 @@ class Settle:
     def _terminal(self, item):
         """The order is done, erred, canceled or rejected already: nothing to settle. A machine the
         backend made for it meanwhile (Waldur erred the order while the pass built) gets its id
-        recorded on the resource, so that terminating the resource deletes it."""
+        recorded on the resource, so that terminating the resource deletes it. When Waldur erred
+        the order after the backend acted on it, Waldur and the cloud disagree: ``diverged``."""
         state = item.order["state"]
         if state != "done" and item.outcome["backend_id"]:
             self._record(item, item.outcome["backend_id"], None, best_effort=True)
+        if state == "erred" and self.acted(item):
+            return self.diverged(item, item.order.get("error_message"))
         return item.result("skipped", "order is already %s; %s" % (
             state, "nothing else written" if item.actions else "nothing written"))
+
+    @staticmethod
+    def acted(item):
+        """Whether the backend changed something in the cloud for the order (its result says
+        ``changed``), or a machine exists for an order that builds one."""
+        outcome = item.outcome
+        if outcome["changed"]:
+            return True
+        return item.order.get("type") in BUILD_ORDER_TYPES and bool(outcome["backend_id"]) and not outcome["failed"]
+
+    def diverged(self, item, error_message):
+        """The ``diverged`` result: what the backend did (its message), and what Waldur keeps for
+        the resource (state, limits, backend id; one read, best effort), with what to do."""
+        waldur = ""
+        if item.resource_uuid:
+            try:
+                resource = normalize_resource(self.client.get(
+                    provider_resource_path(item.resource_uuid),
+                    params={"field": ["uuid", "name", "state", "limits", "backend_id"]}))
+                limits = " ".join("%s=%s" % (key, resource["limits"][key]) for key in sorted(resource["limits"]))
+                waldur = "; Waldur keeps resource %s %s%s%s" % (
+                    resource["name"] or resource["uuid"], resource["state"],
+                    " with limits %s" % limits if limits else "",
+                    " and backend id %s" % resource["backend_id"] if resource["backend_id"] else "")
+            except WaldurApiError as exc:
+                waldur = "; the resource could not be read (%s)" % exc
+        backend = item.outcome["msg"] or ("machine %s" % item.outcome["backend_id"] if item.outcome["backend_id"]
+                                          else "the backend acted")
+        item.state = "erred"
+        return item.result(
+            "diverged", "Waldur erred the order after the backend acted (Waldur: %s): %s%s"
+            % (" ".join(str(error_message or "no message").split()), backend, waldur),
+            failed=True)
 
     def _age(self, item):
         created = parse_time(item.order.get("created"))
@@ -313,6 +398,8 @@ def parse_outcomes(module, outcomes, packed=None):
             "resource_name": str(raw.get("resource_name") or raw.get("name") or ""),
             "cloud": str(raw.get("cloud") or ""),
             "exception": raw.get("exception"),
+            # what the backend changed in the cloud (a backend module's result), for diverged
+            "changed": bool(raw.get("changed")) and not failed,
         })
     return parsed
 
@@ -340,7 +427,10 @@ def run_settle(module, client, offering_uuid, params):
 
     runner = BatchRunner(module, settle.settle_one, echo=("order_uuid", "resource_uuid", "resource_name"),
                          on_error=on_error)
+    started = utc_now()
     results = runner.run(outcomes)
+    if not module.check_mode:
+        settle.recheck_done(outcomes, results, started)
     for result in results:
         result.setdefault("state", None)
         result.setdefault("actions", [])
@@ -350,11 +440,13 @@ def run_settle(module, client, offering_uuid, params):
     counts = count_results(results, **dict((name, _outcome_is(name)) for name in OUTCOMES))
     # "failed" and "skipped" are Ansible's own result keys (a non-zero "skipped" would mark the
     # task skipped): their counts live in counts only.
-    runner.finish(results, failed=lambda result: result["outcome"] in ("failed", "refused"), packed=params["packed"],
+    runner.finish(results, failed=lambda result: result["outcome"] in ("failed", "refused", "diverged"),
+                  packed=params["packed"],
                   fail_msg=lambda failures, results: "%d of %d order(s) could not be settled" % (
                       len(failures), len(results)),
                   counts=counts, done=counts["done"], erred=counts["erred"], retry=counts["retry"],
-                  refused=counts["refused"], unsettled=counts["failed"] + counts["refused"])
+                  refused=counts["refused"], diverged=counts["diverged"],
+                  unsettled=counts["failed"] + counts["refused"])
 
 
 def _outcome_is(name):

@@ -98,8 +98,23 @@ state: ``empty_bodies`` makes the order transitions answer 200 with an empty bod
 Waldur 7.0.7 did (by default they answer ``{"detail": ...}``); ``usage_ignores_date`` stores
 every usage in the current month whatever ``date`` says; ``no_set_as_ok`` and
 ``no_set_paused`` answer Django's HTML 404 for ``set_as_ok`` and for ``set_paused`` /
-``set_downscaled``. ``profile="waldur_7"`` (constructor) turns all four on by default; the
-default profile is current Waldur.
+``set_downscaled``. Waldur's processing of an approval (real-waldur-samples.md section 6c):
+``processing_delay`` (seconds, default 0) runs an order's processor that long after
+``approve_by_provider`` in a timer thread under the simulator's lock, as Celery does (until then
+the order reads ``executing``, a Create has no scope and the resource keeps its state); a Create
+without a name is erred by its processor whenever it runs, even once done (done -> erred, the
+resource Erred with its backend id kept); ``processor_errs_updates`` errs every Update with
+``Can't switch from state '5' using method 'schedule_updating'`` (``'1'`` after an Update) unless
+the resource's backing record was set ok (7.0.7's ``POST /api/marketplace-slurm-remote/<uuid>/
+set_state/`` is not in the vendored schema, so this is ``set_backing_state(uuid)`` or ``POST
+/_sim/backing_state {"resource_uuid": ...}``), leaving the resource OK; ``future_prices`` makes
+``update_prices`` on a plan with resources write ``future_prices``; ``waldur_slugs`` gives 7.0.7's
+slugs (``alloc-on-1``, ``-3`` for an empty name); ``no_restore`` refuses Restore orders (400
+``"Restore" is not a valid choice.``). ``process_after(operation, order_uuid)`` (``POST
+/_sim/process {"order_uuid", "after"}``) runs an order's processor right after the next call of
+an operation, or at once. Every quirk is a constructor option (``--option processing_delay=2``).
+``profile="waldur_7"`` (constructor) turns on all quirks but ``processing_delay`` by default; the
+default profile is current Waldur. Orders filter ``modified`` (modified after).
 
 Python handle for tests: ``seed_resource(offering_uuid, name, backend_id=, state="OK",
 attributes=, limits=, ...)``, ``seed_order(offering_uuid, type=, state=, resource_uuid=,

@@ -498,6 +498,14 @@ class EventingMarketplace(Marketplace):
         super().set_state_erred(order, error_message, error_traceback)
         self._published(order)
 
+    def process_order(self, order: dict) -> bool:
+        """Published when the processor changed the order's state (it erred it), as any state change."""
+        state = order["state"]
+        ran = super().process_order(order)
+        if ran and order["state"] != state:
+            self._published(order)
+        return ran
+
 
 __all__ = ["EventingMarketplace", "PublishError", "SiteAgentEvents", "StompPublisher",
            "OBSERVABLE_OBJECT_TYPES"]

@@ -82,6 +82,20 @@ def slugify(name: str) -> str:
     return slug or "resource"
 
 
+def waldur_slug(name: str, taken) -> str:
+    """Waldur 7.0.7's generated slug: the first 8 characters of the slugified name, a dash and
+    a number (``alloc-one`` -> ``alloc-on-1``, ``Consumer Project`` -> ``consumer-1``); an empty
+    or odd name keeps only ``-N`` (``-3``). ``taken``: the slugs that exist already."""
+    prefix = re.sub(r"[^a-z0-9]+", "-", str(name or "").lower()).strip("-")[:8]
+    return "%s-%d" % (prefix, 1 + sum(1 for slug in taken if slug.startswith(prefix)))
+
+
+# The message of Waldur 7.0.7's Slurm update processor when the resource's allocation is not OK:
+# it stays Creation Scheduled (5) after a Create and Update Scheduled (1) after an Update.
+BACKING_STATE_CODES = {"creation_scheduled": 5, "update_scheduled": 1}
+SCHEDULE_UPDATING_ERROR = "Can't switch from state '%d' using method 'schedule_updating'"
+
+
 def decimal_string(amount: Decimal) -> str:
     """Usage as Waldur returns it: a decimal string with two places (``"15.00"``)."""
     return str(amount.quantize(_TWO_PLACES))
@@ -104,6 +118,10 @@ class Marketplace:
 
     def __init__(self, url):
         self.url = url
+        # The simulator's quirks (a callable: the simulator replaces its dict on reset) and how a
+        # processor runs later (``schedule(delay, order)``; None runs it at once).
+        self.quirks = lambda: {}
+        self.schedule = None
         self._seq = itertools.count(1)
         self.customers: dict[str, dict] = {}
         self.projects: dict[str, dict] = {}
@@ -194,8 +212,10 @@ class Marketplace:
             plan_uuid = next((p["uuid"] for p in self.plans.values() if p["offering_uuid"] == offering_uuid), None)
         stamp = now()
         resource_uuid = normalize_uuid(uuid) if uuid else new_uuid()
+        slug = (waldur_slug(name, [r["slug"] for r in self.resources.values()])
+                if self.quirks().get("waldur_slugs") else slugify(name))
         resource = dict(
-            uuid=resource_uuid, seq=next(self._seq), name=name, slug=slugify(name),
+            uuid=resource_uuid, seq=next(self._seq), name=name, slug=slug,
             offering_uuid=offering_uuid, plan_uuid=normalize_uuid(plan_uuid) if plan_uuid else None,
             project_uuid=self._existing(self.projects, project_uuid, "Project"), state=state,
             backend_id=backend_id or "", attributes=dict(attributes or {"name": name}),
@@ -203,7 +223,11 @@ class Marketplace:
             backend_metadata=dict(backend_metadata or {}), paused=paused, downscaled=downscaled,
             restrict_member_access=False, error_message="", error_traceback="", description="",
             scope_uuid=new_uuid() if state != "Creating" else None, created=stamp, modified=stamp,
-            last_sync=stamp, creation_order_uuid=None)
+            last_sync=stamp, creation_order_uuid=None,
+            # the state of the plugin's own record behind the resource (7.0.7's Slurm allocation):
+            # creation_scheduled after a Create, update_scheduled after an Update, or ok once the
+            # provider set it so (``set_backing_state``); only processor_errs_updates reads it
+            backing_state="creation_scheduled")
         self.resources[resource_uuid] = resource
         return resource
 
@@ -216,6 +240,8 @@ class Marketplace:
         offering_uuid = self._existing(self.offerings, offering_uuid, "Offering")
         if type not in ORDER_TYPES:
             raise ValueError(f"order type must be one of {ORDER_TYPES}, not {type!r}")
+        if type == "Restore" and self.quirks().get("no_restore"):
+            raise ValueError('"Restore" is not a valid choice.')
         if state not in ORDER_STATES:
             raise ValueError(f"order state must be one of {ORDER_STATES}, not {state!r}")
         attributes = dict(attributes or {})
@@ -294,30 +320,78 @@ class Marketplace:
         self.touch(order)
 
     def approve_by_provider(self, order: dict, user: dict) -> None:
-        """pending-provider -> executing, then what Waldur's processor does at once:
-        a Create gets its plugin scope, Update/Terminate move the resource to
-        Updating/Terminating."""
+        """pending-provider -> executing; then Waldur's order processor runs (its Celery task):
+        at once, or ``processing_delay`` seconds later (``schedule``), as a background worker does."""
         self._require(order, ("pending-provider",))
-        order.update(state="executing", provider_reviewed_by=user["uuid"], provider_reviewed_at=now())
+        order.update(state="executing", provider_reviewed_by=user["uuid"], provider_reviewed_at=now(),
+                     processor_pending=True)
+        self.touch(order)
+        delay = float(self.quirks().get("processing_delay") or 0)
+        if delay > 0 and self.schedule is not None:
+            self.schedule(delay, order)
+        else:
+            self.process_order(order)
+
+    def process_order(self, order: dict) -> bool:
+        """What Waldur's processor does for an approved order (once; False when it had run or the
+        order was withdrawn). A Create without a name is erred whenever it runs, even once the
+        order is done (done -> erred, the resource Erred with its backend id kept), as 7.0.7's
+        Slurm processor reads ``attributes["name"]``. Otherwise a Create gets its plugin scope,
+        an Update moves the resource to Updating (with ``processor_errs_updates``, as 7.0.7, it
+        errs the Update unless the resource's backing record was set ok; the resource stays as it
+        was) and a Terminate moves it to Terminating. Resource moves happen only while the order
+        is still executing."""
+        if not order.pop("processor_pending", False) or order["state"] in ("canceled", "rejected", "erred"):
+            return False
         resource = self._resource_of(order)
         if order["type"] == "Create" and not str(order["attributes"].get("name") or "").strip():
-            # Waldur 7.0.7's Slurm create processor reads attributes["name"]: without one it
-            # fails right after the approval, which errs the order and its resource.
-            self.touch(order)
-            self.set_state_erred(order, "'name'", "Traceback (most recent call last):\n"
-                                 "  File \"waldur_mastermind/marketplace_slurm/processors.py\", in "
-                                 "get_resource_name\nKeyError: 'name'")
-            return
+            self._processor_erred(order, "'name'", "Traceback (most recent call last):\n"
+                                  "  File \"waldur_mastermind/marketplace_slurm/processors.py\", in "
+                                  "get_resource_name\nKeyError: 'name'")
+            return True
+        executing = order["state"] == "executing"
         if resource is not None:
             if order["type"] == "Create":
                 resource["scope_uuid"] = resource["scope_uuid"] or new_uuid()
                 order["scope_uuid"] = resource["scope_uuid"]
+                resource["backing_state"] = "creation_scheduled"
             elif order["type"] == "Update":
-                resource["state"] = "Updating"
-            elif order["type"] == "Terminate":
+                code = BACKING_STATE_CODES.get(resource.get("backing_state"))
+                if self.quirks().get("processor_errs_updates") and code is not None:
+                    self._processor_erred(order, SCHEDULE_UPDATING_ERROR % code,
+                                          "Traceback (most recent call last):\n  File \"django_fsm/__init__.py\", "
+                                          "in change_state\ndjango_fsm.TransitionNotAllowed: "
+                                          + SCHEDULE_UPDATING_ERROR % code)
+                    return True
+                resource["backing_state"] = "update_scheduled"
+                if executing:
+                    resource["state"] = "Updating"
+            elif order["type"] == "Terminate" and executing:
                 resource["state"] = "Terminating"
             self.touch(resource)
         self.touch(order)
+        return True
+
+    def _processor_erred(self, order: dict, message: str, traceback: str) -> None:
+        """The processor failed: the order is erred whatever its state (a done one too). A
+        Create's resource becomes Erred, keeping its backend id; an Update's keeps its state (7.0.7
+        left it OK); a Terminate's goes back to OK."""
+        order.update(state="erred", error_message=message, error_traceback=traceback, completed_at=now())
+        resource = self._resource_of(order)
+        if resource is not None:
+            if order["type"] in ("Create", "Restore"):
+                resource.update(state="Erred", error_message=message, error_traceback=traceback)
+            elif order["type"] == "Terminate" or resource["state"] == "Updating":
+                resource["state"] = "OK"
+            self.touch(resource)
+        self.touch(order)
+
+    def set_backing_state(self, resource: dict, state: str) -> None:
+        """The provider's ``POST /api/marketplace-slurm-remote/<uuid>/set_state/ {"state": "ok"}``
+        of 7.0.7 (not in the 8.0.5 schema, so the simulator offers it on its control API)."""
+        if state not in ("ok", "creation_scheduled", "update_scheduled"):
+            raise ValueError("backing state must be ok, creation_scheduled or update_scheduled, not %r" % state)
+        resource["backing_state"] = state
 
     def reject_by_provider(self, order: dict, user: dict) -> None:
         self._require(order, ("pending-consumer", "pending-provider"))
@@ -423,12 +497,23 @@ class Marketplace:
             return []
         return sorted(key for key in order["limits"] if key not in plan["prices"])
 
+    def plan_in_use(self, plan: dict) -> bool:
+        return any(r["plan_uuid"] == plan["uuid"] and r["state"] != "Terminated" for r in self.resources.values())
+
     def update_prices(self, plan: dict, prices: dict) -> None:
-        """Set the plan's price of each component given; the others keep theirs."""
+        """Set the plan's price of each component given; the others keep theirs. With the
+        ``future_prices`` quirk (7.0.7's serializer) a plan that has resources gets them as future
+        prices, from the next billing period, and its current prices stay (a component that had
+        no price row gets one, priced 0 until then)."""
         known = set(self.offering_component_types(plan["offering_uuid"]))
         unknown = sorted(set(prices) - known)
         if unknown:
             raise ApiError(400, {"prices": ["These components are invalid: %s." % ", ".join(unknown)]})
+        if self.quirks().get("future_prices") and self.plan_in_use(plan):
+            for key, value in prices.items():
+                plan["prices"].setdefault(key, Decimal(0))
+                plan.setdefault("future_prices", {})[key] = value
+            return
         plan["prices"].update(prices)
 
     # ------------------------------------------------------------------ provider resource state
@@ -540,10 +625,13 @@ class Marketplace:
             components=[dict(type=c["type"], name=c["name"], measured_unit=c["measured_unit"],
                              amount=int(plan["quotas"].get(c["type"], 0)),
                              price="%.10f" % plan["prices"][c["type"]],
-                             future_price=None, discount_threshold=None, discount_rate=None)
+                             future_price=("%.10f" % plan["future_prices"][c["type"]]
+                                           if c["type"] in plan.get("future_prices", {}) else None),
+                             discount_threshold=None, discount_rate=None)
                         for c in offering["components"] if c["type"] in plan["prices"]],
             prices={c["type"]: float(plan["prices"][c["type"]]) for c in offering["components"]
-                    if c["type"] in plan["prices"]}, future_prices={},
+                    if c["type"] in plan["prices"]},
+            future_prices={k: float(v) for k, v in plan.get("future_prices", {}).items()},
             quotas=dict(plan["quotas"]),
             resources_count=sum(1 for r in self.resources.values()
                                 if r["plan_uuid"] == plan["uuid"] and r["state"] != "Terminated"),

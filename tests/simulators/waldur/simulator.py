@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import math
 import re
+import threading
 from datetime import date, datetime, timezone
 from typing import Any, Callable
 from urllib.parse import parse_qs, urlencode, urlsplit
@@ -20,13 +21,19 @@ from tests.simulators.waldur.model import (
 
 DEFAULT_PAGE_SIZE = 10
 MAX_PAGE_SIZE = 300
-QUIRKS = ("empty_bodies", "usage_ignores_date", "no_set_as_ok", "no_set_paused")
+QUIRKS = ("empty_bodies", "usage_ignores_date", "no_set_as_ok", "no_set_paused", "processing_delay",
+          "processor_errs_updates", "future_prices", "waldur_slugs", "no_restore")
+# Quirks that take a number (seconds); the others are booleans.
+NUMBER_QUIRKS = ("processing_delay",)
 # A profile is a set of quirks: "default" is current Waldur (8.x), "waldur_7" the 7.0.7 server of
 # real-waldur-samples.md (empty transition bodies, set_usage ignoring date, no set_paused /
-# set_downscaled / set_as_ok).
+# set_downscaled / set_as_ok, the Update processor erring unless the allocation was set ok, future
+# prices on a plan in use, slugs like "-3", no Restore orders). processing_delay is in no profile:
+# how late a worker runs depends on its load, so a test or a demo chooses it.
 PROFILES = {
     "default": {},
-    "waldur_7": {"empty_bodies": True, "usage_ignores_date": True, "no_set_as_ok": True, "no_set_paused": True},
+    "waldur_7": {"empty_bodies": True, "usage_ignores_date": True, "no_set_as_ok": True, "no_set_paused": True,
+                 "processor_errs_updates": True, "future_prices": True, "waldur_slugs": True, "no_restore": True},
 }
 _COMPONENT_TYPE = re.compile(r"^[a-zA-Z0-9_\-/:]+$")
 _COMPONENT_FIELDS = {
@@ -44,6 +51,22 @@ def _as_bool(value) -> bool:
     if isinstance(value, str):
         return value.strip().lower() in ("1", "true", "yes", "on")
     return bool(value)
+
+
+def _quirk_value(name: str, value):
+    """A quirk's value as given (constructor, ``--option``, JSON): seconds for the number quirks,
+    else a boolean."""
+    if name in NUMBER_QUIRKS:
+        if isinstance(value, bool):
+            raise ValueError(f"quirk {name} takes a number of seconds, not {value!r}")
+        try:
+            seconds = float(value)
+        except (TypeError, ValueError):
+            raise ValueError(f"quirk {name} takes a number of seconds, not {value!r}") from None
+        if not 0 <= seconds <= 3600:
+            raise ValueError(f"quirk {name} must be between 0 and 3600 seconds, not {seconds}")
+        return seconds
+    return _as_bool(value)
 
 
 def _sparse(data: dict, fields: list[str]) -> dict:
@@ -69,14 +92,24 @@ class WaldurSimulator(Simulator):
         if profile not in PROFILES:
             raise ValueError(f"unknown Waldur profile {profile!r}; known: {', '.join(PROFILES)}")
         self.profile = profile
-        self.default_quirks = {quirk: bool(PROFILES[profile].get(quirk, False)) for quirk in QUIRKS}
+        self.default_quirks = {quirk: _quirk_value(quirk, PROFILES[profile].get(quirk, 0 if quirk in NUMBER_QUIRKS
+                                                                                else False)) for quirk in QUIRKS}
         if empty_bodies is not None:
             self.default_quirks["empty_bodies"] = _as_bool(empty_bodies)
+        for quirk in QUIRKS:  # every quirk is a constructor option too (--option processing_delay=2)
+            if quirk in options:
+                self.default_quirks[quirk] = _quirk_value(quirk, options.pop(quirk))
         self.quirks = dict(self.default_quirks)
+        # Order processors waiting for their worker (processing_delay) and the ones a test runs
+        # right after a given operation (process_after); cleared on reset.
+        self._timers: list[threading.Timer] = []
+        self._process_after: dict[str, list[str]] = {}
         # Site agent identities and event queues; with a broker, order and resource events
         # are published to it as Waldur does (see tests/simulators/waldur/events.py).
         self.events = SiteAgentEvents(self, broker)
         self.market = EventingMarketplace(self.url, self.events)
+        self.market.quirks = lambda: self.quirks
+        self.market.schedule = self._schedule_processor
         super().__init__(preset, latency, **options)
 
     # ------------------------------------------------------------------ Simulator hooks
@@ -137,7 +170,46 @@ class WaldurSimulator(Simulator):
         with self.lock:
             self.exchanges.clear()
             self.quirks = dict(self.default_quirks)
+            for timer in self._timers:
+                timer.cancel()
+            self._timers = []
+            self._process_after = {}
             super().reset(preset)
+
+    # ------------------------------------------------------------------ Waldur's background worker
+    def _schedule_processor(self, delay: float, order: dict) -> None:
+        """Run the order's processor ``delay`` seconds from now in a timer thread, under the
+        simulator's lock, as Waldur's Celery worker does after ``approve_by_provider``."""
+        orders = self.market.orders
+
+        def run() -> None:
+            with self.lock:
+                if self.market.orders is orders and orders.get(order["uuid"]) is order:  # not reset since
+                    self.market.process_order(order)
+
+        timer = threading.Timer(delay, run)
+        timer.daemon = True
+        self._timers = [t for t in self._timers if t.is_alive()] + [timer]
+        timer.start()
+
+    def process_after(self, operation: str | None, order_uuid) -> None:
+        """Run the processor of an order (it becomes pending if it was not) right after the next
+        successful call of ``operation`` (for example ``orders.set_state_done``: the worker ran
+        just after the agent set the order done), or at once when ``operation`` is None."""
+        with self.lock:
+            order = self.market.get(self.market.orders, order_uuid, "Order")
+            order["processor_pending"] = True
+            if operation is None:
+                self.market.process_order(order)
+            else:
+                self._process_after.setdefault(operation, []).append(order["uuid"])
+
+    def set_backing_state(self, resource_uuid, state: str = "ok") -> None:
+        """Set the state of the plugin record behind a resource (7.0.7's ``POST
+        /api/marketplace-slurm-remote/<uuid>/set_state/ {"state": "ok"}``, which the 8.0.5 schema
+        does not have, so it is offered here and as ``POST /_sim/backing_state``)."""
+        with self.lock:
+            self.market.set_backing_state(self.market.get(self.market.resources, resource_uuid, "Resource"), state)
 
     def reset_state(self, preset: str | None) -> None:
         self.events.reset()
@@ -173,6 +245,11 @@ class WaldurSimulator(Simulator):
                 "response_body": response.get_data(),
                 "quirks": sorted(k for k, v in self.quirks.items() if v),
             })
+            if response.status_code < 400 and self._process_after.get(operation):
+                for uuid in self._process_after.pop(operation):
+                    order = self.market.orders.get(uuid)
+                    if order is not None:
+                        self.market.process_order(order)
         return response
 
     def _control(self, request: Request) -> Response:
@@ -190,6 +267,15 @@ class WaldurSimulator(Simulator):
                 return json_response(self.seed_resource(**payload), 201)
             if path == "/_sim/seed/order" and request.method == "POST":
                 return json_response(self.seed_order(**payload), 201)
+            if path == "/_sim/backing_state" and request.method == "POST":
+                self.set_backing_state(payload.get("resource_uuid"), payload.get("state", "ok"))
+                return json_response({"resource_uuid": payload.get("resource_uuid"),
+                                      "state": payload.get("state", "ok")})
+            if path == "/_sim/process" and request.method == "POST":
+                self.process_after(payload.get("after"), payload.get("order_uuid"))
+                return json_response({"order_uuid": payload.get("order_uuid"), "after": payload.get("after")})
+        except ApiError as exc:
+            return json_response(exc.body, exc.status)
         except (TypeError, ValueError) as exc:
             return json_response({"detail": str(exc)}, 400)
         return super()._control(request)
@@ -199,8 +285,9 @@ class WaldurSimulator(Simulator):
         unknown = set(quirks) - set(QUIRKS)
         if unknown:
             raise ValueError(f"unknown quirks: {', '.join(sorted(unknown))}; known: {', '.join(QUIRKS)}")
+        values = {k: _quirk_value(k, v) for k, v in quirks.items()}
         with self.lock:
-            self.quirks.update({k: _as_bool(v) for k, v in quirks.items()})
+            self.quirks.update(values)
 
     def seed_resource(self, offering_uuid, name, **kwargs) -> dict:
         """Add a provider resource (default state OK) and return its API representation."""
@@ -296,6 +383,17 @@ class WaldurSimulator(Simulator):
         if key is None:
             raise ApiError(400, {name: ["Enter a valid UUID."]})
         return key
+
+    @staticmethod
+    def _time_arg(request: Request, name: str) -> datetime | None:
+        value = request.args.get(name)
+        if value in (None, ""):
+            return None
+        try:
+            moment = datetime.fromisoformat(value.replace("Z", "+00:00"))
+        except ValueError:
+            raise ApiError(400, {name: ["Enter a valid date/time."]}) from None
+        return moment if moment.tzinfo else moment.replace(tzinfo=timezone.utc)
 
     @staticmethod
     def _uuid_args(request: Request, name: str) -> list[str]:
@@ -413,7 +511,9 @@ class WaldurSimulator(Simulator):
         resource_uuid = self._uuid_arg(request, "resource_uuid")
         states = self._choice_args(request, "state", ORDER_STATES)
         types = self._choice_args(request, "type", ORDER_TYPES)
+        modified_after = self._time_arg(request, "modified")  # "Modified after"
         orders = [o for o in self.market.orders.values() if self._order_visible(user, o)
+                  and (modified_after is None or o["modified"] >= modified_after)
                   and (offering_uuid is None or o["offering_uuid"] == offering_uuid)
                   and (project_uuid is None or o["project_uuid"] == project_uuid)
                   and (customer_uuid is None
@@ -462,7 +562,9 @@ class WaldurSimulator(Simulator):
                                         self.market.plans, "plan", errors, group=2)
             if plan_uuid and offering_uuid and self.market.plans[plan_uuid]["offering_uuid"] != offering_uuid:
                 errors["plan"] = ["This plan is not available for selected offering."]
-        if body.get("type", "Create") != "Create":
+        if body.get("type") == "Restore" and self.quirks["no_restore"]:
+            errors["type"] = ['"Restore" is not a valid choice.']  # 7.0.7 has no Restore orders
+        elif body.get("type", "Create") != "Create":
             errors["type"] = ["Only Create orders are submitted here; Update and Terminate orders come "
                               "from the resource's update_limits and terminate actions."]
         attributes = body.get("attributes", {})

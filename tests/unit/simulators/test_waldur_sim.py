@@ -638,7 +638,9 @@ def test_empty_bodies_quirk(api):
     api.app.reset()
     assert not any(api.app.quirks.values())
     assert api.client.post("/_sim/quirks", json={"empty_bodies": True}).json == {
-        "empty_bodies": True, "usage_ignores_date": False, "no_set_as_ok": False, "no_set_paused": False}
+        "empty_bodies": True, "usage_ignores_date": False, "no_set_as_ok": False, "no_set_paused": False,
+        "processing_delay": 0.0, "processor_errs_updates": False, "future_prices": False,
+        "waldur_slugs": False, "no_restore": False}
     assert api.post(f"{ORDERS}{P.DO_ORDER_UUID}/approve_by_provider/", json={}).data == b""
     with pytest.raises(ValueError):
         api.app.set_quirks(bogus=True)
@@ -770,3 +772,144 @@ def test_the_waldur_7_profile_ignores_the_usage_date_and_lacks_set_as_ok_and_set
     assert [u["billing_period"] for u in old.app.usages(resource["uuid"])] == [this_month]
     with pytest.raises(ValueError, match="unknown Waldur profile"):
         WaldurSimulator(profile="waldur_6")
+
+
+# ---- Waldur processing an approval later, in its worker (real-waldur-samples.md section 6c) ----
+
+def _wait_for(predicate, seconds=5.0):
+    import time
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        if predicate():
+            return True
+        time.sleep(0.02)
+    return predicate()
+
+
+def test_processing_delay_runs_the_processor_later_in_the_background():
+    app = WaldurSimulator(processing_delay="0.3")
+    api = Api(app)
+    assert app.quirks["processing_delay"] == 0.3
+    assert api.post(f"{ORDERS}{P.DO_ORDER_UUID}/approve_by_provider/", json={}).status_code == 200
+    order = api.get(f"{ORDERS}{P.DO_ORDER_UUID}/").json
+    # read right after approving: executing, and the processor has not made the plugin's scope yet
+    assert (order["state"], order["resource_uuid"], order["resource_type"]) == ("executing", None, None)
+    assert _wait_for(lambda: app.order(P.DO_ORDER_UUID)["resource_uuid"] is not None)
+    assert app.order(P.DO_ORDER_UUID)["resource_type"] == "SLURM.Allocation"
+    assert app.order(P.DO_ORDER_UUID)["state"] == "executing"
+
+
+def test_a_nameless_create_is_erred_when_the_processor_runs_even_once_done():
+    app = WaldurSimulator(processing_delay=0.3, preset="empty")
+    api = Api(app)
+    order = app.seed_order(P.DO_OFFERING_UUID, attributes={"name": ""})
+    resource_uuid = order["marketplace_resource_uuid"]
+    api.post(f"{ORDERS}{order['uuid']}/approve_by_provider/", json={})
+    api.post(f"{PRESOURCES}{resource_uuid}/set_backend_id/", json={"backend_id": "418000001"})
+    assert api.post(f"{ORDERS}{order['uuid']}/set_state_done/").status_code == 200
+    assert (order_state(app, order["uuid"]), resource_state(app, resource_uuid)) == ("done", "OK")
+    assert _wait_for(lambda: order_state(app, order["uuid"]) == "erred")
+    erred = app.order(order["uuid"])
+    resource = app.resource(resource_uuid)
+    assert erred["error_message"] == "'name'"
+    assert (resource["state"], resource["backend_id"]) == ("Erred", "418000001")
+
+
+def test_processor_runs_after_an_operation_for_tests(app, api):
+    order = app.seed_order(P.DO_OFFERING_UUID, state="executing", attributes={"name": ""})
+    app.process_after("orders.set_state_done", order["uuid"])
+    assert order_state(app, order["uuid"]) == "executing"
+    assert api.post(f"{ORDERS}{order['uuid']}/set_state_done/").status_code == 200
+    assert order_state(app, order["uuid"]) == "erred"  # the worker ran right after
+    other = app.seed_order(P.DO_OFFERING_UUID, state="executing", attributes={"name": ""})
+    assert api.client.post("/_sim/process", json={"order_uuid": other["uuid"]}).status_code == 200
+    assert order_state(app, other["uuid"]) == "erred"
+
+
+def test_reset_cancels_pending_processors_and_resets_quirks():
+    app = WaldurSimulator(processing_delay=0.2)
+    api = Api(app)
+    app.set_quirks(processor_errs_updates=True, processing_delay=0.3)
+    api.post(f"{ORDERS}{P.DO_ORDER_UUID}/approve_by_provider/", json={})
+    app.reset()
+    assert app.quirks["processing_delay"] == 0.2 and app.quirks["processor_errs_updates"] is False
+    import time
+    time.sleep(0.4)
+    assert order_state(app, P.DO_ORDER_UUID) == "pending-provider"
+    with pytest.raises(ValueError, match="seconds"):
+        app.set_quirks(processing_delay="soon")
+    assert api.client.post("/_sim/quirks", json={"processing_delay": -1}).status_code == 400
+
+
+def test_the_processor_errs_updates_unless_the_backing_record_is_ok():
+    app = WaldurSimulator(profile="waldur_7", preset="empty")
+    api = Api(app)
+    assert app.quirks["processor_errs_updates"] is True
+    resource_uuid, order_uuid = _update_order(api, app, {"cpu": 2, "ram": 2048, "disk": 25600})
+    order = app.order(order_uuid)
+    assert (order["state"], order["error_message"]) == (
+        "erred", "Can't switch from state '5' using method 'schedule_updating'")
+    assert resource_state(app, resource_uuid) == "OK"  # a Waldur-erred Update leaves the resource OK
+    assert api.post(f"{ORDERS}{order_uuid}/set_state_done/").status_code == 409
+
+    assert api.client.post("/_sim/backing_state", json={"resource_uuid": resource_uuid}).status_code == 200
+    second = api.post(f"{CRESOURCES}{resource_uuid}/update_limits/", token=P.CONSUMER_TOKEN,
+                      json={"limits": {"cpu": 2, "ram": 2048, "disk": 25600}}).json["order_uuid"]
+    api.post(f"{ORDERS}{second}/approve_by_provider/", json={})
+    assert (order_state(app, second), resource_state(app, resource_uuid)) == ("executing", "Updating")
+    api.post(f"{ORDERS}{second}/set_state_done/")
+    # after an Update the allocation is Update Scheduled (1): the next Update errs again
+    third = api.post(f"{CRESOURCES}{resource_uuid}/update_limits/", token=P.CONSUMER_TOKEN,
+                     json={"limits": {"cpu": 1, "ram": 1024, "disk": 25600}}).json["order_uuid"]
+    api.post(f"{ORDERS}{third}/approve_by_provider/", json={})
+    assert app.order(third)["error_message"] == "Can't switch from state '1' using method 'schedule_updating'"
+    # a Terminate goes through from state 1
+    terminate = api.post(f"{CRESOURCES}{resource_uuid}/terminate/", token=P.CONSUMER_TOKEN).json["order_uuid"]
+    api.post(f"{ORDERS}{terminate}/approve_by_provider/", json={})
+    assert (order_state(app, terminate), resource_state(app, resource_uuid)) == ("executing", "Terminating")
+    # the default profile (current Waldur) takes every Update
+    current = Api(WaldurSimulator(preset="empty"))
+    _resource, order_uuid = _update_order(current, current.app, {"cpu": 2, "ram": 2048, "disk": 25600})
+    assert order_state(current.app, order_uuid) == "executing"
+
+
+def test_update_prices_on_a_plan_in_use_writes_future_prices():
+    app = WaldurSimulator(profile="waldur_7", preset="empty")
+    api = Api(app)
+    plan_path = f"/api/marketplace-plans/{P.DO_PLAN_UUID}/"
+    # no resource on the plan: the prices themselves
+    assert api.post(plan_path + "update_prices/", json={"prices": {"disk": "0.0002"}}).status_code == 200
+    assert api.get(plan_path).json["prices"]["disk"] == 0.0002
+    app.seed_resource(P.DO_OFFERING_UUID, "vm", plan_uuid=P.DO_PLAN_UUID)
+    assert api.post(plan_path + "update_prices/", json={"prices": {"disk": "0.0003"}}).status_code == 200
+    plan = api.get(plan_path).json
+    assert plan["prices"]["disk"] == 0.0002 and plan["future_prices"] == {"disk": 0.0003}
+    disk = next(c for c in plan["components"] if c["type"] == "disk")
+    assert (disk["price"], disk["future_price"]) == ("0.0002000000", "0.0003000000")
+    # the default profile changes the prices themselves
+    current = Api(WaldurSimulator())
+    current.app.seed_resource(P.DO_OFFERING_UUID, "vm", plan_uuid=P.DO_PLAN_UUID)
+    current.post(plan_path + "update_prices/", json={"prices": {"disk": "0.0003"}})
+    assert current.get(plan_path).json["prices"]["disk"] == 0.0003
+    assert current.get(plan_path).json["future_prices"] == {}
+
+
+def test_waldur_7_slugs_and_no_restore():
+    app = WaldurSimulator(profile="waldur_7", preset="empty")
+    api = Api(app)
+    assert app.seed_resource(P.DO_OFFERING_UUID, "alloc-one")["slug"] == "alloc-on-1"
+    assert app.seed_resource(P.DO_OFFERING_UUID, "Consumer Project")["slug"] == "consumer-1"
+    assert app.seed_resource(P.DO_OFFERING_UUID, "")["slug"] == "-3"
+    refused = api.post(ORDERS, json=_order_body(type="Restore"), token=P.CONSUMER_TOKEN)
+    assert (refused.status_code, refused.json) == (400, {"type": ['"Restore" is not a valid choice.']})
+    with pytest.raises(ValueError, match="not a valid choice"):
+        app.seed_order(P.DO_OFFERING_UUID, type="Restore", resource_uuid=P.DO_RESOURCE_UUID)
+    assert WaldurSimulator(preset="empty").seed_resource(P.DO_OFFERING_UUID, "")["slug"] == "resource"
+
+
+def test_orders_filter_modified_after(app, api):
+    stamp = datetime.now(timezone.utc).isoformat()
+    api.post(f"{ORDERS}{P.DO_ORDER_UUID}/approve_by_provider/", json={})
+    listed = api.get(ORDERS, query={"modified": stamp}).json
+    assert [o["uuid"] for o in listed] == [P.DO_ORDER_UUID]
+    assert api.get(ORDERS, query={"modified": "yesterday"}).status_code == 400

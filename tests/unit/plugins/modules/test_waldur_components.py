@@ -109,7 +109,7 @@ def test_every_plan_prices_every_component_then_is_left_alone(waldur_sim, capsys
 
     assert result["plans"] == [{
         "uuid": P.DO_PLAN_UUID, "name": "Droplet s-1vcpu-1gb", "action": "priced", "changed": True,
-        "failed": False, "msg": "priced: cpu, gpu, licence",
+        "failed": False, "msg": "priced: cpu 4 -> 5, gpu none -> 0, licence none -> 0", "next_period": False,
         "changes": {"cpu": {"before": 4.0, "after": 5.0}, "gpu": {"before": None, "after": 0.0},
                     "licence": {"before": None, "after": 0.0}}}]
     prices = plan_prices(waldur_sim)
@@ -118,10 +118,36 @@ def test_every_plan_prices_every_component_then_is_left_alone(waldur_sim, capsys
     assert result["diff"]["after"]["plans"][P.DO_PLAN_UUID]["gpu"] == 0.0
     assert len(waldur_sim.app.calls_of("plans.update_prices")) == 1
     assert len(waldur_sim.app.calls_of("offering.get")) == 1  # components and plans in one read
+    # the plan to price, for its future prices, and after the write, for where Waldur put them
+    assert len(waldur_sim.app.calls_of("plans.get")) == 2
 
     since = len(waldur_sim.app.calls)
     again = run(waldur_sim, capsys, components=config)
     assert waldur_sim.app.write_calls(since) == []
+    assert again["changed"] is False and again["plans"][0]["action"] == "unchanged"
+
+
+def test_a_plan_with_resources_takes_future_prices_and_a_second_run_writes_nothing(waldur_sim, capsys):
+    """Waldur 7.0.7 writes update_prices on a plan that has resources as future prices (prices
+    stay): the plan's future prices are compared, the result says the new price applies from the
+    next period, and a second run converges."""
+    app = waldur_sim.app
+    app.set_quirks(future_prices=True)
+    app.seed_resource(P.DO_OFFERING_UUID, "vm", plan_uuid=P.DO_PLAN_UUID)
+    config = {"disk": {"measured_unit": "MiB", "accounting_type": "limit", "label": "Disk", "price": 0.0003}}
+
+    first = run(waldur_sim, capsys, components=config)
+
+    [plan] = first["plans"]
+    assert (plan["action"], plan["next_period"]) == ("priced", True)
+    assert plan["msg"] == ("priced from the next billing period: disk 0.0001 -> 0.0003 (the plan has resources: "
+                           "Waldur keeps the current prices until then)")
+    stored = app.market.plans[P.DO_PLAN_UUID]
+    assert str(stored["prices"]["disk"]) == "0.0001" and str(stored["future_prices"]["disk"]) == "0.0003"
+
+    since = len(app.calls)
+    again = run(waldur_sim, capsys, components=config)
+    assert app.write_calls(since) == []
     assert again["changed"] is False and again["plans"][0]["action"] == "unchanged"
 
 
@@ -143,7 +169,7 @@ def test_an_update_order_on_a_loaded_component_can_be_finished(waldur_sim, capsy
 
 def test_check_mode_prices_nothing_and_a_refused_price_fails_naming_the_plan(waldur_sim, capsys):
     checked = run(waldur_sim, capsys, components=CONFIG, _ansible_check_mode=True)
-    assert checked["plans"][0]["msg"] == "would be priced: gpu, licence"
+    assert checked["plans"][0]["msg"] == "would be priced: gpu none -> 0, licence none -> 0"
     assert waldur_sim.app.write_calls() == []
 
     waldur_sim.app.add_fault("plans.update_prices", status=403,

@@ -143,8 +143,9 @@ class StubClient:
 
     def get(self, path, params=None):
         if path.startswith("marketplace-orders/"):
+            # resource_uuid: the plugin object Waldur's processor made (its work is done)
             return {"uuid": "1" * 32, "state": self.state_after, "type": "Create",
-                    "marketplace_resource_uuid": "2" * 32}
+                    "marketplace_resource_uuid": "2" * 32, "resource_uuid": "3" * 32}
         return {"uuid": "2" * 32, "name": "vm", "backend_id": ""}
 
 
@@ -357,8 +358,11 @@ def test_a_machine_built_for_an_order_waldur_erred_meanwhile_is_recorded_on_its_
                  outcomes=[{"order_uuid": executing_create["uuid"], "failed": False, "backend_id": "78"}])
 
     entry = result["results"][0]
-    assert (entry["outcome"], entry["actions"]) == ("skipped", ["set_backend_id"])
-    assert entry["msg"] == "order is already erred; nothing else written; backend id 78 recorded"
+    # a machine exists behind a resource Waldur erred: they disagree, and the result says how
+    assert (entry["outcome"], entry["actions"], entry["failed"]) == ("diverged", ["set_backend_id"], True)
+    assert entry["msg"] == ("Waldur erred the order after the backend acted (Waldur: 'name'): machine 78; Waldur "
+                            "keeps resource web-9 Erred and backend id 78; backend id 78 recorded")
+    assert (result["counts"]["diverged"], result["diverged"]) == (1, 1)
     assert waldur_sim.app.resource(executing_create["marketplace_resource_uuid"])["backend_id"] == "78"
 
 
@@ -414,11 +418,12 @@ def test_a_batch_of_creates_costs_four_waldur_writes_per_order_and_a_few_listing
         "orders.approve_by_provider": BATCH,
         "resources.set_backend_id": BATCH, "resources.set_backend_metadata": BATCH, "orders.set_state_done": BATCH,
         # per batch: the actionable orders, then the executing ones after approval and before
-        # settling; offering -> service provider -> keys; the in-flight resources, twice
-        "orders.list": 3, "offering.get": 1, "service_provider.list": 1, "service_provider.keys": 1,
+        # settling, and the ones erred since settling started (none turned erred once done);
+        # offering -> service provider -> keys; the in-flight resources, twice
+        "orders.list": 4, "offering.get": 1, "service_provider.list": 1, "service_provider.keys": 1,
         "resources.list": 2,
     }
-    assert len(app.calls) == 4 * BATCH + 8
+    assert len(app.calls) == 4 * BATCH + 9
     assert claim["api_calls"]["reads"] + settle["api_calls"]["reads"] + claim["api_calls"]["writes"] \
         + settle["api_calls"]["writes"] == len(app.calls)
 
@@ -546,7 +551,9 @@ def test_settle_reads_alone_the_orders_the_listing_of_executing_ones_does_not_ho
     assert [entry["outcome"] for entry in result["results"]] == ["done", "done", "skipped"]
     assert result["results"][2]["msg"] == "order is already done; nothing written"
     assert [call["path"] for call in app.calls_of("orders.get")] == ["/api/marketplace-orders/%s/" % done["uuid"]]
-    assert len(app.calls_of("orders.list")) == 1
+    # the executing ones, then the two set done looked for among the orders erred since settling began
+    assert len(app.calls_of("orders.list")) == 2
+    assert "state=erred" in app.calls_of("orders.list")[1]["query"]
 
 
 def test_approved_orders_are_read_again_and_dropped_when_waldur_erred_them(waldur_sim, capsys, monkeypatch):
@@ -576,9 +583,9 @@ def test_approved_orders_are_read_again_and_dropped_when_waldur_erred_them(waldu
     skipped = {entry["uuid"]: entry for entry in result["skipped_orders"]}
     assert skipped[update["uuid"]] == {
         "uuid": update["uuid"], "state": "erred", "type": "Update", "resource_uuid": running["uuid"],
-        "resource_name": "db-1", "msg": "order is erred after approval, not executing "
-                                        "(Waldur: Can't switch from state '5' using method 'schedule_updating')"}
-    assert skipped[nameless["uuid"]]["msg"] == "order is erred after approval, not executing (Waldur: 'name')"
+        "resource_name": "db-1", "msg": "order erred by Waldur after approval: "
+                                        "Can't switch from state '5' using method 'schedule_updating'"}
+    assert skipped[nameless["uuid"]]["msg"] == "order erred by Waldur after approval: 'name'"
     assert app.resource(nameless["marketplace_resource_uuid"])["state"] == "Erred"
     # the one still executing is seen in the listing of executing orders; the two Waldur erred
     # are not in it, and are read on their own for their state and message
