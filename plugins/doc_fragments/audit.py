@@ -56,7 +56,7 @@ options:
     default: 24
   cleanup_max:
     description:
-      - The circuit breaker. When the cleanup would delete more holdings than this, it is refused whole:
+      - The circuit breaker. When the cleanup would delete more holdings than this, it is refused whole -
         nothing is deleted and RV(cleanup_refused) says why. It is refused too when O(resources) is empty
         while the cloud holds objects carrying this offering's marks.
     type: int
