@@ -84,7 +84,8 @@ def test_the_tarball_leaves_out_what_build_ignore_names(installed):
     top_level = sorted({Path(name).parts[0] for name in names})
     assert top_level == ["FILES.json", "LICENSE", "MANIFEST.json", "README.md", "bindep.txt", "changelogs",
                          "docs", "execution-environment.yml", "extensions", "meta", "playbooks", "plugins",
-                         "requirements.txt", "roles", "tests"], top_level
+                         "requirements-azure.txt", "requirements-digitalocean.txt", "requirements.txt", "roles",
+                         "tests"], top_level
     # Of tests/, only the sanity ignore lists travel (ansible-test sanity on the installed collection).
     shipped_tests = sorted(name for name in files if name.startswith("tests/"))
     assert shipped_tests == sorted("tests/sanity/%s" % path.name
