@@ -76,3 +76,10 @@ def test_quickstart_files_are_the_ones_the_walkthrough_writes():
     quickstart = (REPO / "docs" / "quickstart.md").read_text()
     assert "<!-- doc-file: simulators-config sim-config.yaml -->" in quickstart
     assert "--tls-dir sim-ca" in quickstart
+
+
+def test_galaxy_tags_find_the_collection_and_follow_galaxy_s_rules():
+    tags = yaml.safe_load((REPO / "galaxy.yml").read_text())["tags"]
+    assert {"waldur", "azure", "digitalocean"} <= set(tags)
+    assert len(tags) <= 20 and len(tags) == len(set(tags))
+    assert all(re.fullmatch(r"[a-z0-9]{1,64}", tag) for tag in tags), tags
