@@ -12,13 +12,14 @@ PYTEST_WORKERS ?= 2
 export ANSIBLE_COLLECTIONS_PATH := $(CURDIR)/.cache/collections
 export ANSIBLE_NOCOLOR := 1
 
-.PHONY: help venv demo check test test-matrix lint sanity unit integration molecule bench clean collection-link system-packages
+.PHONY: help venv demo check test test-matrix lint sanity galaxy unit integration molecule bench clean events-demo collection-link system-packages
 
 help:
 	@echo "make demo        - run the order, report and membership passes against the bundled simulators"
 	@echo "make check       - lint and unit tests (quick, for everyday work)"
-	@echo "make test        - lint, sanity, unit and integration tests, with each tier's time"
+	@echo "make test        - lint, sanity, galaxy import, unit and integration tests, with each tier's time"
 	@echo "make test-matrix - unit tests and a smoke of every pass under each supported ansible-core"
+	@echo "make events-demo - a local RabbitMQ and simulators to try event processing (docs/events.md)"
 	@echo "make bench       - benchmarks (not part of make test)"
 
 $(STAMP): requirements.txt requirements-dev.txt
@@ -42,7 +43,7 @@ check: venv
 	@scripts/run-tiers.sh lint unit
 
 test: venv
-	@scripts/run-tiers.sh lint sanity unit integration
+	@scripts/run-tiers.sh lint sanity galaxy unit integration
 
 # Every supported ansible-core in its own venv (.cache/matrix); see scripts/test-matrix.sh.
 test-matrix:
@@ -54,6 +55,10 @@ lint: venv
 
 sanity: venv
 	VENV=$(VENV) scripts/sanity.sh
+
+# galaxy-importer on the built tarball: what Galaxy and Automation Hub check on publishing.
+galaxy: venv
+	VENV=$(VENV) scripts/galaxy-import.sh
 
 unit: venv
 	$(PY) -m pytest tests/unit tests/contract -q -n $(PYTEST_WORKERS)
@@ -73,6 +78,12 @@ integration: venv system-packages
 # The roles' Molecule scenarios (make integration runs them too, through pytest).
 molecule: venv
 	for scenario in order_process report membership_sync; do $(BIN)/molecule test -s $$scenario || exit 1; done
+
+# A local RabbitMQ (web-STOMP), the Waldur simulator publishing events to it and the DigitalOcean
+# simulator, for docs/events.md's "Try it locally"; .venv/bin/python -m scripts.events_demo stop.
+events-demo: venv
+	scripts/ensure-java.sh
+	$(PY) -m scripts.events_demo start
 
 bench: venv
 	$(PY) -m bench

@@ -90,18 +90,33 @@ notes:
 """
 
 EXAMPLES = r"""
+# WALDUR_SITE_AGENT_CONFIG=/etc/waldur/waldur-site-agent-config.yaml \
 # ANSIBLE_STDOUT_CALLBACK=waldur.site_agent.waldur_json \
-#   ansible-playbook -i /etc/waldur/waldur-site-agent-config.yaml waldur.site_agent.order_process
+#   ansible-playbook waldur.site_agent.order_process
 #
+# One JSON object per line (wrapped here); among them, for one Create order on DigitalOcean
+# (tests/integration/test_callback_examples.py checks these against a real pass):
 # {"event": "playbook started", "level": "info", "logger": "waldur_site_agent.ansible",
-#  "timestamp": "2026-02-03T14:02:35.551020+00:00", "playbook": "order_process.yml"}
-# {"event": "Droplet 51234 created", "level": "info", "logger": "waldur_site_agent.ansible",
-#  "timestamp": "2026-02-03T14:02:41.104455+00:00", "playbook": "order_process.yml",
-#  "task": "Create, resize, power and delete the droplets", "host": "DigitalOcean",
-#  "offering": "DigitalOcean", "order": "0b5e...", "resource": "9c1f...", "action": "created",
-#  "changed": true}
-# {"event": "pass summary", "level": "info", ..., "offering": "DigitalOcean",
-#  "pass": "order_process", "orders": 3, "done": 2, "erred": 1, "pending": 0}
+#  "timestamp": "2026-02-03T14:02:35.551020+00:00", "playbook": "order_process.yml", "check_mode": false}
+# {"event": "created droplet 418000001 do-vm-1 in ams3 (s-1vcpu-1gb, ubuntu-22-04-x64)",
+#  "level": "info", "logger": "waldur_site_agent.ansible", "timestamp": "2026-02-03T14:02:59.919658+00:00",
+#  "playbook": "order_process.yml", "play": "Waldur site agent - order_process pass",
+#  "task": "Carry out the orders on DigitalOcean", "host": "localhost", "offering": "DigitalOcean VM",
+#  "order": "0b5e5f2a9d3c4e7f8a1b2c3d4e5f6a7b", "resource": "9c1f2e3d4c5b4a69788796a5b4c3d2e1",
+#  "status": "changed", "changed": true, "action": "created", "backend_id": "418000001", "retry": false}
+# {"event": "set done; backend id 418000001 recorded", "level": "info", "logger": "waldur_site_agent.ansible",
+#  "timestamp": "2026-02-03T14:03:05.024053+00:00", "playbook": "order_process.yml",
+#  "play": "Waldur site agent - order_process pass", "task": "Settle the orders in Waldur", "host": "localhost",
+#  "offering": "DigitalOcean VM", "order": "0b5e5f2a9d3c4e7f8a1b2c3d4e5f6a7b",
+#  "resource": "9c1f2e3d4c5b4a69788796a5b4c3d2e1", "status": "changed", "changed": true,
+#  "outcome": "done", "resource_name": "do-vm-1", "state": "done",
+#  "actions": ["set_backend_id", "set_backend_metadata", "set_state_done"], "retry": false}
+# {"event": "pass summary", "level": "info", "logger": "waldur_site_agent.ansible",
+#  "timestamp": "2026-02-03T14:03:05.837422+00:00", "playbook": "order_process.yml",
+#  "play": "Waldur site agent - order_process pass", "task": "Summarise the pass", "host": "localhost",
+#  "duration": 0.358, "offering": "DigitalOcean VM", "pass": "order_process", "orders": 1, "done": 1,
+#  "erred": 0, "retry": 0, "refused": 0, "failed": 0, "skipped": 0, "machines_changed": 1,
+#  "api_calls": 16, "seconds": 23.6}
 
 # ansible.cfg: JSON lines, failures to Sentry
 # [defaults]

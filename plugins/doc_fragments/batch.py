@@ -10,7 +10,7 @@ __metaclass__ = type
 class ModuleDocFragment(object):
     # The options of every batch module (module_utils core/batch.py batch_argument_spec()).
     DOCUMENTATION = r"""
-description:
+notes:
   - The items are worked on concurrently (at most O(max_workers) at a time, all within O(deadline));
     one failing never stops the others. RV(results) holds one result per item, in input order, each
     with the item's key (for example C(resource_uuid) or C(order_uuid)), C(changed), C(failed),

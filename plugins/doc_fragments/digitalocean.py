@@ -8,14 +8,16 @@ __metaclass__ = type
 
 
 class ModuleDocFragment(object):
-    # Options of every DigitalOcean module (module_utils.digitalocean.client.digitalocean_argument_spec).
+    # Options of every DigitalOcean module (module_utils.digitalocean.options.digitalocean_argument_spec).
     DOCUMENTATION = r"""
 options:
   token:
     description:
       - DigitalOcean API token (read and write scopes for droplets, actions and SSH keys).
       - Never appears in results or messages.
-      - If not set, the environment variable E(DIGITALOCEAN_ACCESS_TOKEN), then E(DO_API_TOKEN), is used.
+      - If not set, the first of these environment variables that is set is used, in this order
+        - E(DIGITALOCEAN_ACCESS_TOKEN) (doctl's), then community.digitalocean's E(DO_API_TOKEN),
+        E(DO_API_KEY), E(DO_OAUTH_TOKEN) and E(OAUTH_TOKEN), in community.digitalocean's order.
       - A token with leading or trailing whitespace or a control character inside is refused before any call.
     type: str
     required: true

@@ -10,7 +10,7 @@ __metaclass__ = type
 class ModuleDocFragment(object):
     # The packed lists of the modules that take or return thousands of items (module_utils core/packed.py).
     DOCUMENTATION = r"""
-description:
+notes:
   - A list this module takes or returns can be handed over packed, as one JSON text of the same items
     (the C(*_packed) option and return value). Ansible takes in and templates a list value by value,
     which at 10,000 items cost seconds at every task the list crossed; a packed list costs it next

@@ -8,6 +8,7 @@ import os
 import subprocess
 import sys
 import tarfile
+import uuid
 from pathlib import Path
 
 import pytest
@@ -20,6 +21,13 @@ from tests.simulators.waldur import presets as waldur_presets
 pytestmark = pytest.mark.integration
 
 BIN = Path(sys.executable).parent
+SECRET = "leftover-secret-%s" % uuid.uuid4().hex
+QUICKSTART_LEFTOVERS = {
+    "sim-config.yaml": "offerings:\n  - waldur_api_token: %s\n    backend_settings: {client_secret: %s}\n"
+                       % (SECRET, SECRET),
+    "sim-ca/simulator-ca.pem": "-----BEGIN CERTIFICATE-----\n%s\n" % SECRET,
+    "sim-ca/simulator-ca-key.pem": "-----BEGIN PRIVATE KEY-----\n%s\n" % SECRET,
+}
 GIT_IDENTITY = ["-c", "user.name=Release Test", "-c", "user.email=release@example.com"]
 
 
@@ -33,6 +41,10 @@ def run(cmd, cwd, env=None, timeout=600):
 def installed(tmp_path_factory):
     """Build the collection from a copy of the working tree and install the tarball offline."""
     source = copy_working_tree(tmp_path_factory.mktemp("build-src"))
+    # What the quickstart's simulator walkthrough leaves in a checkout: build_ignore keeps it out.
+    for path, text in QUICKSTART_LEFTOVERS.items():
+        (source / path).parent.mkdir(parents=True, exist_ok=True)
+        (source / path).write_text(text)
     build = run([BIN / "ansible-galaxy", "collection", "build", "--output-path", "dist"], cwd=source)
     assert build.returncode == 0, build.stdout + build.stderr
     [tarball] = (source / "dist").glob("waldur-site_agent-*.tar.gz")
@@ -55,6 +67,7 @@ def test_the_tarball_leaves_out_what_build_ignore_names(installed):
     tarball, dummy = installed
     with tarfile.open(tarball) as archive:
         names = archive.getnames()
+        files = [member.name for member in archive.getmembers() if member.isfile()]
         manifest = json.load(archive.extractfile("MANIFEST.json"))
 
     assert manifest["collection_info"]["namespace"] == "waldur"
@@ -71,11 +84,42 @@ def test_the_tarball_leaves_out_what_build_ignore_names(installed):
     top_level = sorted({Path(name).parts[0] for name in names})
     assert top_level == ["FILES.json", "LICENSE", "MANIFEST.json", "README.md", "bindep.txt", "changelogs",
                          "docs", "execution-environment.yml", "extensions", "meta", "playbooks", "plugins",
-                         "requirements.txt", "roles"], top_level
+                         "requirements-azure.txt", "requirements-digitalocean.txt", "requirements.txt", "roles",
+                         "tests"], top_level
+    # Of tests/, only the sanity ignore lists travel (ansible-test sanity on the installed collection).
+    shipped_tests = sorted(name for name in files if name.startswith("tests/"))
+    assert shipped_tests == sorted("tests/sanity/%s" % path.name
+                                   for path in (REPO / "tests" / "sanity").glob("ignore-*.txt")), shipped_tests
     assert sorted({Path(name).parts[1] for name in names if name.startswith("extensions/")}) == ["awx", "eda"]
     listed = (REPO / "docs" / "releasing.md").read_text()
     assert all("`%s`" % entry in listed for entry in top_level if entry not in ("FILES.json", "MANIFEST.json"))
     assert tarball.stat().st_size < 1024 * 1024, tarball.stat().st_size
+
+
+def test_the_tarball_holds_nothing_the_quickstart_wrote_into_the_checkout(installed):
+    """sim-config.yaml (tokens, a client secret) and sim-ca/ (a CA key) of the simulator
+    walkthrough were in the source tree when it was built; build_ignore left them out."""
+    tarball, dummy = installed
+    with tarfile.open(tarball) as archive:
+        names = archive.getnames()
+        contents = b"".join(archive.extractfile(member).read() for member in archive.getmembers() if member.isfile())
+    assert not [name for name in names if name.startswith(("sim-config", "sim-ca"))]
+    assert SECRET.encode() not in contents
+
+
+def test_ansible_test_sanity_passes_on_the_installed_collection(installed):
+    """The artifact carries its sanity ignore lists (the MIT licence exception), so
+    validate-modules passes where Galaxy and users run it: in the installed collection."""
+    dummy, collections = installed
+    shim = run([REPO / "scripts" / "ansible-test-pip-shim.sh"], cwd=REPO, env=dict(os.environ, VENV=str(BIN.parent)))
+    assert shim.returncode == 0, shim.stderr
+    version = "%d.%d" % sys.version_info[:2]
+
+    sanity = run([BIN / "ansible-test", "sanity", "--test", "validate-modules", "--python", version, "--color", "no"],
+                 cwd=collections / "ansible_collections" / "waldur" / "site_agent",
+                 env=dict(os.environ, PATH="%s:%s" % (BIN, os.environ["PATH"])))
+
+    assert sanity.returncode == 0, sanity.stdout + sanity.stderr
 
 
 def test_ansible_doc_reads_a_module_of_the_installed_collection(installed):

@@ -27,6 +27,7 @@ from __future__ import annotations
 import os
 import re
 import socket
+import subprocess
 import sys
 from dataclasses import dataclass
 from pathlib import Path
@@ -126,6 +127,9 @@ SIMULATOR_SEQUENCE = ["simulators-start", "simulators-config", "simulators-envir
                       "simulators-check", "simulators-pass", "simulators-verify", "simulators-report",
                       "simulators-stop"]
 SIMULATOR_PORTS = ("18080", "18081", "18082")  # waldur, digitalocean, azure, as the walkthrough names them
+# events.md's "Try it locally": a private broker, the simulators and ansible-rulebook; an order's
+# event runs the pass (the script and the broker pick free ports).
+EVENTS_DEMO_SEQUENCE = ["events-demo-start", "events-demo-rulebook", "events-demo-order", "events-demo-stop"]
 
 
 def _docs():
@@ -137,7 +141,7 @@ def _docs():
 
 def _sequence_names():
     names = [name for steps in SITE_SEQUENCES.values() for name in steps if isinstance(name, str)]
-    return names + SIMULATOR_SEQUENCE
+    return names + SIMULATOR_SEQUENCE + EVENTS_DEMO_SEQUENCE
 
 
 def test_every_command_block_is_run_or_listed():
@@ -350,6 +354,36 @@ def test_simulator_walkthrough(tmp_path):
                 assert sock.connect_ex(("127.0.0.1", int(port))) != 0, port
     finally:
         session.close()
+
+
+def test_events_demo_walkthrough(tmp_path):
+    """docs/events.md's "Try it locally", in a work directory laid out as a checkout after
+    ``make venv`` (``.venv``, ``tests``, ``scripts`` and ``.cache/collections`` link to this one):
+    the broker (scripts/rabbitmq.sh; ``make integration`` installs RabbitMQ and Java first) and
+    the simulators start, ansible-rulebook subscribes, a consumer's order arrives as an event and
+    is done with no pass run by hand, and the stop block stops everything it started."""
+    _blocks, _problems, runnable, outputs = _docs()
+    checkout = tmp_path / "checkout"
+    (checkout / "home").mkdir(parents=True)
+    (checkout / ".venv").symlink_to(sys.prefix, target_is_directory=True)
+    for name in ("tests", "scripts"):
+        (checkout / name).symlink_to(REPO / name, target_is_directory=True)
+    (checkout / ".cache").mkdir()
+    (checkout / ".cache" / "collections").symlink_to(collection_path(), target_is_directory=True)
+    session = doc_blocks.ShellSession(checkout, _clean_env(checkout / "home"))
+    demo = checkout / ".cache" / "events-demo"
+    try:
+        _run(session, EVENTS_DEMO_SEQUENCE, runnable, outputs, {}, checkout)
+        assert session.run("wait", timeout=60).failed_commands == 0
+        assert not (demo / "pids").exists()
+        status = subprocess.run([str(REPO / "scripts" / "rabbitmq.sh"), "status", str(demo / "broker")],
+                                capture_output=True, text=True, check=False)
+        assert status.returncode != 0, status.stdout  # the broker is stopped
+    finally:
+        session.close()
+        if (demo / "pids").exists():
+            subprocess.run([sys.executable, "-m", "scripts.events_demo", "stop", "--dir", str(demo)], cwd=REPO,
+                           capture_output=True, check=False)
 
 
 # ----------------------------------------------------------------- troubleshooting's claims

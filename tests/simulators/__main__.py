@@ -27,9 +27,17 @@ def main(argv=None) -> int:
     parser.add_argument("--tls-dir", default=None, help="where to write the CA bundle")
     parser.add_argument("--option", action="append", default=[], metavar="KEY=VALUE",
                         help="simulator-specific option (e.g. lro=realistic)")
+    parser.add_argument("--rabbitmq", default=None, metavar="DIR",
+                        help="waldur: publish order and resource events to the broker of scripts/rabbitmq.sh "
+                             "in DIR (started when it is not running), as Waldur does")
     args = parser.parse_args(argv)
 
     options = dict(item.split("=", 1) for item in args.option)
+    if args.rabbitmq:
+        if args.name != "waldur":
+            parser.error("--rabbitmq is for the waldur simulator")
+        from tests.integration.broker import RabbitBroker
+        options["broker"] = RabbitBroker(args.rabbitmq).start()
     app = simulator_class(args.name)(preset=args.preset, latency=args.latency, **options)
     ssl_context, ca_path = None, None
     if args.tls or args.name in TLS_REQUIRED:

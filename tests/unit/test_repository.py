@@ -56,3 +56,30 @@ def test_the_matrix_tests_the_promised_ansible_core_range():
     assert minors == list(range(minors[0], minors[-1] + 1))  # every release in between
     ignores = {(REPO / "tests" / "sanity" / ("ignore-%s.txt" % version)).read_text() for version in versions}
     assert len(ignores) == 1  # one list for every release: a new module's entry goes into each
+
+
+# What the quickstart's simulator walkthrough (and make demo, make sanity) write into a checkout.
+CHECKOUT_LEFTOVERS = ["sim-config.yaml", "sim-ca/simulator-ca.pem", "sim-ca/simulator-ca-key.pem",
+                      ".cache/collections", ".venv", "dist/waldur-site_agent-0.1.0.tar.gz"]
+
+
+def test_what_the_quickstart_writes_is_ignored_by_git_and_the_build():
+    ignored = subprocess.run(["git", "check-ignore", "--no-index", *CHECKOUT_LEFTOVERS], cwd=REPO,
+                             capture_output=True, text=True, check=False).stdout.split()
+    assert ignored == CHECKOUT_LEFTOVERS
+    build_ignore = yaml.safe_load((REPO / "galaxy.yml").read_text())["build_ignore"]
+    for pattern in ("sim-config.yaml", "sim-ca", ".venv", ".cache", "dist", "*.tar.gz"):
+        assert pattern in build_ignore, pattern
+
+
+def test_quickstart_files_are_the_ones_the_walkthrough_writes():
+    quickstart = (REPO / "docs" / "quickstart.md").read_text()
+    assert "<!-- doc-file: simulators-config sim-config.yaml -->" in quickstart
+    assert "--tls-dir sim-ca" in quickstart
+
+
+def test_galaxy_tags_find_the_collection_and_follow_galaxy_s_rules():
+    tags = yaml.safe_load((REPO / "galaxy.yml").read_text())["tags"]
+    assert {"waldur", "azure", "digitalocean"} <= set(tags)
+    assert len(tags) <= 20 and len(tags) == len(set(tags))
+    assert all(re.fullmatch(r"[a-z0-9]{1,64}", tag) for tag in tags), tags

@@ -16,13 +16,16 @@ DEFAULT_API_URL = "https://api.digitalocean.com/v2/"
 # The library reads these for objects it builds on its own; set for the module process.
 ENDPOINT_ENV_VAR = "DIGITALOCEAN_END_POINT"
 TIMEOUT_ENV_VAR = "PYTHON_DIGITALOCEAN_REQUEST_TIMEOUT_SEC"
+# The token's environment variables, the first set wins: doctl's and python-digitalocean's
+# name, then community.digitalocean's four in its own order (its module_utils' oauth_token).
+TOKEN_ENV_VARS = ("DIGITALOCEAN_ACCESS_TOKEN", "DO_API_TOKEN", "DO_API_KEY", "DO_OAUTH_TOKEN", "OAUTH_TOKEN")
 
 
 def digitalocean_argument_spec():
     """Options shared by the DigitalOcean modules (doc fragment ``waldur.site_agent.digitalocean``)."""
     return dict(
         token=dict(type="str", required=True, no_log=True,
-                   fallback=(env_fallback, ["DIGITALOCEAN_ACCESS_TOKEN", "DO_API_TOKEN"])),
+                   fallback=(env_fallback, list(TOKEN_ENV_VARS))),
         api_url=dict(type="str", default=DEFAULT_API_URL, fallback=(env_fallback, [ENDPOINT_ENV_VAR])),
         timeout=dict(type="float", default=30),
         max_retry_seconds=dict(type="float", default=120),
