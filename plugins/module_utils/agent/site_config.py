@@ -44,7 +44,7 @@ from ansible_collections.waldur.site_agent.plugins.module_utils.agent.site_confi
     config_file_problem,
     yaml_bound_problem,
 )
-from ansible_collections.waldur.site_agent.plugins.module_utils.digitalocean.options import plain_http_warning
+from ansible_collections.waldur.site_agent.plugins.module_utils.digitalocean.options import TOKEN_ENV_VARS, plain_http_warning
 
 
 SUPPORTED_BACKENDS = ("azure", "digitalocean")
@@ -334,7 +334,7 @@ def _validate_verify_ssl(path, value, problems):
 # variables (the built-in Azure credential injects the AZURE_* ones).
 ENVIRONMENT_SECRETS = {
     None: {"waldur_api_token": ("WALDUR_API_TOKEN",)},
-    "digitalocean": {"token": ("DIGITALOCEAN_ACCESS_TOKEN", "DO_API_TOKEN")},
+    "digitalocean": {"token": TOKEN_ENV_VARS},  # community.digitalocean's order
     "azure": {"subscription_id": ("AZURE_SUBSCRIPTION_ID",), "tenant_id": ("AZURE_TENANT",),
               "client_id": ("AZURE_CLIENT_ID",), "client_secret": ("AZURE_SECRET",)},
 }
