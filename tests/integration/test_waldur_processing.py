@@ -120,7 +120,7 @@ def test_orders_waldur_errs_after_the_backend_acted_are_diverged_and_fail_the_pa
     assert "Waldur erred the order after the backend acted (Waldur: %s)" % UPDATE_ERROR in grown
     assert "s-2vcpu-4gb" in grown
     assert "Waldur keeps resource grown OK with limits cpu=1 disk=25600 ram=1024" in grown
-    assert "order(s) failed, were refused or diverged from the cloud" in run.output
+    assert "order(s) failed, were refused, were held for the operator or diverged from the cloud" in run.output
 
 
 def test_load_components_run_twice_on_a_plan_with_resources_writes_nothing_the_second_time(
