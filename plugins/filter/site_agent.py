@@ -101,6 +101,8 @@ def _usage_problem(resource, sharing, machine):
                     "%s (%s)" % (other.get("name") or "", normalize_uuid(other["uuid"])) for other in others)))
     if machine and machine.get("bad_backend_id"):
         return "no usage measured: backend id %s: %s" % (resource["backend_id"], machine.get("msg") or "refused")
+    if machine and machine.get("read_failed"):
+        return "no usage measured: its machine %s %s" % (resource["backend_id"], machine.get("msg") or "could not be read")
     return None
 
 

@@ -135,6 +135,13 @@ machines:
           resource failed instead of leaving its usage out.
       type: bool
       returned: when true
+    read_failed:
+      description:
+        - True when the machine could not be read (ARM failed or answered something that is not its JSON);
+          absent otherwise. The report pass counts its resource failed, naming why, instead of leaving its
+          usage out.
+      type: bool
+      returned: when true
 api_calls:
   description: ARM requests sent by this task.
   returned: always
@@ -275,7 +282,8 @@ class Reader:
             if key is None:
                 continue
             if key in errors:
-                entry["msg"] = "could not be read: %s" % errors[key]
+                # a machine that could not be read is named by the report pass, never left out quietly
+                entry.update(msg="could not be read: %s" % errors[key], read_failed=True)
             elif reads.get(key) is None:
                 entry["msg"] = "the virtual machine does not exist"
             else:

@@ -86,7 +86,7 @@ def test_a_look_alike_beside_the_droplet_a_crashed_pass_made_is_kept_and_so_is_o
     line = said(run, W.DO_ORDER_UUID)
     for droplet in (ours, look_alike):
         assert "%s %s (%s, %s, created %s)" % (droplet["id"], droplet["name"], droplet["region"]["slug"],
-                                              droplet["size_slug"], droplet["created_at"]) in line, line
+                                               droplet["size_slug"], droplet["created_at"]) in line, line
     assert "none was deleted or adopted" in line
     assert "differs from the order (region sfo3, not ams3)" in line
     assert "held for the operator" in run.stdout
@@ -114,7 +114,7 @@ def test_terminate_deletes_the_recorded_droplet_and_keeps_a_look_alike_with_a_co
     assert "deleted droplet %s" % recorded["id"] in line and "also deleted droplet(s) %s" % copy["id"] in line
     assert ("kept droplet(s) %s someones-db (ams3, s-1vcpu-1gb, created %s) carrying tag %s: not a name the agent "
             "derives for this resource (doomed, waldur-%s)" % (look_alike["id"], look_alike["created_at"],
-                                                              tag(resource_uuid), resource_uuid[:8])) in line
+                                                               tag(resource_uuid), resource_uuid[:8])) in line
 
 
 def test_terminate_by_backend_id_keeps_a_droplet_carrying_another_resources_tag(tmp_path, waldur_sim, do_sim):

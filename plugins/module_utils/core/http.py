@@ -134,7 +134,6 @@ def send_with_retries(send_once, classify, connection_error, policy, idempotent,
         (verdict.wait_with or sleep)(wait)
 
 
-
 # Characters of an unexpected body an error quotes.
 BODY_SNIPPET = 80
 

@@ -56,7 +56,7 @@ def _seconds(value):
 def describe_droplet(facts):
     """One droplet as the operator tells it from a look-alike: id, name, region, size, created_at."""
     return "%s %s (%s, %s, created %s)" % (facts["id"], facts.get("name"), facts.get("region"),
-                                          facts.get("size_slug"), facts.get("created_at") or "at an unknown time")
+                                           facts.get("size_slug"), facts.get("created_at") or "at an unknown time")
 
 
 def _held(result, msg, cloud=None):

@@ -91,6 +91,8 @@ DEFAULT_UNREACHABLE_TIMEOUT = 10.0
 _SHAPES = {dict: "a JSON object", list: "a JSON list", None: "JSON"}
 _LISTING = "a JSON list of objects"
 _NOT_JSON = object()
+
+
 def parse_verify_ssl(value):
     """``verify_ssl`` as requests takes it: True, False or the path of a CA bundle file.
     Raises ValueError naming what was expected."""

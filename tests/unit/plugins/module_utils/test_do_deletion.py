@@ -276,7 +276,7 @@ def test_cleanup_reads_the_droplet_again_right_before_deleting(monkeypatch, caps
 
 def test_the_duplicate_finding_lists_each_droplet_with_its_region_and_creation_time(monkeypatch, capsys):
     client = Account([audit_droplet(7, "web", [TAG]), audit_droplet(8, "web", [TAG], region="sfo3",
-                                                                     created_at="2019-12-31T23:55:00Z")])
+                                                                    created_at="2019-12-31T23:55:00Z")])
     out = run_audit(monkeypatch, capsys, client, [{"uuid": UUID, "name": "web", "state": "OK", "backend_id": "7"}])
     [duplicate] = [f for f in out["findings"] if f["check"] == "duplicate"]
     assert "droplet 7 web (ams3, s-1vcpu-1gb, active, created 2020-01-01T00:00:00Z)" in duplicate["object"]
