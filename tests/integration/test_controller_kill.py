@@ -115,7 +115,7 @@ def kill_controller_during(simulator, config, env, operation, survivors, lock):
     survivors.kill_controller(first)
     [worker] = holder.get("workers") or [None]
     assert worker is not None, "the module waiting on %s did not register with the lock: %s" % (operation, holder)
-    assert worker["pid"] in [pid for pid, _ in survivors.processes]
+    assert worker["pid"] in [process[0] for process in survivors.processes]
     assert process_alive(worker["pid"], worker["start_time"]), "the module did not outlive its controller"
     return holder, worker["pid"], release, restore
 

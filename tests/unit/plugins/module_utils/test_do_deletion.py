@@ -8,7 +8,7 @@ import json
 
 import pytest
 from tests.unit.compat import patch_module_args
-from tests.unit.plugins.module_utils.test_digitalocean import FakeTime, api, make_client, scripted_server  # noqa: F401
+from tests.unit.plugins.module_utils.test_digitalocean import FakeTime, api, make_client, scripted_server  # noqa: F401  # pylint: disable=unused-import
 from tests.unit.plugins.modules.test_do_droplet import FakeClient, copy_of, create_item, facts, item, run
 
 from ansible_collections.waldur.site_agent.plugins.filter.order_pass import order_pass_report

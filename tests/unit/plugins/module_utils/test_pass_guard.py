@@ -159,6 +159,6 @@ def test_every_client_refuses_its_writes_once_the_pass_ended(a_pass, waldur_sim,
 def test_a_check_costs_well_under_a_millisecond(a_pass):
     a_pass.guard.check()  # registration: the guard flock, one read and one rename
     started = time.perf_counter()
-    for _ in range(1000):
+    for _round in range(1000):
         a_pass.guard.check()
     assert (time.perf_counter() - started) / 1000 < 0.001

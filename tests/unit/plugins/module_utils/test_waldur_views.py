@@ -9,7 +9,7 @@ import pytest
 
 from ansible_collections.waldur.site_agent.plugins.module_utils.core.secrets import secret_text_problem
 from ansible_collections.waldur.site_agent.plugins.module_utils.waldur.client import WaldurApiError, WaldurClient
-from tests.unit.plugins.module_utils.test_waldur_api import TOKEN, make_client, server  # noqa: F401 (fixture)
+from tests.unit.plugins.module_utils.test_waldur_api import TOKEN, make_client, server  # noqa: F401  # pylint: disable=unused-import  # (fixture)
 
 HTML = b"<!DOCTYPE html>\n<html><head><title>Down for maintenance</title></head><body>" + TOKEN.encode() + b"</body></html>"
 HTML_HEADERS = {"Content-Type": "text/html; charset=utf-8"}
