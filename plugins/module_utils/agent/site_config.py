@@ -44,6 +44,7 @@ from ansible_collections.waldur.site_agent.plugins.module_utils.agent.site_confi
     config_file_problem,
     yaml_bound_problem,
 )
+from ansible_collections.waldur.site_agent.plugins.module_utils.azure.endpoints import plain_http_endpoints
 from ansible_collections.waldur.site_agent.plugins.module_utils.digitalocean.options import TOKEN_ENV_VARS, plain_http_warning
 
 
@@ -264,6 +265,9 @@ def _validate_backend_settings(path, backend_type, settings, problems):
                 problems.error("%s.%s" % (path, key), "required")
         schema = AZURE_SETTINGS
         credential_keys = set(AZURE_CREDENTIALS)
+        for warning in plain_http_endpoints(settings):
+            key, _sep, text = warning.partition(": ")
+            problems.warn("%s.%s" % (path, key), text)
     else:
         if not _secret_present(settings.get("token")):
             problems.error(path + ".token", "required")

@@ -30,6 +30,7 @@ from urllib.parse import urlencode, urlsplit
 
 from ansible.module_utils.basic import env_fallback, missing_required_lib
 
+from ansible_collections.waldur.site_agent.plugins.module_utils.azure.endpoints import plain_http_endpoints
 from ansible_collections.waldur.site_agent.plugins.module_utils.azure.errors import (  # pylint: disable=unused-import  # re-exported
     AzureError,
     OperationStillRunning,
@@ -220,19 +221,6 @@ class DeadlineRetryPolicy(RetryPolicy):
         if wait is None:
             wait = self.get_backoff_time(settings)
         return time.monotonic() + wait + RETRY_DEADLINE_MARGIN < deadline
-
-
-def plain_http_endpoints(params):
-    """Warnings for the Azure endpoints given over plain ``http://`` (the client secret and the
-    bearer tokens would cross the network unencrypted), each naming its option."""
-    warnings = []
-    for key, what in (("arm_endpoint", "Azure Resource Manager base URL"),
-                      ("authority_host", "Entra ID authority host")):
-        value = str(params.get(key) or "")
-        if value.lower().startswith("http://"):
-            warnings.append("%s: plain http:// for the %s (%s): the Azure credentials and tokens cross the network "
-                            "unencrypted; use https://" % (key, what, value))
-    return warnings
 
 
 class AzureClients:

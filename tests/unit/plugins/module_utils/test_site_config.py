@@ -209,3 +209,18 @@ def test_yaml_aliases_that_expand_without_bound_are_refused_without_expanding_th
     assert yaml_bound_problem("a: &x [1, 2]\nb: *x\nofferings: []\n") is None
     assert yaml_bound_problem("a: &x [1, *x]\n").startswith("a YAML alias refers to a value that contains it")
     assert yaml_bound_problem("a: [unclosed\n") is None  # the loader reports syntax errors itself
+
+
+def test_azure_endpoints_over_plain_http_are_warned_about_by_key():
+    from ansible_collections.waldur.site_agent.plugins.module_utils.azure.endpoints import plain_http_endpoints
+
+    warnings = plain_http_endpoints({"arm_endpoint": "http://arm.sovereign.example",
+                                     "authority_host": "http://127.0.0.1:8443"})
+    assert len(warnings) == 1 and warnings[0].startswith("arm_endpoint: plain http:// for the Azure Resource Manager")
+    assert plain_http_endpoints({"arm_endpoint": "https://management.azure.com"}) == []
+    config = good_config()
+    config["offerings"][1]["backend_settings"]["arm_endpoint"] = "http://arm.sovereign.example"
+    errors, warnings = validate(config)
+    assert errors == [] and warnings == [
+        "offerings[1].backend_settings.arm_endpoint: plain http:// for the Azure Resource Manager base URL "
+        "(http://arm.sovereign.example): the Azure credentials and tokens cross the network unencrypted; use https://"]
