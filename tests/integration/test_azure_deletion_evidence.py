@@ -97,7 +97,6 @@ def test_terminate_without_backend_id_keeps_a_customer_group_carrying_the_owner_
 
 def test_audit_cleanup_never_deletes_a_young_untagged_machine_in_an_old_orphan_group(tmp_path, waldur_sim, azure_sim):
     waldur, azure = waldur_sim, azure_sim
-    waldur.app.reset("empty")
     orphan_uuid, orphan_vm = seed_chain_resource(waldur, azure, "erred-build", created_hours=48, register=False)
     group = dedicated_group(orphan_uuid, "erred-build")
     young = azure.app.seed_vm("young", group, group_tags=azure_tags(orphan_uuid), created=ago(1))
@@ -106,13 +105,14 @@ def test_audit_cleanup_never_deletes_a_young_untagged_machine_in_an_old_orphan_g
     run = run_audit(tmp_path, config, audit_cleanup=True)
 
     assert run.rc in (0, 2), run.output[-4000:]
+    # a holding with anything unmarked in it is the operator's to sort out: nothing of it goes
     assert azure.app.get(young) is not None and azure.app.get(arm(group)) is not None
-    assert azure.app.get(orphan_vm) is None  # the orphan chain's own machine is gone
-    assert "resource_groups.delete" not in arm_writes(azure)
+    assert azure.app.get(orphan_vm) is not None
+    assert arm_deletes(azure) == []
     [finding] = [item for item in report(tmp_path, "Azure VM")["findings"] if item["kind"] == "orphan"]
-    assert finding["cleanup"].startswith("kept: resource group %s: it holds " % group), finding["cleanup"]
-    assert "virtual machine young (no owner tag)" in finding["cleanup"]
-    assert "; deleted virtual machine erred-build" in finding["cleanup"]
+    assert finding["age_hours"] <= 1.1  # the youngest object's age, not the group's
+    assert finding["cleanup"] == "kept: not deletable by the audit"
+    assert "virtual machine young" in finding["action"] and "without this mark" in finding["action"]
 
 
 # ---- what Azure made although it did not say so -----------------------------------------------
