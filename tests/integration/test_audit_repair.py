@@ -1,7 +1,8 @@
 """The audit where Waldur and the cloud disagree (issue 23's Done-when on DigitalOcean): Waldur
 7.0.7's worker errs an Update after the order pass resized the droplet, the pass ends diverged,
 the audit names the drift as Waldur's limits against the droplet's size, and audit_repair
-(--check first) resizes it back, once. A machine behind an Erred resource is named, never deleted.
+(--check first) resizes it back, once. A machine behind an Erred resource is named, never deleted,
+and Azure's repair is refused naming why.
 
 The real order_process and audit playbooks over the Waldur, DigitalOcean and Azure simulators."""
 
@@ -9,6 +10,7 @@ from __future__ import annotations
 
 import pytest
 
+from tests.integration.azure_state import arm_ids
 from tests.integration.passes import write_config
 from tests.integration.test_audit import (
     OLD, report, run_audit, seed_chain_resource, seed_droplet_resource, write_site_config)
@@ -89,38 +91,32 @@ def test_an_update_waldur_errs_after_the_resize_is_named_by_the_audit_and_repair
     assert do.app.write_calls(since) == []
 
 
-def test_a_droplet_behind_an_erred_resource_is_named_and_never_deleted(tmp_path, waldur_sim, do_sim):
-    waldur, do = waldur_sim, do_sim
-    waldur.app.reset("empty")
-    erred_uuid, droplet_id = seed_droplet_resource(waldur, do, "half-done", state="Erred", created_hours=OLD)
-    config = write_config(tmp_path, waldur, do)
-    since = len(do.app.calls)
-
-    run = run_audit(tmp_path, config, audit_cleanup=True, audit_cleanup_min_age_hours=0, audit_repair=True)
-
-    assert run.rc == 2, run.output[-4000:]
-    [finding] = report(tmp_path, DO_OFFERING)["findings"]
-    assert (finding["kind"], finding["check"], finding["resource_uuid"]) == ("drift", "erred_resource", erred_uuid)
-    assert "exists and runs (the DigitalOcean account bills it) while Waldur shows the resource Erred" \
-        in finding["detail"]
-    assert "terminate it in Waldur" in finding["action"] and (finding["cleanup"], finding["repair"]) == ("", "")
-    assert do.app.droplet(droplet_id) is not None and do.app.write_calls(since) == []
-    assert "erred_resource" in run.stdout
-
-
-def test_azure_repair_is_refused_naming_why_and_nothing_is_written(tmp_path, waldur_sim, azure_sim):
+def test_a_machine_behind_an_erred_resource_is_never_deleted_and_azure_repair_is_refused_naming_why(
+        tmp_path, waldur_sim, azure_sim):
+    """On Azure, with audit_cleanup (no age bound) and audit_repair on: a machine behind an Erred
+    resource is named with what to do and kept; a resized machine's repair is refused, naming why;
+    nothing is written."""
     waldur, azure = waldur_sim, azure_sim
     waldur.app.reset("empty")
+    erred_uuid, erred_vm = seed_chain_resource(waldur, azure, "half-done", state="Erred", created_hours=OLD)
     resized_uuid, _machine = seed_chain_resource(waldur, azure, "resized", size="Standard_B1s")
     config = write_site_config(tmp_path, waldur, azure=azure)
     since = len(azure.app.calls)
 
-    run = run_audit(tmp_path, config, audit_repair=True)
+    run = run_audit(tmp_path, config, audit_cleanup=True, audit_cleanup_min_age_hours=0, audit_repair=True)
 
     assert run.rc == 2, run.output[-4000:]
-    drift = size_drift(report(tmp_path, "Azure VM"))
-    assert drift["resource_uuid"] == resized_uuid
+    data = report(tmp_path, "Azure VM")
+    assert sorted((item["kind"], item["check"], item["resource_uuid"]) for item in data["findings"]) == sorted([
+        ("drift", "erred_resource", erred_uuid), ("drift", "size", resized_uuid)])
+    [erred] = [item for item in data["findings"] if item["check"] == "erred_resource"]
+    assert erred["detail"] == "the machine exists and runs (the Azure subscription bills it) while Waldur shows " \
+                              "the resource Erred"
+    assert "terminate it in Waldur" in erred["action"] and (erred["cleanup"], erred["repair"]) == ("", "")
+    drift = size_drift(data)
     assert drift["detail"] == "the virtual machine is Standard_B1s, Waldur keeps Standard_B2s (the size the " \
                               "resource ordered)"
     assert drift["repair"] == "refused: the agent does not resize Azure virtual machines; resize it by hand"
+    assert "erred_resource" in run.stdout
     assert [call for call in azure.app.write_calls(since) if call["operation"] != "token"] == []
+    assert erred_vm.lower() in arm_ids(azure)
