@@ -68,6 +68,30 @@ options:
         is deleted only when its resource's answer is C(not found) or C(Terminated); an absence from
         O(resources) is never enough.
     type: dict
+  repair:
+    description:
+      - Bring a machine whose size drifted from its resource back to what Waldur records (a C(drift) finding with
+        C(check) C(size), for example after Waldur erred an Update the backend had already carried out). It never
+        deletes anything; power drift is left to the membership_sync pass, a machine behind an Erred resource
+        is only reported.
+      - Without O(repair_evidence) nothing is resized; RV(repair_candidates) names the resources to read in
+        Waldur directly. A machine is resized only when its resource's answer there is C(OK) with the limits the
+        audit judged on, after the machine is read again. Each repair's outcome (C(repaired), C(would repair)
+        in check mode, C(refused) or C(failed), with why) is the finding's C(repair).
+    type: bool
+    default: false
+  repair_max:
+    description:
+      - The circuit breaker of O(repair). When it would resize more machines than this, nothing is resized
+        and RV(repair_refused) says why.
+    type: int
+    default: 5
+  repair_evidence:
+    description:
+      - What a direct read of each repair candidate's resource in Waldur answered, by resource UUID - the
+        resource (C(state), C(limits)) as M(waldur.site_agent.waldur_resources_info) returns it, or its
+        answer (C(not found), a state) when the read returned none.
+    type: dict
   report_dir:
     description:
       - Write the report to C(<report_dir>/<report_name>.json) and C(.md) (the directory is made when
@@ -79,11 +103,12 @@ options:
       - File name of the report without its suffix (no C(/)); default O(offering), else O(offering_uuid).
     type: str
 notes:
-  - Reads only listings (pages of droplets, resource groups, machines); only O(cleanup) reads and
-    deletes single objects.
+  - Reads only listings (pages of droplets, resource groups, machines); only O(cleanup) and O(repair) read
+    and change single objects.
   - "Findings: C(orphan) (an object carrying an owner mark whose resource does not exist in this offering,
     is Terminated, or records another backend id), C(vanished) (a live resource whose backend object is
-    gone), C(drift) with C(check) C(power), C(size), C(duplicate) or C(backend_id), C(stuck_order), and
+    gone), C(drift) with C(check) C(power), C(size), C(erred_resource) (the machine exists while Waldur shows
+    its resource Erred), C(duplicate) or C(backend_id), C(stuck_order), and
     C(orphan_by_name) (information only: an unmarked machine named the way the agent names machines that
     no resource of this offering records)."
 """

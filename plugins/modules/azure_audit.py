@@ -23,11 +23,13 @@ description:
     offering's, is Terminated, is Erred without a backend id, or records another machine; and a machine
     only a Terminated resource still records. Vanished: a live resource (OK, Erred, Updating) whose virtual
     machine is gone. Drift: power against the paused and downscaled flags (paused means deallocated), the
-    machine's size against the size the resource ordered (or recorded), two chains carrying one resource's
-    owner tag, two resources recording one machine."
+    machine's size against the size the resource ordered (or recorded), a machine that exists behind an
+    Erred resource, two chains carrying one resource's owner tag, two resources recording one machine."
   - Machines without owner tags in groups named C(group-<4 or 32 hex>-<machine>) (made by Waldur Mastermind
     or before owner tags) that no resource of this offering records are reported as C(orphan_by_name),
     for information, and never deleted.
+  - O(repair) resizes nothing on Azure (the agent has no resize of an Azure machine); each size drift's
+    C(repair) says so, and what to resize it to by hand.
   - With O(cleanup), deletes the orphan chains older than O(cleanup_min_age_hours) that carry this
     offering's owner tag and whose resource is absent, Terminated or Erred without a backend id - a
     dedicated group whole only when a fresh listing of it shows nothing without that resource's owner tag
@@ -89,12 +91,13 @@ status:
   type: str
   sample: findings
 counts:
-  description: Findings by kind (C(orphans), C(vanished), C(drift), C(stuck_orders), C(orphans_by_name)) and
-    the cleanup's C(deleted), C(would_delete) and C(cleanup_failed).
+  description: Findings by kind (C(orphans), C(vanished), C(drift), C(stuck_orders), C(orphans_by_name)),
+    the cleanup's C(deleted), C(would_delete) and C(cleanup_failed), and the repair's C(repaired),
+    C(would_repair) and C(repair_failed).
   returned: success
   type: dict
   sample: {orphans: 1, vanished: 0, drift: 1, stuck_orders: 0, orphans_by_name: 1, deleted: 0, would_delete: 0,
-           cleanup_failed: 0}
+           cleanup_failed: 0, repaired: 0, would_repair: 0, repair_failed: 0}
 findings:
   description: One entry per finding, orphans first (the fields of M(waldur.site_agent.do_audit)'s findings).
   returned: success
@@ -105,7 +108,8 @@ findings:
       description: C(orphan), C(vanished), C(drift), C(stuck_order) or C(orphan_by_name).
       type: str
     check:
-      description: For drift, what differs (C(power), C(size), C(duplicate), C(backend_id)); else null.
+      description: For drift, what differs (C(power), C(size), C(erred_resource), C(duplicate), C(backend_id));
+        else null.
       type: str
     resource_uuid:
       description: The Waldur resource concerned (32 hex), or null.
@@ -142,6 +146,10 @@ findings:
         - A dedicated group that holds something without the chain's owner tag is kept, and only the chain's
           tagged objects in it are deleted; the text starts with C(kept), names the group and each object it
           holds with its owner, then what was deleted.
+      type: str
+    repair:
+      description: For size drift with O(repair), C(refused) and why (the agent does not resize Azure machines);
+        else empty.
       type: str
 notes:
   description: What was left out, with the reason (a backend id of another subscription, a tagged group
@@ -183,6 +191,16 @@ cleanup_refused:
   description: Why the circuit breaker refused the whole cleanup (nothing was deleted); empty when it did not.
   returned: success
   type: str
+repair_candidates:
+  description: With O(repair) and no O(repair_evidence), the resource UUIDs whose machines the repair would resize
+    once a direct read in Waldur shows them OK with the limits judged on (empty when the circuit breaker refused).
+  returned: success
+  type: list
+  elements: str
+repair_refused:
+  description: Why the circuit breaker refused the whole repair (nothing was resized); empty when it did not.
+  returned: success
+  type: str
 api_calls:
   description: ARM requests sent by this task.
   returned: always
@@ -221,9 +239,15 @@ def size_check(resource, machine):
     actual = str(machine.get("size") or "")
     if not wanted or not actual or wanted.lower() == actual.lower():
         return None
-    return ("size", "the virtual machine is %s but the resource %s %s" % (
-        actual, "ordered" if ordered else "recorded", wanted),
-        "find out who resized it; resize it back to %s (the agent does not resize Azure machines)" % wanted)
+    return ("size", "the virtual machine is %s, Waldur keeps %s (the size the resource %s)" % (
+        actual, wanted, "ordered" if ordered else "recorded"),
+        "find out who resized it; resize it back to %s by hand (the agent does not resize Azure machines), or "
+        "correct the resource in Waldur if %s is what is wanted" % (wanted, actual),
+        {"size": wanted, "from": actual})
+
+
+# Why audit_repair refuses on Azure: the collection has no resize of an Azure machine to reuse.
+REPAIR_UNSUPPORTED = "the agent does not resize Azure virtual machines; resize it by hand"
 
 
 class AuditListing(Listing):
@@ -301,7 +325,8 @@ def main():
     auditor = Auditor(resources, backend_key=listing.backend_key, checks=[power_check, size_check],
                       cloud="the Azure subscription")
     auditor.notes.extend(listing.notes)
-    finish(module, "azure", offering_uuid, auditor, holdings, machines, listing.delete, lambda: clients.api_calls)
+    finish(module, "azure", offering_uuid, auditor, holdings, machines, listing.delete, lambda: clients.api_calls,
+           repair_unsupported=REPAIR_UNSUPPORTED)
 
 
 if __name__ == "__main__":

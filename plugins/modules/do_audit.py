@@ -18,7 +18,8 @@ description:
     offering's, is Terminated, is Erred without a backend id, or records another droplet; and the
     droplet a Terminated resource still records. Vanished: a live resource (OK, Erred, Updating) whose
     droplet is gone. Drift: power against the paused and downscaled flags, size against
-    O(size_mapping), two droplets carrying one resource's tag, a live resource recording no backend id
+    O(size_mapping) (Waldur's limits against the droplet's size), a droplet behind an Erred resource
+    (DigitalOcean bills it while Waldur shows it failed), two droplets carrying one resource's tag, a live resource recording no backend id
     while a droplet carries its tag, two resources recording one droplet."
   - With O(cleanup), deletes the orphans older than O(cleanup_min_age_hours) whose tag names a
     Terminated resource of this offering, or an Erred one without a backend id, after reading each again
@@ -26,6 +27,10 @@ description:
     that resource (its name, or C(waldur-<first 8 hex of its uuid>)); otherwise it is kept, and its
     C(cleanup) says why. A copied tag never makes a droplet the resource's. A droplet without the tag, or
     whose tag names no resource of this offering (another offering may share the account), is never deleted.
+  - With O(repair), resizes a droplet whose size drifted back to the size its resource's limits map to in
+    O(size_mapping) (CPU and RAM only, powered off for it and left as it was, as do_droplet resizes), after
+    reading it again and only when the target size's disk is at least the droplet's (DigitalOcean cannot
+    shrink a disk); it never deletes.
 author:
   - Waldur site agent developers (@waldur)
 options:
@@ -36,6 +41,11 @@ options:
         one, is drift. Without it sizes are not compared."
     type: dict
     default: {}
+  repair_wait_timeout:
+    description:
+      - Seconds one repair may take (power off, resize, power on) before it is given up as failed.
+    type: float
+    default: 600
 extends_documentation_fragment:
   - waldur.site_agent.digitalocean
   - waldur.site_agent.audit
@@ -44,7 +54,7 @@ attributes:
     description: Can run in check mode and return the changes it would make, without making them.
     support: full
     details:
-      - With O(cleanup), the report says which droplets would be deleted.
+      - With O(cleanup), the report says which droplets would be deleted; with O(repair), which would be resized.
   diff_mode:
     description: Returns details on what has changed (or would change in check mode) with C(--diff).
     support: none
@@ -81,12 +91,13 @@ status:
   type: str
   sample: findings
 counts:
-  description: Findings by kind (C(orphans), C(vanished), C(drift), C(stuck_orders), C(orphans_by_name)) and
-    the cleanup's C(deleted), C(would_delete) and C(cleanup_failed).
+  description: Findings by kind (C(orphans), C(vanished), C(drift), C(stuck_orders), C(orphans_by_name)),
+    the cleanup's C(deleted), C(would_delete) and C(cleanup_failed), and the repair's C(repaired),
+    C(would_repair) and C(repair_failed).
   returned: success
   type: dict
   sample: {orphans: 1, vanished: 0, drift: 2, stuck_orders: 0, orphans_by_name: 0, deleted: 1, would_delete: 0,
-           cleanup_failed: 0}
+           cleanup_failed: 0, repaired: 0, would_repair: 0, repair_failed: 0}
 findings:
   description: One entry per finding, orphans first.
   returned: success
@@ -97,7 +108,8 @@ findings:
       description: C(orphan), C(vanished), C(drift), C(stuck_order) or C(orphan_by_name).
       type: str
     check:
-      description: For drift, what differs (C(power), C(size), C(duplicate), C(backend_id)); else null.
+      description: For drift, what differs (C(power), C(size), C(erred_resource), C(duplicate), C(backend_id));
+        else null.
       type: str
     resource_uuid:
       description: The Waldur resource concerned (32 hex), or null.
@@ -129,6 +141,10 @@ findings:
       type: bool
     cleanup:
       description: C(deleted), C(would delete), C(failed ...) or why it is kept; empty for other kinds.
+      type: str
+    repair:
+      description: For size drift, the repair's outcome - C(repaired:), C(would repair:), C(refused:) or
+        C(failed:) and what was done or why not; without O(repair), what it would do; empty for other findings.
       type: str
 notes:
   description: Resources that could not be checked (a backend id that is not a droplet id), with the reason.
@@ -168,18 +184,42 @@ cleanup_refused:
   description: Why the circuit breaker refused the whole cleanup (nothing was deleted); empty when it did not.
   returned: success
   type: str
+repair_candidates:
+  description: With O(repair) and no O(repair_evidence), the resource UUIDs whose machines the repair would resize
+    once a direct read in Waldur shows them OK with the limits judged on (empty when the circuit breaker refused).
+  returned: success
+  type: list
+  elements: str
+repair_refused:
+  description: Why the circuit breaker refused the whole repair (nothing was resized); empty when it did not.
+  returned: success
+  type: str
 api_calls:
   description: HTTP requests sent to DigitalOcean, retries included.
   returned: always
   type: int
 """
 
+import time
+
 from ansible.module_utils.basic import AnsibleModule
 
-from ansible_collections.waldur.site_agent.plugins.module_utils.agent.audit import DELETED, WOULD_DELETE, Auditor, power_check
+from ansible_collections.waldur.site_agent.plugins.module_utils.agent.audit import (
+    DELETED,
+    FAILED,
+    REFUSED,
+    REPAIRED,
+    WOULD_DELETE,
+    WOULD_REPAIR,
+    Auditor,
+    limits_text,
+    power_check,
+)
 from ansible_collections.waldur.site_agent.plugins.module_utils.agent.audit_report import audit_argument_spec, checked_params, finish
 from ansible_collections.waldur.site_agent.plugins.module_utils.agent.components import size_for_limits, size_matches_limits
+from ansible_collections.waldur.site_agent.plugins.module_utils.core.batch import ItemError
 from ansible_collections.waldur.site_agent.plugins.module_utils.digitalocean.client import client_from_module, digitalocean_argument_spec
+from ansible_collections.waldur.site_agent.plugins.module_utils.digitalocean.droplets import DropletWorker
 from ansible_collections.waldur.site_agent.plugins.module_utils.digitalocean.errors import DigitalOceanError
 from ansible_collections.waldur.site_agent.plugins.module_utils.digitalocean.facts import resource_tags
 from ansible_collections.waldur.site_agent.plugins.module_utils.digitalocean.naming import RESOURCE_TAG_PREFIX, derived_names
@@ -229,7 +269,7 @@ def holdings_of(droplets, resource_uuids):
 
 def machines_of(droplets):
     return dict((str(droplet["id"]), {
-        "object": droplet_label(droplet), "power": POWER.get(droplet.get("status")),
+        "id": str(droplet["id"]), "object": droplet_label(droplet), "power": POWER.get(droplet.get("status")),
         "size": droplet.get("size_slug"), "created_at": droplet.get("created_at"),
     }) for droplet in droplets)
 
@@ -246,12 +286,59 @@ def size_check(size_mapping):
                 return None
         elif expected is None:
             return None  # neither the droplet's size nor the limits are in the mapping: nothing to compare
-        shown = ", ".join("%s=%s" % (key, limits[key]) for key in sorted(limits))
-        return ("size", "the droplet is %s but the resource's limits (%s) %s" % (
-            slug, shown, "map to %s" % expected if expected else "match no size_mapping entry"),
-            "resize the droplet to %s, or correct the resource's limits in Waldur" % expected if expected
-            else "correct the resource's limits in Waldur or the offering's size_mapping")
+        # Waldur's limits against the droplet's size: what an Update Waldur erred after the resize leaves
+        return ("size", "droplet %s is %s, Waldur keeps %s (which %s)" % (
+            machine.get("id"), slug, limits_text(limits),
+            "size_mapping maps to %s" % expected if expected else "match no size_mapping entry"),
+            "audit_repair resizes it back to %s (or resize it by hand); if the droplet's size is what was wanted, "
+            "order an Update to it in Waldur" % expected if expected
+            else "correct the resource's limits in Waldur or the offering's size_mapping",
+            {"size": expected, "from": slug} if expected else None)
     return check
+
+
+class DropletRepair:
+    """``audit_repair`` on DigitalOcean: resize a droplet back to the size Waldur's limits map to,
+    with do_droplet's resize (CPU and RAM only; powered off for it and left as it was)."""
+
+    def __init__(self, client, check_mode, wait_timeout):
+        self.client = client
+        self.worker = DropletWorker(client, check_mode=check_mode, wait_timeout=wait_timeout)
+        self.wait_timeout = wait_timeout
+        self.sizes = None
+
+    def _size(self, slug):
+        if self.sizes is None:  # read once, and only when something is to be repaired
+            self.sizes = dict((size.get("slug"), size) for size in self.client.listing("sizes/", "sizes"))
+        return self.sizes.get(slug)
+
+    def __call__(self, finding):
+        plan = finding["_repair"]
+        droplet_id, target = int(plan["key"]), plan["size"]
+        try:
+            # read fresh right before acting: the listing may be minutes old
+            current = self.client.get_droplet(droplet_id)
+            if current is None:
+                return "%s: droplet %s is gone since it was listed" % (REFUSED, droplet_id)
+            if current.get("size_slug") != plan["from"]:
+                return "%s: droplet %s is %s now, not %s as listed" % (
+                    REFUSED, droplet_id, current.get("size_slug"), plan["from"])
+            size = self._size(target)
+            if size is None:
+                return "%s: DigitalOcean offers no size %s" % (REFUSED, target)
+            if current.get("region") not in (size.get("regions") or [current.get("region")]):
+                return "%s: size %s is not offered in region %s" % (REFUSED, target, current.get("region"))
+            if current.get("disk") is not None and size.get("disk") is not None and size["disk"] < current["disk"]:
+                # a resize never shrinks a disk: DigitalOcean refuses it
+                return "%s: %s has a %s GB disk, smaller than droplet %s's %s GB disk, and DigitalOcean cannot " \
+                       "shrink a disk; correct the resource's limits in Waldur instead" % (
+                           REFUSED, target, size["disk"], droplet_id, current["disk"])
+            result = {}
+            self.worker.resize(result, current, target, time.monotonic() + self.wait_timeout)
+        except (DigitalOceanError, ItemError) as exc:
+            return "%s: %s" % (FAILED, exc)
+        return "%s: %s" % (WOULD_REPAIR if self.worker.check_mode else REPAIRED,
+                           result["msg"][len("would "):] if self.worker.check_mode else result["msg"])
 
 
 def backend_key(backend_id):
@@ -261,7 +348,7 @@ def backend_key(backend_id):
 def main():
     argument_spec = digitalocean_argument_spec()
     argument_spec.update(audit_argument_spec())
-    argument_spec.update(size_mapping=dict(type="dict", default={}))
+    argument_spec.update(size_mapping=dict(type="dict", default={}), repair_wait_timeout=dict(type="float", default=600))
     module = AnsibleModule(argument_spec=argument_spec, supports_check_mode=True)
     offering_uuid, resources = checked_params(module)
     client = client_from_module(module)
@@ -297,7 +384,8 @@ def main():
                       checks=[power_check, size_check(module.params["size_mapping"] or {})])
     finish(module, "digitalocean", offering_uuid, auditor,
            holdings_of(droplets, set(resource["uuid"] for resource in resources)), machines_of(droplets),
-           delete, lambda: client.api_calls)
+           delete, lambda: client.api_calls,
+           repair=DropletRepair(client, module.check_mode, module.params["repair_wait_timeout"]))
 
 
 if __name__ == "__main__":

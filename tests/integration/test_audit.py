@@ -175,7 +175,8 @@ def test_the_report_lists_exactly_the_seeded_findings_from_listings_only(tmp_pat
     assert found([do_report, azure_report]) == sorted(
         (kind, check, owner, sorted(ids)) for kind, check, owner, ids in expected.values())
     assert do_report["counts"] == {"orphans": 1, "vanished": 1, "drift": 3, "stuck_orders": 1, "orphans_by_name": 0,
-                                   "deleted": 0, "would_delete": 0, "cleanup_failed": 0}
+                                   "deleted": 0, "would_delete": 0, "cleanup_failed": 0, "repaired": 0,
+                                   "would_repair": 0, "repair_failed": 0}
     assert azure_report["counts"]["orphans"] == 1 and sum(azure_report["counts"].values()) == 1
     orphan = next(item for item in azure_report["findings"] if item["kind"] == "orphan")
     assert orphan["deletable"] and orphan["age_hours"] >= OLD - 0.2

@@ -22,8 +22,12 @@ shapes; everything else is decided here, the same way for every backend:
        "created_at", "legacy_name" (unmarked, but named the way the agent names machines)}
 
 Findings are ``orphan``, ``vanished``, ``drift`` (``check``: ``power``, ``size``,
-``duplicate``, ``backend_id``), ``stuck_order`` and ``orphan_by_name`` (information only:
-an unmarked machine named like the agent's that nothing in this offering records).
+``erred_resource``, ``duplicate``, ``backend_id``), ``stuck_order`` and ``orphan_by_name``
+(information only: an unmarked machine named like the agent's that nothing in this offering
+records).
+
+A check may name a repair (``{"size": target, "from": the machine's size}``): ``plan_repair``
+decides on evidence whether ``audit_repair`` may bring the machine back to what Waldur records.
 """
 
 from __future__ import absolute_import, division, print_function
@@ -58,6 +62,16 @@ WOULD_DELETE = "would delete"
 NOT_FOUND = "not found"
 GONE_ANSWERS = (NOT_FOUND, TERMINATED)
 DEFAULT_CLEANUP_MAX = 5
+ERRED = "Erred"
+ERRED_RESOURCE = "erred_resource"
+# A repair ends in one of these (the text after "refused: " / "failed: " says why).
+REPAIRED = "repaired"
+WOULD_REPAIR = "would repair"
+REFUSED = "refused"
+FAILED = "failed"
+DEFAULT_REPAIR_MAX = 5
+# The only state in which a direct read lets audit_repair act: no order is in flight for the resource.
+REPAIRABLE_STATE = "OK"
 
 
 # ---- time ---------------------------------------------------------------------------------
@@ -81,7 +95,7 @@ def short_uuid(uuid):
 
 
 def _finding(kind, resource=None, owner=None, obj="", ids=(), age=None, detail="", action="", check=None,
-             deletable=False, holding=None):
+             deletable=False, holding=None, repair=None):
     return {
         "kind": kind,
         "check": check,
@@ -95,8 +109,11 @@ def _finding(kind, resource=None, owner=None, obj="", ids=(), age=None, detail="
         "action": action,
         "deletable": bool(deletable),
         "cleanup": "",
-        # what the backend module needs to delete it (dropped from the report)
+        "repair": "",
+        # what the backend module needs to delete or repair it (dropped from the report)
         "_holding": holding,
+        "_repair": repair,
+        "_limits": dict((resource or {}).get("limits") or {}),
     }
 
 
@@ -238,13 +255,16 @@ class Auditor:
                     "find out who deleted it; terminate the resource in Waldur (the agent never re-creates a "
                     "machine under its old id) or restore the machine and set its new id"))
                 continue
+            if resource["state"] == ERRED:
+                self._erred(resource, machine, backend_id)
             for check in self.checks:
                 problem = check(resource, machine)
                 if problem:
-                    name, detail, action = problem
+                    name, detail, action = problem[:3]
+                    repair = dict(problem[3], key=key) if len(problem) > 3 and problem[3] else None
                     self.findings.append(_finding(DRIFT, resource, None, machine["object"], [backend_id],
                                                   age_hours(machine.get("created_at"), self.now), detail, action,
-                                                  check=name))
+                                                  check=name, repair=repair))
         for key, sharing in sorted(recorded.items()):
             live = [resource for resource in sharing if resource["state"] in LIVE_STATES]
             if len(live) > 1:
@@ -266,6 +286,17 @@ class Auditor:
                     "and no resource of this offering records it",
                     "for information: if no other offering or tool owns it, delete it by hand (the audit never "
                     "deletes an object without the owner mark)"))
+
+    def _erred(self, resource, machine, backend_id):
+        """A machine that exists behind an Erred resource: the cloud bills it, Waldur shows it failed
+        (its processor erred an order after the backend acted, or an order failed half way)."""
+        power = {"on": "runs", "off": "is off", "stopped": "is stopped"}.get(machine.get("power"), "exists")
+        self.findings.append(_finding(
+            DRIFT, resource, None, machine["object"], [backend_id], age_hours(machine.get("created_at"), self.now),
+            "the machine exists and %s (%s bills it) while Waldur shows the resource Erred" % (power, self.cloud),
+            "if the order's work was done (the machine is what was ordered), set the resource OK in Waldur "
+            "(or re-run the order); if it is not wanted, terminate it in Waldur and the order pass deletes it; "
+            "the audit never deletes it", check=ERRED_RESOURCE))
 
     # ---- orders ------------------------------------------------------------------------------
     def stuck_orders(self, orders, holdings=(), machines=None):
@@ -386,6 +417,76 @@ def plan_cleanup(findings, enabled, min_age_hours, evidence=None, max_deletions=
     return to_delete, sorted(set(item["resource_uuid"] for item in eligible)), refused
 
 
+def limits_text(limits):
+    """``cpu=1 ram=1024``: a resource's limits as the lines of the passes show them."""
+    return " ".join("%s=%s" % (key, (limits or {})[key]) for key in sorted(limits or {})) or "none"
+
+
+def _same_limits(first, second):
+    def number(value):
+        try:
+            return float(value)
+        except (TypeError, ValueError):
+            return value
+    first, second = first or {}, second or {}
+    return set(first) == set(second) and all(number(first[key]) == number(second[key]) for key in first)
+
+
+def plan_repair(findings, enabled, evidence=None, max_repairs=DEFAULT_REPAIR_MAX, unsupported=""):
+    """Decide which machines ``audit_repair`` brings back to what Waldur records (each finding's
+    ``repair`` text), on evidence, and never by deleting anything.
+
+    A *candidate* is a size drift whose check named a repair (the size Waldur's limits map to).
+    It is repaired only when ``evidence`` (what a direct read of its resource in Waldur answered,
+    by UUID: ``{uuid: {"state", "limits"}}``, or a text such as ``not found`` or the state when
+    the read returned nothing) shows the resource OK with the very limits the audit judged on.
+    Power drift is not repaired here: the membership_sync pass enforces power.
+
+    The circuit breaker refuses the whole repair (nothing resized) above ``max_repairs``.
+    ``unsupported`` (why this backend cannot repair) refuses every candidate with that reason.
+
+    Returns ``(to_repair, candidates, refused)`` as ``plan_cleanup`` does.
+    """
+    eligible = []
+    for item in findings:
+        if item["kind"] != DRIFT or item["check"] != "size":
+            continue
+        if not item.get("_repair"):
+            item["repair"] = "%s: Waldur's limits map to no size to resize it to" % REFUSED if enabled else ""
+        elif unsupported:
+            item["repair"] = "%s: %s" % (REFUSED, unsupported) if enabled else ""
+        else:
+            eligible.append(item)
+    refused = ""
+    if enabled and len(eligible) > max_repairs:
+        refused = ("it would resize %d machines, more than audit_repair_max=%d; check the report and raise "
+                   "audit_repair_max if they all diverged" % (len(eligible), max_repairs))
+        for item in eligible:
+            item["repair"] = "%s: more than audit_repair_max" % REFUSED
+        return [], [], refused
+    to_repair = []
+    for item in eligible:
+        uuid, target = item["resource_uuid"], item["_repair"]["size"]
+        answer = (evidence or {}).get(uuid)
+        if not enabled:
+            item["repair"] = "audit_repair would resize it to %s" % target
+        elif evidence is None:
+            item["repair"] = "kept: resource %s was not read in Waldur directly" % uuid
+        elif not isinstance(answer, dict):
+            item["repair"] = "%s: a direct read of resource %s in Waldur %s" % (
+                REFUSED, uuid, "answered %s" % answer if answer else "was not made")
+        elif answer.get("state") != REPAIRABLE_STATE:
+            item["repair"] = "%s: a direct read of resource %s in Waldur shows it %s (only an OK resource is " \
+                             "repaired: no order may be in flight)" % (REFUSED, uuid, answer.get("state"))
+        elif not _same_limits(answer.get("limits"), item["_limits"]):
+            item["repair"] = "%s: Waldur's limits changed since the listing (now %s)" % (
+                REFUSED, limits_text(answer.get("limits")))
+        else:
+            item["repair"] = "resize to %s" % target
+            to_repair.append(item)
+    return to_repair, sorted(set(item["resource_uuid"] for item in eligible)), refused
+
+
 def _plural(count):
     return "" if count == 1 else "s"
 
@@ -397,6 +498,9 @@ def counts(findings):
     totals["deleted"] = sum(1 for item in findings if item["cleanup"] == DELETED)
     totals["would_delete"] = sum(1 for item in findings if item["cleanup"] == WOULD_DELETE)
     totals["cleanup_failed"] = sum(1 for item in findings if item["cleanup"].startswith("failed"))
+    totals["repaired"] = sum(1 for item in findings if item["repair"].startswith(REPAIRED))
+    totals["would_repair"] = sum(1 for item in findings if item["repair"].startswith(WOULD_REPAIR))
+    totals["repair_failed"] = sum(1 for item in findings if item["repair"].startswith(FAILED))
     return totals
 
 

@@ -15,11 +15,14 @@ import tempfile
 
 from ansible_collections.waldur.site_agent.plugins.module_utils.agent.audit import (
     DEFAULT_CLEANUP_MAX,
+    DEFAULT_REPAIR_MAX,
     DELETED,
+    FAILED,
     WOULD_DELETE,
     counts,
     iso,
     plan_cleanup,
+    plan_repair,
     public,
     short_uuid,
     status,
@@ -52,6 +55,8 @@ def _what_to_do(item):
         return "%s by audit_cleanup" % item["cleanup"]
     if item["cleanup"].startswith("failed"):
         return "audit_cleanup %s" % item["cleanup"]
+    if item["repair"] and not item["repair"].startswith("audit_repair"):
+        return "audit_repair %s; %s" % (item["repair"], item["action"])
     return item["action"]
 
 
@@ -94,21 +99,24 @@ def markdown(report):
         "- generated: %s" % report["generated_at"],
         "- status: **%s**" % report["status"],
         "- cleanup: %s" % report["cleanup_text"],
+        "- repair: %s" % report["repair_text"],
         "",
-        "| orphans | vanished | drift | stuck orders | orphans by name (information) | deleted | would delete |",
-        "|---|---|---|---|---|---|---|",
-        "| %d | %d | %d | %d | %d | %d | %d |" % (
+        "| orphans | vanished | drift | stuck orders | orphans by name (information) | deleted | would delete "
+        "| repaired | would repair |",
+        "|---|---|---|---|---|---|---|---|---|",
+        "| %d | %d | %d | %d | %d | %d | %d | %d | %d |" % (
             counts_row["orphans"], counts_row["vanished"], counts_row["drift"], counts_row["stuck_orders"],
-            counts_row["orphans_by_name"], counts_row["deleted"], counts_row["would_delete"]),
+            counts_row["orphans_by_name"], counts_row["deleted"], counts_row["would_delete"], counts_row["repaired"],
+            counts_row["would_repair"]),
         "",
     ]
     if report["findings"]:
-        lines += ["| kind | resource | resource UUID | state | cloud object | age | why | what to do | cleanup |",
-                  "|---|---|---|---|---|---|---|---|---|"]
+        lines += ["| kind | resource | resource UUID | state | cloud object | age | why | what to do | cleanup | repair |",
+                  "|---|---|---|---|---|---|---|---|---|---|"]
         for item in report["findings"]:
             lines.append("| %s |" % " | ".join(_md(cell) for cell in (
                 _kind_text(item), item["resource_name"], item["resource_uuid"], item["resource_state"],
-                item["object"], _age_text(item), item["detail"], item["action"], item["cleanup"])))
+                item["object"], _age_text(item), item["detail"], item["action"], item["cleanup"], item["repair"])))
     else:
         lines.append("Nothing found: the cloud and Waldur agree.")
     if report.get("notes"):
@@ -116,8 +124,18 @@ def markdown(report):
     return "\n".join(lines) + "\n"
 
 
+def _repair_text(repair, repair_refused, check_mode):
+    if repair and repair_refused:
+        return "REFUSED, nothing resized: %s" % repair_refused
+    if repair:
+        return ("on: size drift is resized back to the size Waldur's limits map to, when a direct read in Waldur shows "
+                "the resource OK with those limits and the resize is safe; never deletes; power is left to "
+                "membership_sync%s" % (" (check mode: nothing resized)" if check_mode else ""))
+    return "off (set audit_repair: true to resize diverged machines back to what Waldur records)"
+
+
 def build_report(offering, offering_uuid, backend, findings, notes, cleanup, min_age_hours, check_mode, api_calls,
-                 now=None, refused="", evidence=None):
+                 now=None, refused="", evidence=None, repair=False, repair_refused=""):
     """The machine-readable report (what the JSON file holds), plus its Markdown and table."""
     shown = public(findings)
     if cleanup and refused:
@@ -138,6 +156,8 @@ def build_report(offering, offering_uuid, backend, findings, notes, cleanup, min
         "cleanup": {"enabled": bool(cleanup), "min_age_hours": min_age_hours, "check_mode": bool(check_mode),
                     "refused": refused if cleanup else "", "evidence": dict(evidence or {})},
         "cleanup_text": cleanup_text,
+        "repair": {"enabled": bool(repair), "check_mode": bool(check_mode), "refused": repair_refused if repair else ""},
+        "repair_text": _repair_text(repair, repair_refused, check_mode),
         "findings": shown,
         "notes": list(notes),
         "api_calls": api_calls,
@@ -147,6 +167,8 @@ def build_report(offering, offering_uuid, backend, findings, notes, cleanup, min
     lines = table(shown, title)
     if cleanup and refused:
         lines.append("audit_cleanup REFUSED, nothing deleted: %s" % refused)
+    if repair and repair_refused:
+        lines.append("audit_repair REFUSED, nothing resized: %s" % repair_refused)
     return report, markdown(report), lines
 
 
@@ -163,6 +185,9 @@ def audit_argument_spec():
         cleanup_min_age_hours=dict(type="float", default=24.0),
         cleanup_max=dict(type="int", default=DEFAULT_CLEANUP_MAX),
         cleanup_evidence=dict(type="dict"),
+        repair=dict(type="bool", default=False),
+        repair_max=dict(type="int", default=DEFAULT_REPAIR_MAX),
+        repair_evidence=dict(type="dict"),
         report_dir=dict(type="path"),
         report_name=dict(type="str"),
     )
@@ -202,6 +227,17 @@ def checked_params(module):
                          % params["cleanup_min_age_hours"])
     if params["cleanup_max"] < 0:
         module.fail_json(msg="cleanup_max: expected 0 or more holdings, got %s" % params["cleanup_max"])
+    if params["repair_max"] < 0:
+        module.fail_json(msg="repair_max: expected 0 or more machines, got %s" % params["repair_max"])
+    if params["repair_evidence"] is not None:
+        checked = {}
+        for key, answer in params["repair_evidence"].items():
+            try:
+                checked[normalize_uuid(key)] = dict(answer) if isinstance(answer, dict) else str(answer)
+            except ValueError:
+                module.fail_json(msg="repair_evidence: %r is not a resource UUID (32 hex digits, dashes optional)"
+                                 % (key,))
+        params["repair_evidence"] = checked
     evidence = params["cleanup_evidence"]
     if evidence is not None:
         checked = {}
@@ -230,9 +266,12 @@ def checked_params(module):
     return offering_uuid, resources
 
 
-def finish(module, backend, offering_uuid, auditor, holdings, machines, delete, api_calls):
-    """Judge, clean up what was asked for, report; ``delete(holding)`` returns the cleanup text
-    (``deleted``, ``would delete`` or why it was kept) and raises nothing."""
+def finish(module, backend, offering_uuid, auditor, holdings, machines, delete, api_calls, repair=None,
+           repair_unsupported=""):
+    """Judge, clean up and repair what was asked for, report; ``delete(holding)`` returns the cleanup
+    text (``deleted``, ``would delete`` or why it was kept), ``repair(finding)`` the repair's outcome
+    (``repaired ...``, ``would repair ...``, ``refused: why`` or ``failed: why``); neither raises.
+    ``repair_unsupported`` says why this backend repairs nothing."""
     params = module.params
     auditor.holdings(holdings)
     auditor.machines(machines, holdings)
@@ -246,10 +285,18 @@ def finish(module, backend, offering_uuid, auditor, holdings, machines, delete, 
             item["cleanup"] = delete(item["_holding"])
         except PassEnded as ended:  # the pass's controller was killed: nothing more is deleted
             item["cleanup"] = "kept: %s" % ended
+    to_repair, repair_candidates, repair_refused = plan_repair(
+        findings, params["repair"], evidence=params["repair_evidence"], max_repairs=params["repair_max"],
+        unsupported=repair_unsupported)
+    for item in to_repair:
+        try:
+            item["repair"] = repair(item)
+        except PassEnded as ended:
+            item["repair"] = "%s: %s" % (FAILED, ended)
     report, text, lines = build_report(
         params["offering"] or offering_uuid, offering_uuid, backend, findings, auditor.notes, params["cleanup"],
         params["cleanup_min_age_hours"], module.check_mode, api_calls(), now=auditor.now, refused=refused,
-        evidence=params["cleanup_evidence"])
+        evidence=params["cleanup_evidence"], repair=params["repair"], repair_refused=repair_refused)
     files = []
     if params["report_dir"]:
         name = params["report_name"] or params["offering"] or offering_uuid
@@ -261,9 +308,12 @@ def finish(module, backend, offering_uuid, auditor, holdings, machines, delete, 
                              status=report["status"], counts=report["counts"], findings=report["findings"],
                              api_calls=api_calls())
         lines.append("report: %s" % ", ".join(files))
-    module.exit_json(changed=report["counts"]["deleted"] + report["counts"]["would_delete"] > 0,
+    totals = report["counts"]
+    module.exit_json(changed=totals["deleted"] + totals["would_delete"] + totals["repaired"] + totals["would_repair"] > 0,
                      cleanup_candidates=candidates if params["cleanup"] and not refused else [],
                      cleanup_refused=refused,
+                     repair_candidates=repair_candidates if params["repair"] and not repair_refused else [],
+                     repair_refused=repair_refused,
                      status=report["status"], counts=report["counts"], findings=report["findings"],
                      notes=report["notes"], report=report, markdown=text, table=lines, report_files=files,
                      listed={"holdings": len(holdings), "machines": len(machines)}, api_calls=api_calls())

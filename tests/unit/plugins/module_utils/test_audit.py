@@ -168,8 +168,8 @@ MAPPING = {"s-1vcpu-1gb": {"cpu": 1, "ram": 1024}, "s-2vcpu-4gb": {"cpu": 2, "ra
 
 @pytest.mark.parametrize("limits, size, expected", [
     ({"cpu": 1, "ram": 1024}, "s-1vcpu-1gb", None),
-    ({"cpu": 1, "ram": 1024}, "s-2vcpu-4gb", "map to s-1vcpu-1gb"),
-    ({"cpu": 1, "ram": 1024}, "s-8vcpu-16gb", "map to s-1vcpu-1gb"),
+    ({"cpu": 1, "ram": 1024}, "s-2vcpu-4gb", "maps to s-1vcpu-1gb"),
+    ({"cpu": 1, "ram": 1024}, "s-8vcpu-16gb", "maps to s-1vcpu-1gb"),
     ({"cpu": 3, "ram": 1024}, "s-2vcpu-4gb", "match no size_mapping entry"),
     ({"cpu": 3, "ram": 1024}, "s-8vcpu-16gb", None),
     ({}, "s-2vcpu-4gb", None),
@@ -271,7 +271,8 @@ def test_the_report_counts_escapes_and_shows_what_to_do(tmp_path):
                                        now=NOW)
     assert report["status"] == FINDINGS
     assert report["counts"] == {"orphans": 1, "vanished": 1, "drift": 0, "stuck_orders": 0, "orphans_by_name": 0,
-                                "deleted": 1, "would_delete": 0, "cleanup_failed": 0}
+                                "deleted": 1, "would_delete": 0, "cleanup_failed": 0,
+                                "repaired": 0, "would_repair": 0, "repair_failed": 0}
     assert all("_holding" not in item for item in report["findings"])
     json.dumps(report)  # the report is plain data
     assert "a\\|b" in text and "## Notes" in text and "- a note" in text

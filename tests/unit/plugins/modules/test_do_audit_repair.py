@@ -1,0 +1,95 @@
+"""do_audit's repair in-process: a droplet is read again before it is resized, a repair that would
+shrink its disk is refused naming why, and check mode says what it would do and writes nothing."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from tests.unit.compat import patch_module_args
+
+from ansible_collections.waldur.site_agent.plugins.modules import do_audit
+
+OFFERING = "d" * 32
+OWNER = "a" * 32
+MAPPING = {"s-1vcpu-1gb": {"cpu": 1, "ram": 1024}, "s-2vcpu-4gb": {"cpu": 2, "ram": 4096}}
+SIZES = [{"slug": "s-1vcpu-1gb", "disk": 25, "regions": ["ams3"]}, {"slug": "s-2vcpu-4gb", "disk": 80, "regions": ["ams3"]}]
+
+
+class Account:
+    api_calls = 0
+
+    def __init__(self, listed, current):
+        self.listed, self.current = listed, current
+        self.calls = []
+
+    def scan_droplets(self, max_pages):
+        return [dict(self.listed)]
+
+    def get_droplet(self, droplet_id):
+        self.calls.append(("get", droplet_id))
+        return dict(self.current) if self.current else None
+
+    def listing(self, path, key):
+        self.calls.append(("list", path))
+        return [dict(size) for size in SIZES]
+
+    def droplet_action(self, *args, **kwargs):  # pragma: no cover - a write would fail the test
+        raise AssertionError("wrote %r" % (args,))
+
+
+def droplet(size="s-2vcpu-4gb", disk=25):
+    return {"id": 7, "name": "web", "status": "active", "size_slug": size, "disk": disk, "region": "ams3",
+            "created_at": "2020-01-01T00:00:00Z", "tags": ["waldur-resource:" + OWNER]}
+
+
+RESOURCE = {"uuid": OWNER, "name": "web", "state": "OK", "backend_id": "7", "limits": {"cpu": 1, "ram": 1024}}
+
+
+@pytest.fixture
+def run_module(monkeypatch, capsys):
+    def run(client, check=False, evidence=None):
+        monkeypatch.setattr(do_audit, "client_from_module", lambda module: client)
+        args = {"token": "dop_v1_secret-token", "offering_uuid": OFFERING, "_ansible_check_mode": check,
+                "resources": [RESOURCE], "size_mapping": MAPPING, "repair": True,
+                "repair_evidence": {OWNER: evidence or dict(RESOURCE)}}
+        with patch_module_args(args), pytest.raises(SystemExit):
+            do_audit.main()
+        return json.loads(capsys.readouterr().out)
+    return run
+
+
+def size_finding(result):
+    [finding] = [item for item in result["findings"] if item["check"] == "size"]
+    return finding
+
+
+def test_check_mode_says_it_would_repair_and_writes_nothing(run_module):
+    client = Account(droplet(), droplet())
+    result = run_module(client, check=True)
+    assert size_finding(result)["repair"] == ("would repair: resize droplet 7 from s-2vcpu-4gb to s-1vcpu-1gb (CPU "
+                                              "and RAM only; powered off for it; powered on afterwards)")
+    assert result["counts"]["would_repair"] == 1 and result["changed"]
+    assert client.calls == [("get", 7), ("list", "sizes/")]
+
+
+def test_a_repair_that_would_shrink_the_disk_is_refused(run_module):
+    client = Account(droplet(disk=80), droplet(disk=80))  # resized with its disk: it cannot go back
+    finding = size_finding(run_module(client))
+    assert finding["repair"].startswith("refused: s-1vcpu-1gb has a 25 GB disk, smaller than droplet 7's 80 GB "
+                                        "disk, and DigitalOcean cannot shrink a disk")
+
+
+def test_a_droplet_resized_since_the_listing_is_not_touched(run_module):
+    client = Account(droplet(), droplet(size="s-1vcpu-1gb"))
+    assert size_finding(run_module(client))["repair"] == "refused: droplet 7 is s-1vcpu-1gb now, not s-2vcpu-4gb " \
+                                                         "as listed"
+    assert client.calls == [("get", 7)]
+
+
+def test_a_resource_updating_in_waldur_is_not_repaired(run_module):
+    client = Account(droplet(), droplet())
+    result = run_module(client, evidence=dict(RESOURCE, state="Updating"))
+    assert size_finding(result)["repair"].startswith("refused: a direct read of resource %s in Waldur shows it "
+                                                     "Updating" % OWNER)
+    assert client.calls == [] and result["counts"]["repaired"] == 0
