@@ -38,3 +38,9 @@ class OperationStillRunning(AzureError):
 
     ARM carries it on: nothing may be rolled back while it runs, and the next pass
     finds its object and looks at its provisioning state."""
+
+
+def outcome_unknown(error):
+    """Whether a write's failure leaves its outcome unknown or is transient (no answer, a timeout,
+    throttling, a 5xx), as against a refusal that says nothing was done (another 4xx)."""
+    return error.status is None or error.status in (408, 429) or error.status >= 500
