@@ -181,8 +181,8 @@ def test_health_proves_the_cloud_credentials(tmp_path, waldur_sim, do_sim, azure
 
     assert run.rc != 0
     assert ("Not ready: DigitalOcean VM (DigitalOcean rejected the token (HTTP 401); check backend_settings.token); "
-            "Azure VM (Azure AD refused the service principal: AADSTS7000215: Invalid client secret provided.; check "
-            "backend_settings.client_secret)") in run.output
+            "Azure VM (Azure AD refused the service principal: AADSTS7000215: Invalid client secret provided.") in run.output
+    assert "for a secret added to app '%s'.; check backend_settings.client_secret)" % azure_presets.CLIENT_ID in run.output
     assert azure_sim.app.calls_of("subscriptions.get") == []
     assert_no_secret(run.output, "wrong-do-token-5150", "wrong-azure-secret-6502")
 
