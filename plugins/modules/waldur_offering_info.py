@@ -21,7 +21,7 @@ description:
     that finds no orders and no resources and stays green.
   - When the read fails otherwise than by a rejected token or a transient failure (a 404, an HTML page,
     JSON of another shape), one read of C(users/me/) tells a Waldur that does not show the offering
-    from a URL that is not the Waldur API (another service, a web site, a wrong path): the latter fails
+    from a URL that is not the Waldur API (another service, a web site, a wrong path). The latter fails
     naming C(waldur_api_url) and what answered, not the offering UUID and the token.
 author:
   - Waldur site agent developers (@waldur)
