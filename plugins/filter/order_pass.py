@@ -19,6 +19,7 @@ from ansible.errors import AnsibleFilterError
 
 from ansible_collections.waldur.site_agent.plugins.filter.site_agent import listed, unpacked
 from ansible_collections.waldur.site_agent.plugins.module_utils.core.packed import like
+from ansible_collections.waldur.site_agent.plugins.module_utils.core.http import shorten
 
 OUTCOMES = ("done", "erred", "retry", "refused", "failed", "skipped", "diverged")
 REASON_LIMIT = 300
@@ -26,8 +27,7 @@ REASON_LIMIT = 300
 
 def one_line(text, limit=REASON_LIMIT):
     """``text`` on one line, at most ``limit`` characters."""
-    text = " ".join(str(text or "").split())
-    return text if len(text) <= limit else text[:limit - 3] + "..."
+    return shorten(" ".join(str(text or "").split()), limit)
 
 
 def unfinished_outcomes(orders, reason):

@@ -290,7 +290,7 @@ results:
     action:
       description: What was done.
       type: str
-      choices: [created, adopted, deleted, absent, powered_off, powered_on, none]
+      choices: [created, adopted, deleted, absent, powered_off, powered_on, unknown, none]
     backend_metadata:
       description: What Waldur stores as the resource's backend metadata; null when there is no machine.
       type: dict

@@ -288,7 +288,7 @@ results:
     action:
       description: What was done.
       type: str
-      choices: [created, adopted, deleted, absent, resized, powered_off, powered_on, none]
+      choices: [created, adopted, deleted, absent, resized, powered_off, powered_on, unknown, none]
     droplet:
       description: Facts of the droplet after the action; null when there is no droplet.
       returned: when O(return_facts) is true

@@ -19,6 +19,10 @@ description:
   - The first step of every pass (C(waldur.site_agent.agent_pass)). A wrong C(waldur_offering_uuid) or
     a token of another provider fails the offering with one line naming the UUID, instead of a pass
     that finds no orders and no resources and stays green.
+  - When the read fails otherwise than by a rejected token or a transient failure (a 404, an HTML page,
+    JSON of another shape), one read of C(users/me/) tells a Waldur that does not show the offering
+    from a URL that is not the Waldur API (another service, a web site, a wrong path). The latter fails
+    naming C(waldur_api_url) and what answered, not the offering UUID and the token.
 author:
   - Waldur site agent developers (@waldur)
 extends_documentation_fragment:
@@ -62,10 +66,16 @@ api_calls:
 
 from ansible_collections.waldur.site_agent.plugins.module_utils.core.uuids import hex_uuid
 from ansible_collections.waldur.site_agent.plugins.module_utils.waldur.client import WaldurApiError
+from ansible_collections.waldur.site_agent.plugins.module_utils.waldur.errors import not_waldur
 from ansible_collections.waldur.site_agent.plugins.module_utils.waldur.marketplace import provider_offering_path
 from ansible_collections.waldur.site_agent.plugins.module_utils.waldur.module import WaldurModule
 
 FIELDS = ["uuid", "name", "type", "state", "customer_uuid", "customer_name"]
+
+
+def _wrong_url(module, why):
+    return ("waldur_api_url %s does not answer as the Waldur API: %s; set waldur_api_url to the API root of Waldur "
+            "(for example https://waldur.example.com/api/)" % (module.params["api_url"], why))
 
 
 def main():
@@ -75,6 +85,10 @@ def main():
     try:
         raw = client.get(provider_offering_path(offering_uuid), params={"field": FIELDS}) or {}
     except WaldurApiError as exc:
+        stranger = None if exc.status == 401 or exc.transient else not_waldur(client)
+        if stranger:
+            module.fail_json(msg="offering %s could not be read, and %s" % (offering_uuid, _wrong_url(module, stranger)),
+                             status=exc.status)
         if exc.status in (403, 404):
             module.fail_json(msg="offering %s: Waldur shows no such offering to this token (HTTP %s); check "
                                  "waldur_offering_uuid, and that waldur_api_token belongs to a manager of the "
@@ -83,6 +97,12 @@ def main():
             module.fail_json(msg="offering %s: Waldur rejected waldur_api_token (HTTP 401: %s)"
                                  % (offering_uuid, exc.message), status=exc.status)
         module.fail_from_error(exc, msg="offering %s: could not be read" % offering_uuid)
+    if not raw.get("uuid"):
+        # JSON, but not an offering: another service's answer, or a Waldur that answers oddly
+        stranger = not_waldur(client)
+        module.fail_json(msg="offering %s: Waldur GET %s answered JSON without the offering's uuid%s" % (
+            offering_uuid, client.api_path(provider_offering_path(offering_uuid)),
+            "; " + _wrong_url(module, stranger) if stranger else ""))
     offering = dict((key, raw.get(key)) for key in FIELDS)
     offering["uuid"] = hex_uuid(offering["uuid"]) or offering_uuid
     offering["customer_uuid"] = hex_uuid(offering["customer_uuid"])

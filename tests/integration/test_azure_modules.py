@@ -388,6 +388,7 @@ def test_a_wrong_secret_fails_the_task_once_without_showing_it(azure_sim, tmp_pa
     result, run = run_module(sim, tmp_path, "azure_vm_chain", {"machines": [machine(), machine(name="two")]},
                              env=env, verbosity=3)
     assert result["failed"] and "AADSTS7000215" in result["msg"] and "no machine was touched" in result["msg"]
+    assert "check the offering's backend_settings.client_secret" in result["msg"]  # the key to fix
     assert "results" not in result
     assert "wrong-secret-value" not in run.output
     assert sim.app.resources() == []

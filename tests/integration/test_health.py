@@ -180,8 +180,9 @@ def test_health_proves_the_cloud_credentials(tmp_path, waldur_sim, do_sim, azure
     run = run_playbook(HEALTH, extra_vars={"agent_pass_config": str(path)}, verbosity=3)
 
     assert run.rc != 0
-    assert ("Not ready: DigitalOcean VM (DigitalOcean rejected the token (HTTP 401)); Azure VM (Azure AD refused the "
-            "service principal: AADSTS7000215: Invalid client secret provided.") in run.output
+    assert ("Not ready: DigitalOcean VM (DigitalOcean rejected the token (HTTP 401); check backend_settings.token); "
+            "Azure VM (Azure AD refused the service principal: AADSTS7000215: Invalid client secret provided.") in run.output
+    assert "for a secret added to app '%s'.; check backend_settings.client_secret)" % azure_presets.CLIENT_ID in run.output
     assert azure_sim.app.calls_of("subscriptions.get") == []
     assert_no_secret(run.output, "wrong-do-token-5150", "wrong-azure-secret-6502")
 
@@ -282,7 +283,8 @@ def test_diagnostics_fails_naming_each_problem_without_showing_secrets(tmp_path,
     assert "DigitalOcean rejected the credentials (HTTP 401)" in out
     assert "Azure AD: no token for the service principal: AADSTS7000215: Invalid client secret provided." in out
     assert ("Problems found: DigitalOcean VM (components missing in Waldur: gpu; DigitalOcean rejected the "
-            "credentials (HTTP 401)); Azure VM (Azure AD refused the service principal)") in out
+            "credentials (HTTP 401); check backend_settings.token); Azure VM (Azure AD refused the service principal; "
+            "check backend_settings.client_secret)") in out
     assert azure_sim.app.calls_of("subscriptions.get") == []
     assert_no_secret(run.output, "bad-do-token-31337", "bad-azure-secret-8086")
 

@@ -10,7 +10,7 @@ import pytest
 import yaml
 
 from tests.helpers import run_playbook, simulator_site_config
-from tests.integration.passes import MEMBERSHIP_PASS, run_pass, waldur_writes, write_config
+from tests.integration.passes import MEMBERSHIP_PASS, run_pass, set_flag, waldur_writes, write_config
 from tests.simulators.waldur import presets as W
 
 pytestmark = pytest.mark.integration
@@ -108,3 +108,20 @@ def test_a_pass_that_serves_no_offering_fails_naming_the_misspelt_key(tmp_path, 
             "membership_sync_backend (offerings[0].membership_sync_backnd looks like a misspelling of it)"
             % path) in run.output
     assert waldur_sim.app.calls == [] and do_sim.app.calls == []
+
+
+def test_a_power_change_digitalocean_refuses_is_not_counted_as_a_machine_changed(tmp_path, waldur_sim, do_sim):
+    """Counts are true (issue 24): a refused power action changed nothing, so machines_changed says 0."""
+    waldur = waldur_sim
+    waldur.app.reset("empty")
+    config = write_config(tmp_path, waldur, do_sim)
+    paused = [seed_droplet_resource(waldur, do_sim, "paused-%d" % index) for index in range(2)]
+    for resource_uuid in paused:
+        set_flag(waldur, resource_uuid, "paused", True)
+    do_sim.app.add_fault("droplet_actions.create", status=422, times=-1)
+
+    run = run_playbook(MEMBERSHIP_PASS, env={"WALDUR_SITE_AGENT_CONFIG": str(config)})
+
+    assert len(do_sim.app.calls_of("droplet_actions.create")) >= 2  # asked, and refused
+    assert all(droplet["status"] == "active" for droplet in do_sim.app.droplets())
+    assert "machines_changed=0" in run.output, run.output[-3000:]

@@ -94,6 +94,25 @@ COMMON_BACKEND_SETTINGS = {
     "allocation_prefix", "project_prefix", "customer_prefix", "default_account", "soft_delete",
     "check_backend_id_uniqueness", "check_all_offerings", "backend_id_max_retries", "periodic_limits",
 }
+BACKEND_CREDENTIALS = {"azure": AZURE_CREDENTIALS, "digitalocean": ("token",)}
+BACKEND_SETTINGS = {"azure": AZURE_SETTINGS, "digitalocean": DIGITALOCEAN_SETTINGS}
+# How close (difflib ratio) an unknown key must be to a known one to count as its misspelling:
+# default_regoin, defualt_size and unitfactor are; a key of another tool or of a later release is not.
+TYPO_CUTOFF = 0.8
+
+
+def backend_settings_read(backend_type):
+    """The ``backend_settings`` keys the passes of ``backend_type`` read: its credentials and its
+    schema (the one list; tests/unit checks every ``backend_settings.<key>`` read against it)."""
+    return frozenset(BACKEND_CREDENTIALS[backend_type]) | frozenset(BACKEND_SETTINGS[backend_type])
+
+
+def misspelling_of(key, known):
+    """The known key ``key`` looks like a misspelling of, or None."""
+    import difflib
+
+    close = difflib.get_close_matches(str(key), sorted(known), n=1, cutoff=TYPO_CUTOFF)
+    return close[0] if close else None
 
 
 def backend_of(offering):
@@ -121,7 +140,7 @@ def validate(config):
         problems.error("(root)", "expected a mapping with an 'offerings' list, got %s" % _type_name(config))
         return problems.errors, problems.warnings
     for key in sorted(set(config) - ROOT_KEYS):
-        problems.warn(key, "unknown key, ignored")
+        problems.warn(key, _unknown_key_warning(key, ROOT_KEYS))
     _validate_root_options(config, problems)
     offerings = config.get("offerings")
     if offerings is None:
@@ -191,11 +210,23 @@ def _validate_root_options(config, problems):
         problems.error("log_shipping", "expected a mapping, got %s" % _type_name(config["log_shipping"]))
 
 
-def _unknown_key_warning(key, known):
-    import difflib
+def _unknown_key_warning(key, known, what="key"):
+    close = misspelling_of(key, known)
+    return "unknown %s, ignored (did you mean %s?)" % (what, close) if close else "unknown %s, ignored" % what
 
-    close = difflib.get_close_matches(str(key), sorted(known), n=1, cutoff=0.8)
-    return "unknown key, ignored (did you mean %s?)" % close[0] if close else "unknown key, ignored"
+
+def _unknown_keys(path, mapping, known, problems, what="key", ignored=frozenset()):
+    """Unknown keys of a mapping the passes read: one that looks like a misspelling of a key they
+    read is an error naming that key (the setting it was meant to be would silently not apply, and
+    the customers' orders would pay for it); any other is a warning, so a file that carries keys of
+    a later release or of another tool still loads. ``ignored``: keys accepted without effect."""
+    for key in sorted(set(mapping) - set(known) - set(ignored), key=str):
+        close = misspelling_of(key, known)
+        if close:
+            problems.error("%s.%s" % (path, key), "unknown %s; did you mean %s? (as written it would be ignored)"
+                           % (what, close))
+        else:
+            problems.warn("%s.%s" % (path, key), _unknown_key_warning(key, ignored, what))
 
 
 def _validate_offering(path, offering, problems):
@@ -256,6 +287,13 @@ def _validate_offering(path, offering, problems):
     else:
         for name, component in components.items():
             _validate_component("%s.backend_components.%s" % (path, name), component, problems)
+        mapping = settings.get("size_mapping") if known and backend_type.lower() == "digitalocean" else None
+        if components and isinstance(mapping, dict):
+            # An entry matches an order's limits, which Waldur keys by the offering's components.
+            for slug, limits in mapping.items():
+                if isinstance(limits, dict):
+                    _unknown_keys("%s.backend_settings.size_mapping.%s" % (path, slug), limits, components, problems,
+                                  what="component of backend_components")
 
 
 def _validate_backend_settings(path, backend_type, settings, problems):
@@ -263,26 +301,22 @@ def _validate_backend_settings(path, backend_type, settings, problems):
         for key in AZURE_CREDENTIALS:
             if not _secret_present(settings.get(key)):
                 problems.error("%s.%s" % (path, key), "required")
-        schema = AZURE_SETTINGS
-        credential_keys = set(AZURE_CREDENTIALS)
         for warning in plain_http_endpoints(settings):
             key, _sep, text = warning.partition(": ")
             problems.warn("%s.%s" % (path, key), text)
     else:
         if not _secret_present(settings.get("token")):
             problems.error(path + ".token", "required")
-        schema = DIGITALOCEAN_SETTINGS
-        credential_keys = {"token"}
         warning = plain_http_warning(settings["api_url"]) if isinstance(settings.get("api_url"), str) else None
         if warning:
             problems.warn(path + ".api_url", warning)
-    _check_secret_texts(path, settings, SECRET_KEYS | credential_keys, problems)
+    schema = BACKEND_SETTINGS[backend_type]
+    _check_secret_texts(path, settings, SECRET_KEYS | set(BACKEND_CREDENTIALS[backend_type]), problems)
     for key, value in settings.items():
-        if key in schema:
-            if value not in (None, ""):
-                _expect(problems, "%s.%s" % (path, key), value, schema[key])
-        elif key not in credential_keys and key not in COMMON_BACKEND_SETTINGS:
-            problems.warn("%s.%s" % (path, key), "unknown %s setting, ignored" % backend_type)
+        if key in schema and value not in (None, ""):
+            _expect(problems, "%s.%s" % (path, key), value, schema[key])
+    _unknown_keys(path, settings, backend_settings_read(backend_type), problems, what="%s setting" % backend_type,
+                  ignored=COMMON_BACKEND_SETTINGS)
 
 
 def _check_secret_texts(path, mapping, keys, problems):
@@ -319,8 +353,7 @@ def _validate_component(path, component, problems):
             problems.error(path + ".price", "expected a price of 0 or more, got %s" % price)
     if component.get("limit_period") not in (None, "") and component["limit_period"] not in LIMIT_PERIODS:
         problems.error(path + ".limit_period", "expected one of %s" % ", ".join(LIMIT_PERIODS))
-    for key in sorted(set(component) - COMPONENT_KEYS):
-        problems.warn("%s.%s" % (path, key), "unknown component key, ignored")
+    _unknown_keys(path, component, COMPONENT_KEYS, problems, what="component key")
 
 
 def _validate_verify_ssl(path, value, problems):

@@ -35,6 +35,7 @@ from ansible_collections.waldur.site_agent.plugins.module_utils.azure.bodies imp
     vnet_body,
 )
 from ansible_collections.waldur.site_agent.plugins.module_utils.azure.clients import AzureError, OperationStillRunning, normalize_location, power_state
+from ansible_collections.waldur.site_agent.plugins.module_utils.azure.errors import outcome_unknown
 from ansible_collections.waldur.site_agent.plugins.module_utils.azure.machine import RetryLater
 from ansible_collections.waldur.site_agent.plugins.module_utils.azure.naming import build_vm_id, parse_image, parse_resource_id
 from ansible_collections.waldur.site_agent.plugins.module_utils.azure.objects import KIND_LABELS, object_operations
@@ -98,12 +99,6 @@ class WritePacer:
             self._sleep(wait)
 
 
-def outcome_unknown(error):
-    """Whether a write's failure leaves its outcome unknown or is transient (no answer, a timeout,
-    throttling, a 5xx), as against a refusal that says nothing was done (another 4xx)."""
-    return error.status is None or error.status in (408, 429) or error.status >= 500
-
-
 class ChainState:
     """What one create run has found and done, for check mode and rollback (shared by its branches)."""
 
@@ -122,6 +117,7 @@ class ChainState:
         self.written = False
         self.in_flight = set()   # kinds whose write was sent and has not succeeded (those that failed, at the end)
         self.vm_accepted = False  # ARM accepted the VM PUT: the machine exists from here on
+        self.rolled_back = False  # the rollback deleted everything this run made
         self.lock = threading.Lock()
         self.abandoned = threading.Event()  # a branch failed: the others start no further write
 
@@ -261,7 +257,9 @@ class VmChain(ChainRemoval):
         try:
             self._build(item, state, location, image, size, backend_id)
         except AzureError as error:
-            result["changed"] = state.written
+            # What happened on Azure: an object ARM confirmed made (a refused write made nothing);
+            # a write whose answer was lost may have been carried out (``unknown``), below.
+            result["changed"] = bool(state.made)
             if state.vm_accepted:
                 result["backend_id"] = backend_id
             if isinstance(error, OperationStillRunning) or self._still_running(state):
@@ -284,10 +282,12 @@ class VmChain(ChainRemoval):
             if unknown:
                 # Transient (throttled, a 5xx, no answer): the object may exist or appear; the next pass
                 # reads again and adopts what carries this resource's mark. Nothing is rolled back.
+                result["action"] = "unknown"
                 raise RetryLater("%s; nothing is rolled back: the next pass adopts what Azure made" % error)
             message = str(error)
             if state.written:
                 message += self._rollback(state)
+                result["changed"] = bool(state.made) and not state.rolled_back
             raise ItemError(message)
 
         result["backend_id"] = backend_id

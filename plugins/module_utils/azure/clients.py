@@ -34,6 +34,7 @@ from ansible_collections.waldur.site_agent.plugins.module_utils.azure.endpoints 
 from ansible_collections.waldur.site_agent.plugins.module_utils.azure.errors import (  # pylint: disable=unused-import  # re-exported
     AzureError,
     OperationStillRunning,
+    credential_hint,
 )
 from ansible_collections.waldur.site_agent.plugins.module_utils.azure.facts import (  # pylint: disable=unused-import  # re-exported
     SizeCatalog,
@@ -144,7 +145,7 @@ def translate_error(exc, what=None, secrets=()):
         error = AzureError(message, status=status, code=code)
     if what:
         error = error.retitled("%s: %s" % (what, error.message))
-    error.message = redact_text(error.message, secrets)
+    error.message = credential_hint(redact_text(error.message, secrets))
     return error
 
 

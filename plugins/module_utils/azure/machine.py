@@ -15,6 +15,7 @@ __metaclass__ = type
 import threading
 
 from ansible_collections.waldur.site_agent.plugins.module_utils.azure.clients import AzureError, SizeCatalog, power_state, vm_addresses, vm_metadata
+from ansible_collections.waldur.site_agent.plugins.module_utils.azure.errors import OperationStillRunning, outcome_unknown
 from ansible_collections.waldur.site_agent.plugins.module_utils.azure.listings import LISTING_THRESHOLD, MachineListings, arm_key
 from ansible_collections.waldur.site_agent.plugins.module_utils.azure.naming import (
     InvalidAzureId,
@@ -221,11 +222,19 @@ class MachineWork:
             result.update(msg="virtual machine %s is already %s" % (names["vm"], current),
                           backend_metadata=self._metadata(vm, power=current, nic=nic, public_ip=public_ip))
             return
-        result.update(changed=True, action=action)
         if self.check_mode:
-            result.update(msg="would %s virtual machine %s (now %s)" % (verb, names["vm"], current),
-                          backend_metadata=self._metadata(vm, power=current, nic=nic, public_ip=public_ip))
+            result.update(changed=True, action=action, msg="would %s virtual machine %s (now %s)" % (
+                verb, names["vm"], current),
+                backend_metadata=self._metadata(vm, power=current, nic=nic, public_ip=public_ip))
             return
-        self._call("%s virtual machine %s" % (doing, names["vm"]), operation, names["group"], names["vm"])
-        result.update(msg="%s virtual machine %s (was %s)" % (done, names["vm"], current),
+        try:
+            self._call("%s virtual machine %s" % (doing, names["vm"]), operation, names["group"], names["vm"])
+        except OperationStillRunning:
+            result.update(changed=True, action=action)  # accepted: Azure is carrying it out
+            raise
+        except AzureError as error:
+            if outcome_unknown(error):  # no answer, or a 5xx: it may have been carried out
+                result["action"] = "unknown"
+            raise  # refused: nothing changed
+        result.update(changed=True, action=action, msg="%s virtual machine %s (was %s)" % (done, names["vm"], current),
                       backend_metadata=self._metadata(vm, power=wanted, nic=nic, public_ip=public_ip))

@@ -94,13 +94,16 @@ class ChainRemoval(MachineWork):
             if names["dedicated"] and "group" in state.made:
                 deleted, notes = self._clear_group(group, uuid)
                 if deleted == ["resource group %s" % group]:
+                    state.rolled_back = True
                     return "; rolled back: deleted resource group %s" % group
                 if not deleted and not notes:
+                    state.rolled_back = True
                     return "; rolled back: nothing was left (resource group %s does not exist)" % group
             else:
                 deleted, left = self._delete_objects(group, names["vnet"], targets, uuid, require_mark=True,
                                                      unmarked_ok=unmarked)
                 notes = ["left: %s" % ", ".join(left)] if left else []
+                state.rolled_back = not left
             message = "; rolled back: deleted %s" % (", ".join(deleted) or "nothing (nothing was left)")
             return message + "".join("; " + note for note in notes)
         except AzureError as error:

@@ -138,6 +138,19 @@ def send_with_retries(send_once, classify, connection_error, policy, idempotent,
 BODY_SNIPPET = 80
 
 
+def shorten(text, limit):
+    """``text`` in at most ``limit`` characters: whole when it fits, else cut at the last word
+    boundary that leaves room for ``...`` (mid-word only when one word is longer than the limit), so
+    a message never ends in half a word an operator might take for a real one."""
+    text = str(text)
+    if len(text) <= limit:
+        return text
+    room = max(0, limit - 3)
+    cut = text[:room + 1].rsplit(" ", 1)[0] if " " in text[:room + 1] else ""
+    cut = cut.rstrip(" ,;:") if cut else text[:room]
+    return cut + "..."
+
+
 def describe_body(response, scrub=None):
     """``text/html; charset=utf-8 '<!DOCTYPE html><html>...'``: what came back, for an error about
     a body that is not the JSON a call expects: its content type and first characters on one
@@ -145,6 +158,6 @@ def describe_body(response, scrub=None):
     ``scrub`` masks secrets in the whole text before it is cut, so no part of one can show."""
     text = " ".join((response.text or "").split())
     text = scrub(text) if scrub else text
-    snippet = text[:BODY_SNIPPET] + ("..." if len(text) > BODY_SNIPPET else "")
+    snippet = shorten(text, BODY_SNIPPET + 3)
     kind = response.headers.get("Content-Type") or "no content type"
     return "%s %r" % (kind, snippet) if snippet else "%s, an empty body" % kind

@@ -53,13 +53,19 @@ from ansible_collections.waldur.site_agent.plugins.module_utils.digitalocean.bin
     build,
 )
 from ansible_collections.waldur.site_agent.plugins.module_utils.digitalocean.counter import _Counter
-from ansible_collections.waldur.site_agent.plugins.module_utils.digitalocean.errors import DigitalOceanError, DigitalOceanNotFound, describe_failure
+from ansible_collections.waldur.site_agent.plugins.module_utils.digitalocean.errors import (
+    DigitalOceanError,
+    DigitalOceanNotFound,
+    describe_failure,
+    token_source,
+)
 from ansible_collections.waldur.site_agent.plugins.module_utils.digitalocean.facts import droplet_facts, resource_tags
 from ansible_collections.waldur.site_agent.plugins.module_utils.digitalocean.keys import AccountKeys
 from ansible_collections.waldur.site_agent.plugins.module_utils.digitalocean.options import (  # pylint: disable=unused-import  # re-exported
     DEFAULT_API_URL,
     ENDPOINT_ENV_VAR,
     TIMEOUT_ENV_VAR,
+    TOKEN_ENV_VARS,
     digitalocean_argument_spec,
     normalize_endpoint,
     plain_http_warning,
@@ -210,7 +216,8 @@ class DigitalOceanClient:
             def give_up():
                 message, error_id = self._service_message(response)
                 error_class = DigitalOceanNotFound if status == 404 else DigitalOceanError
-                error = error_class(describe_failure(status, message, method, path, attempt),
+                error = error_class(describe_failure(status, message, method, path, attempt,
+                                                     token_key=token_source(self._token, os.environ, TOKEN_ENV_VARS)),
                                     status=status, method=method, path=path, error_id=error_id,
                                     service_message=message, ambiguous=status >= 500 and not idempotent)
                 if status == 401:

@@ -13,7 +13,12 @@ import time
 from ansible_collections.waldur.site_agent.plugins.module_utils.core.batch import ItemError
 from ansible_collections.waldur.site_agent.plugins.module_utils.core.times import parse_time
 from ansible_collections.waldur.site_agent.plugins.module_utils.core.uuids import normalize_uuid
-from ansible_collections.waldur.site_agent.plugins.module_utils.digitalocean.droplets_power import DropletPowerSteps, RetryLater, _retryable
+from ansible_collections.waldur.site_agent.plugins.module_utils.digitalocean.droplets_power import (
+    DropletPowerSteps,
+    RetryLater,
+    _retryable,
+    outcome_of,
+)
 from ansible_collections.waldur.site_agent.plugins.module_utils.digitalocean.errors import DigitalOceanError
 from ansible_collections.waldur.site_agent.plugins.module_utils.digitalocean.facts import backend_metadata, resource_tags
 from ansible_collections.waldur.site_agent.plugins.module_utils.digitalocean.waiter import DropletWaiter
@@ -25,7 +30,9 @@ from ansible_collections.waldur.site_agent.plugins.module_utils.digitalocean.nam
     ssh_key_name,
 )
 
-ACTIONS = ("created", "adopted", "deleted", "absent", "resized", "powered_off", "powered_on", "none")
+# ``unknown``: a write whose answer was lost (the connection dropped, a 5xx after it was sent), so
+# it may have been carried out; the item is a retry and the next pass reads what exists.
+ACTIONS = ("created", "adopted", "deleted", "absent", "resized", "powered_off", "powered_on", "unknown", "none")
 UTC = datetime.timezone.utc
 
 
@@ -314,16 +321,16 @@ class DropletWorker(DropletPowerSteps):
         key_ids, key_notes = self.client.resolve_ssh_keys(
             item.get("ssh_keys"), ssh_key_name(item["resource_uuid"]), check_mode=self.check_mode)
         spec = "%s (%s, %s)" % (item["region"], item["size"], item["image"])
-        result["action"] = "created"
         if self.check_mode:
-            result.update(changed=True, msg="would create droplet %s in %s" % (name, spec))
+            result.update(action="created", changed=True, msg="would create droplet %s in %s" % (name, spec))
             notes.extend(key_notes)
             return None
-        facts = self.client.create_droplet(
-            name, item["region"], item["size"], item["image"], ssh_keys=key_ids, tags=tags,
-            user_data=item.get("user_data"), resource_tag=tag)
-        # only now: a create DigitalOcean refused (422) changed nothing
-        result["changed"] = True
+        with outcome_of(result):
+            facts = self.client.create_droplet(
+                name, item["region"], item["size"], item["image"], ssh_keys=key_ids, tags=tags,
+                user_data=item.get("user_data"), resource_tag=tag)
+        # only now: a create DigitalOcean refused (422) changed nothing and created nothing
+        result.update(action="created", changed=True)
         notes.extend(key_notes)
         self._describe(result, facts)
         result["msg"] = "created droplet %s %s in %s" % (facts["id"], name, spec)
@@ -380,13 +387,14 @@ class DropletWorker(DropletPowerSteps):
             return []
         keep, extras = ordered[0], ordered[1:]
         extra_ids = ", ".join(str(d["id"]) for d in extras)
-        result["changed"] = True
         if self.check_mode:
+            result["changed"] = True
             notes.append("would delete duplicate droplet(s) %s made by an overlapping pass, keeping the oldest, %s"
                          % (extra_ids, keep["id"]))
             return [keep]
         for droplet in extras:
-            self.client.destroy_droplet(droplet["id"])
+            if self.client.destroy_droplet(droplet["id"]):
+                result["changed"] = True
         notes.append("deleted duplicate droplet(s) %s carrying tag %s, made by an overlapping pass (identical to the "
                      "order and to each other, created after it and within %s seconds); kept the oldest, %s"
                      % (extra_ids, tag, _seconds(self.duplicate_window), keep["id"]))
@@ -425,8 +433,8 @@ class DropletWorker(DropletPowerSteps):
             if not backend_id:
                 result.update(action="absent", msg="no droplet carries tag %s" % tag)
             return None
-        result.update(action="deleted", changed=True)
         if self.check_mode:
+            result.update(action="deleted", changed=True)
             if target is not None:
                 result["msg"] = "would delete droplet %s" % backend_id
             if not backend_id:
@@ -434,13 +442,15 @@ class DropletWorker(DropletPowerSteps):
             elif copies:
                 notes.append("would also delete droplet(s) %s carrying tag %s" % (copy_ids, tag))
             return None
+        # changed and deleted only for a droplet DigitalOcean deleted (not one already gone, nor a refusal)
         if target is not None:
             if self.client.destroy_droplet(target["id"]):
-                result["msg"] = "deleted droplet %s" % backend_id
+                result.update(action="deleted", changed=True, msg="deleted droplet %s" % backend_id)
             else:
-                result["msg"] = "droplet %s is already gone" % backend_id
+                result.update(action="absent", msg="droplet %s is already gone" % backend_id)
         for droplet in copies:
-            self.client.destroy_droplet(droplet["id"])
+            if self.client.destroy_droplet(droplet["id"]):
+                result.update(action="deleted", changed=True)
         if not backend_id:
             result["msg"] = "deleted droplet(s) %s carrying tag %s" % (copy_ids, tag)
         elif copies:
@@ -466,11 +476,10 @@ class DropletWorker(DropletPowerSteps):
             result["backend_id"] = str(facts["id"])
             return False
         legacy = "legacy: it carries no waldur-resource tag, and it is the exact id Waldur records for the resource"
-        result.update(action="deleted", changed=True)
         if self.check_mode:
-            result["msg"] = "would delete droplet %s (%s)" % (backend_id, legacy)
+            result.update(action="deleted", changed=True, msg="would delete droplet %s (%s)" % (backend_id, legacy))
         elif self.client.destroy_droplet(backend_id):
-            result["msg"] = "deleted droplet %s (%s)" % (backend_id, legacy)
+            result.update(action="deleted", changed=True, msg="deleted droplet %s (%s)" % (backend_id, legacy))
         else:
             result.update(action="absent", changed=False, msg="droplet %s is already gone" % backend_id)
         return True

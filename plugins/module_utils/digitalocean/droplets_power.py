@@ -7,6 +7,8 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
+import contextlib
+
 from ansible_collections.waldur.site_agent.plugins.module_utils.core.batch import ItemError
 from ansible_collections.waldur.site_agent.plugins.module_utils.digitalocean.errors import DigitalOceanError
 from ansible_collections.waldur.site_agent.plugins.module_utils.digitalocean.facts import resource_tags
@@ -15,6 +17,19 @@ from ansible_collections.waldur.site_agent.plugins.module_utils.digitalocean.nam
 
 class RetryLater(ItemError):
     """A failure a later pass should retry: the droplet exists (or may), only a step failed."""
+
+
+@contextlib.contextmanager
+def outcome_of(result):
+    """Around one write: when its answer was lost (``ambiguous``: it may have been carried out), the
+    item's ``action`` says ``unknown`` instead of what was asked or nothing. A refusal leaves the
+    result as it was: nothing happened."""
+    try:
+        yield
+    except DigitalOceanError as exc:
+        if exc.ambiguous:
+            result["action"] = "unknown"
+        raise
 
 
 def _retryable(exc):
@@ -37,7 +52,6 @@ class DropletPowerSteps:
         as ``running`` says (on when true), or as it was when ``running`` is None."""
         droplet_id = facts["id"]
         old_size = facts["size_slug"]
-        result.update(action="resized", changed=True)
         self._describe(result, facts)
         was_running = facts["status"] != "off"
         power_on = was_running if running is None else bool(running)
@@ -47,8 +61,8 @@ class DropletPowerSteps:
                 steps.append("powered off for it")
             if power_on:
                 steps.append("powered on afterwards")
-            result["msg"] = ("would resize droplet %s from %s to %s (CPU and RAM only%s)"
-                             % (droplet_id, old_size, size, "".join("; " + step for step in steps)))
+            result.update(action="resized", changed=True, msg="would resize droplet %s from %s to %s (CPU and RAM only%s)"
+                          % (droplet_id, old_size, size, "".join("; " + step for step in steps)))
             return None
         if facts["status"] == "new":
             facts = self.waiter.wait(facts, ("active", "off"), deadline) or facts
@@ -56,9 +70,12 @@ class DropletPowerSteps:
         steps = []
         if was_running:
             facts, how = self._power_off(droplet_id, deadline)
+            result["changed"] = True  # it is off now, whatever the resize does
             steps.append(how)
         try:
-            action = self.client.droplet_action(droplet_id, "resize", size=size)
+            with outcome_of(result):
+                action = self.client.droplet_action(droplet_id, "resize", size=size)
+            result.update(action="resized", changed=True)  # accepted; a refused resize changed no size
             status = self.client.wait_for_action(droplet_id, action, deadline)
             if status == "errored":
                 raise ItemError("resize of droplet %s to %s failed" % (droplet_id, size))
@@ -84,11 +101,13 @@ class DropletPowerSteps:
 
     def _power_on_after_resize(self, result, facts, deadline):
         droplet_id = facts["id"]
-        result.update(action="powered_on", changed=True)
         if self.check_mode:
+            result.update(action="powered_on", changed=True)
             result["msg"] += "; would power it on (a resize left it off)"
             return None
-        action = self.client.droplet_action(droplet_id, "power_on")
+        with outcome_of(result):
+            action = self.client.droplet_action(droplet_id, "power_on")
+        result.update(action="powered_on", changed=True)
         status = self.client.wait_for_action(droplet_id, action, deadline) if self.wait else "requested"
         self._describe(result, self.client.get_droplet(droplet_id) or facts)
         result["msg"] = "droplet %s has size %s; powered it on (an interrupted resize had left it off)%s" % (
@@ -225,20 +244,24 @@ class DropletPowerSteps:
             result["msg"] = "droplet %s is already %s" % (droplet_id, state)
             return None
         if state == "off":
-            result.update(action="powered_off", changed=True)
             if self.check_mode:
                 result["msg"] = "would shut down droplet %s" % droplet_id
             elif self.wait:
-                self._defer_power_off(item, result, droplet_id, facts, deadline)
+                with outcome_of(result):
+                    self._defer_power_off(item, result, droplet_id, facts, deadline)
             else:
-                self.client.droplet_action(droplet_id, "shutdown")
+                with outcome_of(result):
+                    self.client.droplet_action(droplet_id, "shutdown")
                 result["msg"] = "shutdown of droplet %s requested" % droplet_id
+            # only once DigitalOcean accepted it (a refused action changed nothing)
+            result.update(action="powered_off", changed=True)
             return None
-        result.update(action="powered_on", changed=True)
         if self.check_mode:
-            result["msg"] = "would power on droplet %s" % droplet_id
+            result.update(action="powered_on", changed=True, msg="would power on droplet %s" % droplet_id)
             return None
-        action = self.client.droplet_action(droplet_id, "power_on")
+        with outcome_of(result):
+            action = self.client.droplet_action(droplet_id, "power_on")
+        result.update(action="powered_on", changed=True)
         result["msg"] = "power on of droplet %s requested" % droplet_id
         if self.wait:
             self.deferred[id(item)] = {"step": "power_on", "facts": facts, "deadline": deadline, "action": action}

@@ -28,10 +28,26 @@ class DigitalOceanNotFound(DigitalOceanError):
     """404: the object does not exist (reads turn this into None)."""
 
 
-def describe_failure(status, service_message, method, path, attempts=1):
+# Where the token comes from, for the message that asks to fix it (see token_source).
+TOKEN_KEY = "backend_settings.token"
+
+
+def token_source(token, environ, names):
+    """The key an operator fixes when DigitalOcean rejects ``token``: the offering's
+    ``backend_settings.token``, and the environment variable (of ``names``, in order) that holds
+    the same token when it came from there (the configuration's loader fills a missing token from
+    it). Compares the values only; names, never the token."""
+    for name in names:
+        if token and environ.get(name) == token:
+            return "%s (taken from the environment variable %s)" % (TOKEN_KEY, name)
+    return TOKEN_KEY
+
+
+def describe_failure(status, service_message, method, path, attempts=1, token_key=TOKEN_KEY):
     reason = service_message or "no message"
     if status == 401:
-        summary = "DigitalOcean rejected the token (401 %s)" % reason
+        return "DigitalOcean rejected the token (401 %s): %s %s; check the offering's %s" % (
+            reason, method, path, token_key)
     elif status == 403:
         summary = "the DigitalOcean token lacks the scope for this call (403 %s)" % reason
     elif status == 404:

@@ -109,3 +109,22 @@ def describe_connection_error(exc):
     text = re.sub(r"<[^>]*>:?\s*", "", text)
     text = re.sub(r"\(Caused by \w+\(", "(", text)
     return "%s: %s" % (type(exc).__name__, text[:200])
+
+
+def not_waldur(client):
+    """Why ``client``'s API root is not the Waldur API, or None when it is (or cannot be told now).
+
+    One read of ``users/me/``, which every Waldur answers, for any valid token, with the token's
+    user: a JSON object with its ``uuid`` and ``username``. Another service (a 404 of its own, a web
+    site's HTML page, JSON of another shape) does not. A rejected token (401) and a transient failure
+    say nothing about the URL: None. Used when a call failed in a way a wrong ``waldur_api_url`` and
+    a wrong argument (an offering UUID) would both explain."""
+    try:
+        me = client.get("users/me/", params={"field": ["uuid", "username"]})
+    except WaldurApiError as exc:
+        if exc.status == 401 or exc.transient:
+            return None
+        return str(exc)
+    if isinstance(me, dict) and me.get("uuid") and me.get("username"):
+        return None
+    return "Waldur GET %s answered JSON that is not a Waldur user (no uuid and username)" % client.api_path("users/me/")

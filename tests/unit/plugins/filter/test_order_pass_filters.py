@@ -82,13 +82,18 @@ def test_a_failed_backend_task_leaves_each_order_for_the_next_pass_with_one_shor
     outcomes = unfinished_outcomes(claim()["orders"], reason)
     assert [(o["order_uuid"], o["failed"], o["retry"], o["backend_id"], o["resource_name"]) for o in outcomes] == [
         (A, True, True, None, "web-a"), (B, True, True, "77", "web-b")]
-    assert outcomes[0]["msg"].startswith("the backend task failed as a whole: DigitalOcean rejected the token (401) xx")
+    # cut at the last whole word (the run of x is one word longer than the limit)
+    assert outcomes[0]["msg"] == "the backend task failed as a whole: DigitalOcean rejected the token (401)..."
     assert len(outcomes[0]["msg"]) < 350 and "\n" not in outcomes[0]["msg"]
 
 
 def test_one_line():
     assert one_line("a\n  b\tc") == "a b c"
     assert one_line("x" * 10, limit=8) == "xxxxx..."
+    # never half a word: an Azure message cut at the limit ends at the last whole word
+    text = "AADSTS7000215: Invalid client secret provided. Ensure the secret being sent is the value"
+    assert one_line(text, limit=60) == "AADSTS7000215: Invalid client secret provided. Ensure the..."
+    assert one_line("one, two three", limit=12) == "one, two..."
 
 
 def test_the_order_pass_filters_take_the_claim_and_settle_packed():

@@ -263,6 +263,19 @@ def test_a_secret_in_an_error_message_is_blanked():
     assert SECRET not in str(error) and "********" in str(error)
 
 
+@pytest.mark.parametrize("code, key", [("AADSTS7000215", "client_secret"), ("AADSTS7000222", "client_secret"),
+                                       ("AADSTS700016", "client_id"), ("AADSTS90002", "tenant_id")])
+def test_a_refused_sign_in_names_the_backend_setting_to_fix(code, key):
+    from azure.core.exceptions import ClientAuthenticationError
+
+    refusal = ClientAuthenticationError(
+        "Authentication failed: %s: Entra says why.\r\nTrace ID: 1\r\nCorrelation ID: 2" % code)
+    error = translate_error(refusal, "authenticating as service principal c in tenant t")
+    assert str(error) == ("authenticating as service principal c in tenant t: Authentication failed: %s: Entra says "
+                          "why.; check the offering's backend_settings.%s" % (code, key))
+    assert "backend_settings" not in str(translate_error(ValueError("AADSTS70002150 is no code of ours")))
+
+
 # ---- retries (azure-core's policy, configured by client_options) --------------------------------
 
 def test_throttled_post_with_retry_after_is_retried():

@@ -414,7 +414,7 @@ def test_401_names_the_token_problem_without_the_token(api):
     with pytest.raises(DigitalOceanError) as caught:
         client.list_droplets()
     assert str(caught.value) == ("DigitalOcean rejected the token (401 Unable to authenticate you): "
-                                 "GET /v2/droplets/")
+                                 "GET /v2/droplets/; check the offering's backend_settings.token")
     assert client.auth_error is caught.value
     assert len(api.app.requests) == 1  # never retried
 

@@ -224,3 +224,99 @@ def test_azure_endpoints_over_plain_http_are_warned_about_by_key():
     assert errors == [] and warnings == [
         "offerings[1].backend_settings.arm_endpoint: plain http:// for the Azure Resource Manager base URL "
         "(http://arm.sovereign.example): the Azure credentials and tokens cross the network unencrypted; use https://"]
+
+
+# ---- misspelt keys: did you mean, and an error where the passes read the key ------------------
+
+def test_a_misspelt_backend_setting_is_an_error_naming_the_key_it_resembles():
+    config = good_config()
+    settings = config["offerings"][0]["backend_settings"]
+    settings["default_regoin"] = settings.pop("default_region")
+    config["offerings"][1]["backend_settings"]["defualt_location"] = "westeurope"
+    errors, warnings = validate(config)
+    assert errors == [
+        "offerings[0].backend_settings.default_regoin: unknown digitalocean setting; did you mean default_region? "
+        "(as written it would be ignored)",
+        "offerings[1].backend_settings.defualt_location: unknown azure setting; did you mean default_location? "
+        "(as written it would be ignored)"]
+    assert warnings == []
+
+
+def test_an_unknown_backend_setting_like_nothing_the_passes_read_is_a_warning():
+    """Forward compatibility: a key of a later release or another tool loads, with a warning; one
+    close to an upstream key this collection ignores anyway is a warning with the hint."""
+    config = good_config()
+    config["offerings"][0]["backend_settings"].update(vpc_uuid="x", soft_delet=True)
+    errors, warnings = validate(config)
+    assert errors == []
+    assert warnings == ["offerings[0].backend_settings.soft_delet: unknown digitalocean setting, ignored "
+                        "(did you mean soft_delete?)",
+                        "offerings[0].backend_settings.vpc_uuid: unknown digitalocean setting, ignored"]
+
+
+def test_misspelt_component_keys_and_size_mapping_components_are_errors():
+    config = good_config()
+    offering = config["offerings"][0]
+    offering["backend_components"]["cpu"]["unitfactor"] = 2
+    offering["backend_settings"]["size_mapping"] = {"s-1vcpu-1gb": {"cpus": 1}, "s-2": {"gpu_hours": 1}}
+    errors, warnings = validate(config)
+    assert errors == [
+        "offerings[0].backend_components.cpu.unitfactor: unknown component key; did you mean unit_factor? "
+        "(as written it would be ignored)",
+        "offerings[0].backend_settings.size_mapping.s-1vcpu-1gb.cpus: unknown component of backend_components; "
+        "did you mean cpu? (as written it would be ignored)"]
+    assert warnings == ["offerings[0].backend_settings.size_mapping.s-2.gpu_hours: unknown component of "
+                        "backend_components, ignored"]
+
+
+def test_a_misspelt_root_key_is_named_with_the_key_it_resembles():
+    config = good_config()
+    config["timezon"] = "UTC"
+    assert validate(config)[1] == ["timezon: unknown key, ignored (did you mean timezone?)"]
+
+
+def _settings_read_by_the_code():
+    """``{backend: {key}}`` of every backend setting a role, a playbook or the order filters read."""
+    import ast
+    import re
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[4]
+    read = {"azure": set(), "digitalocean": set(), "either": set()}
+    for path in sorted((root / "roles").rglob("*.yml")) + sorted((root / "playbooks").glob("*.yml")):
+        backend = "azure" if "azure" in path.name else "digitalocean" if "digitalocean" in path.name else "either"
+        read[backend].update(re.findall(r"backend_settings\.([A-Za-z_]+)", path.read_text()))
+        assert not re.search(r"backend_settings\[", path.read_text()), path  # read by name only, so found here
+    tree = ast.parse((root / "plugins" / "filter" / "backend_items.py").read_text())
+    for function in (node for node in tree.body if isinstance(node, ast.FunctionDef)):
+        backend = "azure" if "_vm" in function.name else "digitalocean" if "droplet" in function.name else "either"
+        loops = {}
+        for node in ast.walk(function):
+            if isinstance(node, ast.For) and isinstance(node.target, ast.Name):
+                loops[node.target.id] = [c.value for c in ast.walk(node.iter) if isinstance(c, ast.Constant)]
+        for node in ast.walk(function):
+            if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "get":
+                target, key = node.func.value, node.args[0] if node.args else None
+            elif isinstance(node, ast.Subscript):
+                target, key = node.value, node.slice
+            else:
+                continue
+            if not (isinstance(target, ast.Name) and target.id == "settings"):
+                continue
+            if isinstance(key, ast.Constant):
+                read[backend].add(key.value)
+            else:
+                assert isinstance(key, ast.Name) and key.id in loops, ast.dump(node)
+                read[backend].update(loops[key.id])
+    return read
+
+
+def test_every_backend_setting_the_code_reads_is_in_the_one_list_validation_checks_against():
+    from ansible_collections.waldur.site_agent.plugins.module_utils.agent.site_config import backend_settings_read
+
+    read = _settings_read_by_the_code()
+    assert {"default_region", "size_mapping", "default_ssh_public_key"} <= read["digitalocean"]  # the scan sees
+    assert {"default_location", "allowed_ssh_ranges", "subscription_id"} <= read["azure"]
+    for backend in ("azure", "digitalocean"):
+        assert read[backend] - backend_settings_read(backend) == set(), backend
+    assert read["either"] - (backend_settings_read("azure") | backend_settings_read("digitalocean")) == set()

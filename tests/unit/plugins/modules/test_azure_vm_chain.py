@@ -989,3 +989,34 @@ def test_rollback_leaves_a_group_that_holds_something_this_run_did_not_make():
     assert "kept resource group %s: it holds virtual network intruder (no owner tag)" % GROUP in result["msg"]
     assert GROUP.lower() in fake.groups and fake.names("vnet") == ["intruder"]
     assert fake.names("nic") == [] and fake.names("public_ip") == []
+
+
+# ---- changed and action say what happened on Azure (issue 24) ---------------------------------
+
+@pytest.mark.parametrize("failing", CHAIN)
+def test_a_refused_create_rolled_back_whole_is_not_changed(failing):
+    """ARM refusing a create (400, 409) at any step leaves nothing: the item is not changed, whatever
+    was made and rolled back before the refusal."""
+    fake = FakeAzure()
+    fake.faults[("put", failing)] = AzureError("InvalidParameter", 400, "InvalidParameter")
+    result, module = run(fake, machine())
+    assert (result["failed"], result["changed"], result["action"]) == (True, False, "none")
+    assert fake.groups == {} and fake.store == {}
+
+
+def test_a_create_whose_answer_was_lost_is_unknown_not_none():
+    fake = FakeAzure()
+    fake.faults[("put", "vm")] = AzureError("no answer from Azure", None, None)
+    result, module = run(fake, machine())
+    assert (result["failed"], result["retry"], result["action"]) == (True, True, "unknown")
+
+
+def test_a_refused_power_change_is_not_changed():
+    fake = FakeAzure()
+    created, module = run(fake, machine())
+    fake.faults[("deallocate", "vm")] = AzureError("Operation not allowed", 409, "OperationNotAllowed")
+    result, module = run(fake, machine(state="deallocated", backend_id=created["backend_id"]))
+    assert (result["failed"], result["changed"], result["action"]) == (True, False, "none")
+    fake.faults[("deallocate", "vm")] = AzureError("upstream timed out", 504, None)
+    result, module = run(fake, machine(state="deallocated", backend_id=created["backend_id"]))
+    assert (result["failed"], result["changed"], result["action"]) == (True, False, "unknown")

@@ -742,3 +742,67 @@ def test_fifty_creates_wait_together_with_a_few_reads(do_sim):
     assert 1 <= len(waits) <= 8, operations  # one poll per droplet would be 50 or more
     # a call counted here but not there was resent after a dropped connection
     assert len(operations) == 1 + 50 + len(waits) == client.api_calls, "retries: %d" % client.stats.retries
+
+
+# ---- changed and action say what happened on DigitalOcean (issue 24) ---------------------------
+
+REFUSED = DigitalOceanError("DigitalOcean refused the request (422 unprocessable)", status=422)
+LOST = DigitalOceanError("no answer from DigitalOcean to POST /v2/droplets", status=None, ambiguous=True)
+
+
+def refusing(client, error, *action_types):
+    """``client`` with every write of ``action_types`` (droplet actions, or "create"/"destroy") answered by ``error``."""
+    asked = client.droplet_action
+
+    def droplet_action(droplet_id, action_type, size=None):
+        if action_type in action_types:
+            client.calls.append(("droplet_action", int(droplet_id), action_type))
+            raise error
+        return asked(droplet_id, action_type, size)
+
+    def fail(*args, **kwargs):
+        raise error
+
+    client.droplet_action = droplet_action
+    if "create" in action_types:
+        client.create_droplet = fail
+    if "destroy" in action_types:
+        client.destroy_droplet = fail
+    return client
+
+
+@pytest.mark.parametrize("error, action", [(REFUSED, "none"), (LOST, "unknown")])
+def test_a_refused_create_is_not_changed_and_a_lost_answer_is_unknown(error, action):
+    result = run(refusing(FakeClient(), error, "create"), create_item())
+    assert (result["failed"], result["changed"], result["action"]) == (True, False, action)
+
+
+@pytest.mark.parametrize("state, status, refused", [("off", "active", ("shutdown", "power_off")),
+                                                    ("active", "off", ("power_on",))])
+@pytest.mark.parametrize("wait", [True, False])
+def test_a_refused_power_action_is_not_changed(state, status, refused, wait):
+    client = refusing(FakeClient(facts(7, status=status)), REFUSED, *refused)
+    worker = do_droplet.DropletWorker(client, wait=wait, wait_timeout=60, waiter=FakeWaiter(client))
+    items = power_items((7, state))
+    result = worker.finish_waits(items, run_batch(items, worker, max_workers=1), deadline=float("inf"))[0]
+    assert (result["failed"], result["changed"], result["action"]) == (True, False, "none")
+
+
+def test_a_refused_resize_of_a_stopped_droplet_is_not_changed_nor_resized():
+    client = refusing(FakeClient(facts(7, status="off")), REFUSED, "resize")
+    result = run(client, item(backend_id="7", size="s-2vcpu-2gb"))
+    assert (result["failed"], result["changed"], result["action"]) == (True, False, "none")
+
+
+def test_a_refused_resize_of_a_running_droplet_is_changed_by_the_power_cycle_but_not_resized():
+    client = refusing(FakeClient(facts(7)), REFUSED, "resize")
+    result = run(client, item(backend_id="7", size="s-2vcpu-2gb"))
+    assert (result["failed"], result["changed"], result["action"]) == (True, True, "none")
+    assert client.droplets[7]["size_slug"] == "s-1vcpu-1gb"
+
+
+def test_a_refused_delete_is_not_changed():
+    client = refusing(FakeClient(facts(7)), DigitalOceanError("DigitalOcean refused the request (403 forbidden)",
+                                                              status=403), "destroy")
+    result = run(client, item(state="absent", backend_id="7"))
+    assert (result["failed"], result["changed"], result["action"]) == (True, False, "none")
