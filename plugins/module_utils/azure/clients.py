@@ -88,6 +88,8 @@ RETRY_DEADLINE_MARGIN = 5.0
 # versions that ARM serves in every public region; the fields a pass reads have the same shape
 # in every version since.
 JSON_API_VERSIONS = {"compute": "2024-07-01", "network": "2024-05-01"}
+# Subscriptions - List Locations (Microsoft.Resources).
+LOCATIONS_API_VERSION = "2022-12-01"
 
 # option -> environment variable, as AWX's "Microsoft Azure Resource Manager" credential injects them
 CREDENTIAL_ENV = (
@@ -395,6 +397,17 @@ class AzureClients:
                                  "trusted" % urlsplit(url).path)
             yield body["value"]
             url = body.get("nextLink")
+
+    def locations(self):
+        """The subscription's locations as ARM's JSON (``GET /subscriptions/{id}/locations``), through the
+        resource client's pipeline (credential, retries, call counter)."""
+        url = "%s/subscriptions/%s/locations?%s" % (self.arm_endpoint, self.subscription_id,
+                                                   urlencode({"api-version": LOCATIONS_API_VERSION}))
+        body = self._json("resource", url)
+        if not isinstance(body.get("value"), list):
+            raise AzureError("ARM answered GET /subscriptions/%s/locations without the list 'value'; the listing is "
+                             "not trusted" % self.subscription_id)
+        return body["value"]
 
     def json_get(self, kind, resource_id, suffix=""):
         """One ARM object (``resource_id`` + ``suffix``, e.g. ``/instanceView``) as ARM's JSON."""
