@@ -23,6 +23,7 @@ from __future__ import absolute_import, division, print_function
 __metaclass__ = type
 
 import os
+import re
 import threading
 import time
 import traceback
@@ -176,6 +177,10 @@ class CallCounter(SansIOHTTPPolicy):
                 self.reads += 1
 
 
+# The reads ARM answers with a bare JSON array rather than an object (Virtual Machine Images - List).
+ARRAY_ANSWER = re.compile(r"/artifacttypes/vmimage/offers/[^/]+/skus/[^/]+/versions/?$", re.IGNORECASE)
+
+
 class JsonAnswers(SansIOHTTPPolicy):
     """A read that ARM answers 2xx with a body that is not a JSON object (an HTML page from a
     proxy, a truncated page) is an error, so the SDK never takes it for an empty listing or an
@@ -190,6 +195,8 @@ class JsonAnswers(SansIOHTTPPolicy):
         text = body.strip()
         if not text or (text[:1] == b"{" and text[-1:] == b"}"):
             return  # an empty body (a finished operation's poll) or an object
+        if text[:1] == b"[" and text[-1:] == b"]" and ARRAY_ANSWER.search(urlsplit(http_request.url).path):
+            return  # a listing ARM documents as a bare JSON array (a marketplace image's versions)
         content_type = (http_response.headers.get("Content-Type") or "no content type").split(";")[0].strip()
         shown = " ".join(text[:200].decode("utf-8", "replace").split())
         raise DecodeError("ARM answered GET %s with %s %r instead of a JSON object; nothing in it is trusted"
