@@ -14,7 +14,7 @@ version_added: 0.1.0
 description:
   - Reads DigitalOcean's catalogue once - every region (C(GET /v2/regions)) and size (C(GET /v2/sizes)) with
     their availability, and each distinct image the droplets and O(default_image) name (C(GET /v2/images/{id or
-    slug}): public images by slug or id, the account's snapshots and custom images by id) - and judges each
+    slug}), which finds public images by slug or id and the account's snapshots and custom images by id) - and judges each
     droplet of O(droplets) against it - the region exists and takes new droplets, the size exists, is available
     and is offered in the region, the image exists, is available and (a snapshot or custom image) is in the
     region.
@@ -22,7 +22,7 @@ description:
     its order down before approving it (C(waldur_orders) O(waldur.site_agent.waldur_orders#module:reject)),
     so the customer sees why and no droplet call is made for it.
   - A droplet of an order that is already executing (O(droplets[].executing)) gets a verdict only when no
-    droplet carries its resource's tag (one listing by tag each): a droplet made by an earlier, interrupted
+    droplet carries its resource's tag (one listing by tag each) - a droplet made by an earlier, interrupted
     pass is adopted by C(do_droplet), not erred.
   - The offering's own settings (O(default_region), O(default_size), O(default_image), the sizes of
     O(size_mapping_sizes)) that name what the catalogue lacks are the provider's to fix, not a customer's

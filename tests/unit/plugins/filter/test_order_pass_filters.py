@@ -32,8 +32,8 @@ def settle():
 
 def test_every_order_is_counted_once_and_named_unless_done():
     report = order_pass_report(claim(), settle())
-    assert report["counts"] == {"done": 1, "erred": 0, "retry": 1, "refused": 1, "failed": 1, "skipped": 1,
-                                "diverged": 0}
+    assert report["counts"] == {"done": 1, "erred": 0, "rejected": 0, "retry": 1, "refused": 1, "failed": 1,
+                                "skipped": 1, "diverged": 0}
     assert report["orders"] == 5 and report["unfinished"] == 2
     assert report["summary"] == "done=1 erred=0 rejected=0 retry=1 refused=1 failed=1 skipped=1 diverged=0"
     assert report["lines"] == [
