@@ -408,8 +408,8 @@ class AzureClients:
     def locations(self):
         """The subscription's locations as ARM's JSON (``GET /subscriptions/{id}/locations``), through the
         resource client's pipeline (credential, retries, call counter)."""
-        url = "%s/subscriptions/%s/locations?%s" % (self.arm_endpoint, self.subscription_id,
-                                                   urlencode({"api-version": LOCATIONS_API_VERSION}))
+        query = urlencode({"api-version": LOCATIONS_API_VERSION})
+        url = "%s/subscriptions/%s/locations?%s" % (self.arm_endpoint, self.subscription_id, query)
         body = self._json("resource", url)
         if not isinstance(body.get("value"), list):
             raise AzureError("ARM answered GET /subscriptions/%s/locations without the list 'value'; the listing is "

@@ -840,8 +840,8 @@ class DigitalOceanSimulator(Simulator):
         kind = request.args.get("resource_type")
         if kind not in (None, "droplet", "volume"):
             raise ApiError(422, "resource_type must be droplet or volume.")
-        snapshots = [] if kind == "volume" else [catalogue.snapshot_object(image) for image in self._images.values()
-                                                  if image["type"] == "snapshot"]
+        snapshots = [catalogue.snapshot_object(image) for image in self._images.values()
+                     if image["type"] == "snapshot" and kind != "volume"]
         return self._paged(request, "snapshots", snapshots, "/v2/snapshots")
 
     def _tag_object(self, name: str) -> dict:

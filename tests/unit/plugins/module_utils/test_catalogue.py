@@ -94,8 +94,8 @@ def test_each_thing_azure_would_refuse_is_named(location, size, image, reason):
 def test_the_azure_defaults_missing_from_the_catalogue_name_their_keys():
     problems = azure.settings_problems({"default_location": "westeurope", "default_size": "Standard_D99",
                                         "default_image": "Canonical:ubuntu:nope:latest"}, AZURE_CATALOGUE)
-    assert [problem.split(":")[0] for problem in problems] == ["backend_settings.default_size",
-                                                                "backend_settings.default_image"]
+    keys = [problem.split(":")[0] for problem in problems]
+    assert keys == ["backend_settings.default_size", "backend_settings.default_image"]
 
 
 def test_catalogue_items_resolve_what_the_act_would_build():
