@@ -47,7 +47,6 @@ def test_orders_naming_what_digitalocean_lacks_are_rejected_before_approval(tmp_
     check = run_pass(ORDER_PASS, config, check=True, json_log=True)
 
     summary = summary_of(check)
-    print("check", summary)
     assert (summary["orders"], summary["would_done"], summary["would_reject"]) == (20, 17, 3)
     named = named_lines(check)
     for what, order_uuid in bad.items():
@@ -60,7 +59,6 @@ def test_orders_naming_what_digitalocean_lacks_are_rejected_before_approval(tmp_
     run = run_pass(ORDER_PASS, config, json_log=True)
 
     summary = summary_of(run)
-    print("run", summary)
     assert (summary["done"], summary["rejected"], summary["machines_changed"]) == (17, 3, 17)
     for what, order_uuid in bad.items():
         order = waldur.app.order(order_uuid)
