@@ -108,7 +108,7 @@ def settings_problems(defaults, catalogue):
             text = image_text(image)
             if text is None:
                 problems.append("backend_settings.default_image: %s" % machine_problem(location, None, image, catalogue)
-                                .split("; ")[0])
+                                .split("; ", 1)[0])
             elif not catalogue["images"].get((location, text.lower()), True):
                 problems.append("backend_settings.default_image: image %r is not in the marketplace of location %r"
                                 % (text, location))
