@@ -135,6 +135,49 @@ def count_results(results, **predicates):
     return dict((name, sum(1 for result in results if predicate(result))) for name, predicate in predicates.items())
 
 
+def item_name(result):
+    """How a diff header names an item: ``vm-1 (resource <uuid>)``, else what is known of it."""
+    name = result.get("resource_name") or result.get("name")
+    uuid = result.get("resource_uuid") or result.get("order_uuid")
+    if name and uuid:
+        return "%s (resource %s)" % (name, uuid)
+    return str(name or ("resource %s" % uuid if uuid else "item"))
+
+
+def machine_diff(result, powers, size=None):
+    """The ``diff`` of a machine's result, from its ``action``: power ``powers`` = (on, off) words
+    (``("active", "off")`` for a droplet); created/deleted as absent and present; a resize as the
+    size it got. None when the action changed nothing a person would diff."""
+    on, off = powers
+    machine = {"backend_id": result.get("backend_id")}
+    action = result.get("action")
+    if action == "powered_off":
+        return {"before": dict(machine, power=on), "after": dict(machine, power=off)}
+    if action == "powered_on":
+        return {"before": dict(machine, power=off), "after": dict(machine, power=on)}
+    if action == "created":
+        return {"before": {}, "after": dict(machine, power=on)}
+    if action == "deleted":
+        return {"before": machine, "after": {}}
+    if action == "resized" and size:
+        return {"before": machine, "after": dict(machine, size=size)}
+    return None
+
+
+def headed_diffs(results):
+    """The items' diffs as one list for Ansible's ``--diff`` output (the default callback prints a
+    task's top-level ``diff``, a dict or a list of them): each changed result's ``diff`` with
+    ``before_header``/``after_header`` naming the item."""
+    diffs = []
+    for result in results:
+        diff = result.get("diff") if isinstance(result, dict) and result.get("changed") else None
+        if isinstance(diff, dict) and "before" in diff and "after" in diff:
+            name = item_name(result)
+            diffs.append(dict(diff, before_header=diff.get("before_header") or name,
+                              after_header=diff.get("after_header") or name))
+    return diffs
+
+
 class BatchRunner:
     """Runs a batch module: checks the batch options, works on the items concurrently, shapes
     every result the same way and exits (``fail_on_item_error`` applied, ``api_calls`` one shape).
@@ -208,6 +251,10 @@ class BatchRunner:
         summary = dict(extra)
         summary.setdefault("changed", any(result.get("changed") for result in results))
         failures = [result for result in results if failed(result)]
+        if getattr(self.module, "_diff", False) and "diff" not in summary:
+            diffs = headed_diffs(results)
+            if diffs:
+                summary["diff"] = diffs
         if packed:
             summary.update(results_packed=pack(results), failures=failures)
         else:
