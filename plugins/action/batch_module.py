@@ -197,11 +197,11 @@ class ActionModule(ActionBase):
             return
         if not items:
             return
-        host = to_text(self._task_vars.get("inventory_hostname"))
+        # one message: 10,000 items are one hand-over to the controller, not 10,000
         lines = [item_line(item) for item in items if isinstance(item, dict)]
         rest = dict((key, value) for key, value in result.items()
                     if key not in ("results", "results_packed", "failures", "diff", "invocation")
                     and not key.startswith("_ansible_"))
         lines.append(json.dumps(rest, sort_keys=True, default=to_text))
-        display.v("\n".join(lines), host=host)
+        display.v("\n".join(lines))
         result["_ansible_verbose_override"] = True

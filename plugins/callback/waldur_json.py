@@ -27,6 +27,10 @@ description:
     C(order) and C(resource), at level error when the item failed; one per warning and deprecation; a C(pass summary)
     line for each C(Summarise the pass) task, its C(key=value) pairs as keys; and
     C(playbook finished) with the counts per host and the run time."
+  - "While a batch module of the collection runs longer than 10 seconds, its action plugin adds
+    progress lines in the same format, at least every 30 seconds: C(status) C(running), C(task),
+    C(host), C(offering), C(items), C(items_done), C(items_failed) and C(deadline), the event
+    saying what the batch waits for."
   - A result marked C(no_log) is never printed, only its status. Values of keys named like
     a secret (C(token), C(secret), C(password), C(api_key), C(sentry_dsn), ...) are printed
     as C(********) at any depth, and so is every occurrence of a secret value of the site

@@ -23,24 +23,28 @@ def creates(count):
              "image": "ubuntu-22-04-x64", "size": "s-1vcpu-1gb"} for number in range(count)]
 
 
-def slow_batch(do_sim, env):
+def slow_batch(do_sim, env, verbosity=0):
     """ITEMS creates, 4 at a time, each create answered after a second: a batch of about 4 s."""
     do_sim.app.latency_by_operation["droplets.create"] = 1.0
     play = [{"name": "DigitalOcean", "hosts": "localhost", "connection": "local", "gather_facts": False,
              "tasks": [{"name": "Create slowly", "waldur.site_agent.do_droplet": {
                  "token": P.DO_TOKEN, "api_url": do_sim.url, "droplets": creates(ITEMS), "max_workers": 4,
                  "packed": True}}]}]
-    return run_playbook(play, env=dict(QUICK, **env))
+    return run_playbook(play, env=dict(QUICK, **env), verbosity=verbosity)
 
 
-def test_default_callback_prints_progress_lines_before_the_result(do_sim):
-    run = slow_batch(do_sim, {})
+def test_default_callback_prints_progress_lines_before_the_result_and_items_one_line_each_at_v(do_sim):
+    run = slow_batch(do_sim, {}, verbosity=1)
     assert run.rc == 0, run.output
     lines = run.stdout.splitlines()
     first = [number for number, line in enumerate(lines) if "Create slowly: %d items, deadline 900 s" % ITEMS in line]
     progress = [number for number, line in enumerate(lines) if line.startswith("Create slowly: ")
                 and "/%d done, " % ITEMS in line]
     result = [number for number, line in enumerate(lines) if line.startswith("changed: [localhost]")]
+    # -v: one line per item (resource, action, message), never the packed results as escaped JSON
+    created = [line for line in lines if line.startswith("slow-") and ": created: created droplet " in line]
+    assert len(created) == ITEMS, run.stdout
+    assert "results_packed" not in run.stdout and '\\"resource_uuid\\"' not in run.stdout
     assert first and progress and result, run.stdout
     # printed while the batch ran: before the task's result, the first line first
     assert first[0] < progress[0] < result[0]

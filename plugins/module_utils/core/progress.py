@@ -160,12 +160,13 @@ def progress_line(state):
 
 
 def item_line(item):
-    """One item's result as a line: ``vm-1 (resource <uuid>): created: created droplet 41 ...``."""
+    """One item's result as a line: ``vm-1 (<uuid>): created: created droplet 41 ...``."""
     name = item.get("resource_name") or item.get("name")
     uuid = item.get("resource_uuid") or item.get("order_uuid") or item.get("uuid")
     what = "%s (%s)" % (name, uuid) if name and uuid else (name or uuid or "item")
-    status = "failed" if item.get("failed") else (item.get("action") or item.get("outcome")
-                                                   or ("changed" if item.get("changed") else "ok"))
+    status = item.get("action") or item.get("outcome") or ("changed" if item.get("changed") else "ok")
+    if item.get("failed"):
+        status = "failed"
     if item.get("retry"):
         status += ", retry"
     message = " ".join(str(item.get("msg") or "").split())
