@@ -71,7 +71,8 @@ def _seconds(name, default):
 class ProgressWatcher:
     """Reads the progress file once a second on a thread; prints through ``emit(text, fields)``."""
 
-    def __init__(self, path, emit, first_after, every):
+    def __init__(self, path, emit, first_after, every, hide_names=False):
+        self.hide_names = hide_names
         self.path = path
         self.emit = emit
         self.first_after = first_after
@@ -106,6 +107,9 @@ class ProgressWatcher:
             state = self._read()
             if not state or state.get("done", 0) >= state.get("total", 0):
                 continue  # not started yet, or finished: the task's own result follows
+            if self.hide_names:  # a no_log task: counts only
+                state = dict(state, running=[{"label": "(hidden by no_log)", "since": entry["since"], "waits": None}
+                                             for entry in state.get("running") or []][:1])
             try:
                 if self.last is None:
                     self.emit(first_line(state), state)
@@ -133,7 +137,7 @@ class ActionModule(ActionBase):
             os.unlink(self._progress_path)  # the module creates it when its batch starts
             watcher = ProgressWatcher(self._progress_path, self._emit,
                                       _seconds(FIRST_AFTER_ENV, FIRST_AFTER_SECONDS),
-                                      _seconds(EVERY_ENV, EVERY_SECONDS)).start()
+                                      _seconds(EVERY_ENV, EVERY_SECONDS), hide_names=self._no_log()).start()
         try:
             result = merge_hash(result, self._execute_module(task_vars=task_vars, wrap_async=wrap_async))
         finally:
@@ -171,6 +175,9 @@ class ActionModule(ActionBase):
         name = to_text(C.config.get_config_value("DEFAULT_STDOUT_CALLBACK") or "")
         return name == JSON_CALLBACK
 
+    def _no_log(self):
+        return bool(self._task.no_log or getattr(self._play_context, "no_log", False))
+
     def _emit(self, text, state=None):
         """One progress line: plain text, or a JSON line when the JSON callback prints stdout."""
         if not self._json:
@@ -189,7 +196,7 @@ class ActionModule(ActionBase):
 
     def _show_items(self, result):
         """At -v and -vv: the items one line each, and the result kept out of the display."""
-        if display.verbosity < 1 or display.verbosity > 2 or self._json or result.get("_ansible_no_log"):
+        if display.verbosity < 1 or display.verbosity > 2 or self._json or self._no_log() or result.get("_ansible_no_log"):
             return
         try:
             items = result["results"] if isinstance(result.get("results"), list) else unpack(result.get("results_packed"))

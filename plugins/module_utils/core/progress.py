@@ -161,7 +161,8 @@ def progress_line(state):
 
 def item_line(item):
     """One item's result as a line: ``vm-1 (<uuid>): created: created droplet 41 ...``."""
-    name = item.get("resource_name") or item.get("name")
+    facts = item.get("droplet") if isinstance(item.get("droplet"), dict) else {}
+    name = item.get("resource_name") or item.get("name") or facts.get("name")
     uuid = item.get("resource_uuid") or item.get("order_uuid") or item.get("uuid")
     what = "%s (%s)" % (name, uuid) if name and uuid else (name or uuid or "item")
     status = item.get("action") or item.get("outcome") or ("changed" if item.get("changed") else "ok")
