@@ -86,7 +86,7 @@ class Progress:
             if isinstance(result, dict) and result.get("deferred"):
                 # a worker's part is done but the machine still has to get there (a droplet
                 # booting): the module waits for these together after the batch
-                message = " ".join(str(result.get("msg") or "").split()).split(" (")[0][:80]
+                message = " ".join(str(result.get("msg") or "").split()).split(" (", 1)[0][:80]
                 self.running[index][1] = "%s, then the cloud" % message if message else "the cloud"
                 return
             self.running.pop(index, None)
