@@ -182,7 +182,7 @@ def _read_profile(profile, required):
     return values, where
 
 
-def _service_principal(fields, origin, name_of, required):
+def _service_principal(fields, origin, name_of, required, needs=("tenant", "client_id")):
     """The service principal sign-in the ``fields`` hold, or None when they hold no credential
     (and it is not ``required``). ``name_of(option)`` names an option in messages."""
     kinds = []
@@ -199,10 +199,10 @@ def _service_principal(fields, origin, name_of, required):
         raise SignInProblem("no service principal credential in the %s: give %s, %s or %s" % (
             origin, name_of("secret"), name_of("x509_certificate_path"), name_of("federated_token_file")))
     kind, key = kinds[0]
-    missing = [name_of(option) for option in ("tenant", "client_id") if not _given(fields.get(option))]
+    missing = [name_of(option) for option in needs if not _given(fields.get(option))]
     if missing:
-        raise SignInProblem("Azure credentials missing: %s (a service principal signing in with %s needs both)"
-                            % (", ".join(missing), name_of(key)))
+        raise SignInProblem("Azure credentials missing: %s (a service principal signing in with %s needs a "
+                            "tenant and a client id)" % (", ".join(missing), name_of(key)))
     warnings = ["%s is also given and is not used: the service principal signs in with %s (auth_source auto "
                 "takes a client secret, then a certificate, then a federated token file)"
                 % (name_of(other), name_of(key)) for _kind, other in kinds[1:]]
@@ -302,7 +302,7 @@ def _auto(params, environ, which):
     if _given(params.get("profile")):
         return _from_profile(params, params["profile"], True, "auth_source auto, profile")
     sign_in = _service_principal(params, "auth_source auto, the module options or AZURE_* variables",
-                                 _option_name, False)
+                                 _option_name, False, needs=("subscription_id", "tenant", "client_id"))
     if sign_in is not None:
         return sign_in
     if _given(params.get("tenant")) or _given(params.get("client_id")):

@@ -461,8 +461,6 @@ def clients_from_module(module):
         module.warn(warning)
     for warning in sign_in.warnings:
         module.warn(warning)
-    # For -v: which identity signed in, and from where (auth_source auto never picks one silently).
-    module.log("Azure sign-in: %s" % sign_in.describe())
     return AzureClients(
         subscription_id=sign_in.subscription_id,
         arm_endpoint=arm_endpoint,
