@@ -353,10 +353,11 @@ def settings_problems(settings):
             cloud_endpoints({"cloud_environment": settings["cloud_environment"]})
         except SignInProblem as problem:
             problems.append(("cloud_environment", problem.message.partition(": ")[2]))
-    for key in ("x509_certificate_path", "federated_token_file"):
+    for key, given_by in (("x509_certificate_path", ""),
+                          ("federated_token_file", " (given here or by AZURE_FEDERATED_TOKEN_FILE)")):
         value = settings.get(key)
         if _given(value) and not (isinstance(value, str) and os.path.isfile(os.path.expanduser(value.strip()))):
-            problems.append((key, "expected the path of a readable file, %s is not a file" % value))
+            problems.append((key, "expected the path of a readable file%s, %s is not a file" % (given_by, value)))
     if _given(settings.get("x509_certificate_path")) and _given(settings.get("x509_certificate")):
         problems.append(("x509_certificate", "give x509_certificate_path or x509_certificate, not both"))
     pem = settings.get("x509_certificate")

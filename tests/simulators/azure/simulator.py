@@ -138,6 +138,7 @@ class AzureSimulator(NetworkProvider, ComputeProvider, Simulator):
         self._apply_options(self.options)
         self.records.clear()
         self.children.clear()
+        self.callers: set[str] = set()
         self.lro.clear()
         self._refs: dict[str, list[tuple[str, str]]] = {}
         self._ip_counter = 0
@@ -177,7 +178,9 @@ class AzureSimulator(NetworkProvider, ComputeProvider, Simulator):
         def wrapped(request: Request, **args):
             with self.lock:
                 try:
-                    self.tokens.verify(request.headers.get("Authorization"), presets.TENANT_ID)
+                    claims = self.tokens.verify(request.headers.get("Authorization"), presets.TENANT_ID)
+                    # who called ARM (object ids), so a test tells which identity signed in
+                    self.callers.add(claims.get("oid"))
                     if args.get("sub", "").lower() != presets.SUBSCRIPTION_ID:
                         raise ArmError(404, "SubscriptionNotFound",
                                        f"The subscription '{args.get('sub')}' could not be found.")
