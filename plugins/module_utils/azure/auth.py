@@ -55,7 +55,7 @@ CREDENTIAL_FILE = "~/.azure/credentials"
 # option -> environment variables, first set wins: azure.azcollection's names, then those
 # azure-identity and AKS workload identity use.
 OPTION_ENV = (
-    ("auth_source", ("ANSIBLE_AZURE_AUTH_SOURCE",)),
+    ("auth_source", ("ANSIBLE_AZURE_AUTH_SOURCE", "AZURE_AUTH_SOURCE")),  # AWX cannot inject ANSIBLE_*
     ("profile", ("AZURE_PROFILE",)),
     ("subscription_id", ("AZURE_SUBSCRIPTION_ID",)),
     ("tenant", ("AZURE_TENANT", "AZURE_TENANT_ID")),

@@ -205,7 +205,7 @@ def test_argument_spec_matches_the_contract():
     assert spec["secret"]["fallback"][1] == ["AZURE_SECRET"]
     assert spec["auth_source"]["choices"] == ["auto", "cli", "credential_file", "env", "msi"]
     assert spec["auth_source"]["default"] == "auto"
-    assert spec["auth_source"]["fallback"][1] == ["ANSIBLE_AZURE_AUTH_SOURCE"]
+    assert spec["auth_source"]["fallback"][1] == ["ANSIBLE_AZURE_AUTH_SOURCE", "AZURE_AUTH_SOURCE"]
     assert spec["profile"]["fallback"][1] == ["AZURE_PROFILE"]
     assert spec["cloud_environment"]["default"] == "AzureCloud"
     assert spec["cloud_environment"]["fallback"][1] == ["AZURE_CLOUD_ENVIRONMENT"]
