@@ -225,7 +225,7 @@ def test_missing_credentials_are_all_named():
         clients_from_module(FakeModule(module_params(subscription_id=None, tenant="", secret=None)))
     msg = failure.value.args[0]["msg"]
     assert "subscription_id (env AZURE_SUBSCRIPTION_ID)" in msg
-    assert "tenant (env AZURE_TENANT)" in msg
+    assert "tenant (env AZURE_TENANT or AZURE_TENANT_ID)" in msg
     assert "secret (env AZURE_SECRET)" in msg
     assert "client_id" not in msg
 
