@@ -241,12 +241,12 @@ COMPONENT_KEYS_METERED = ("unit_factor", "backend_name")
 
 AZURE = {
     "subscription_id": dict(required=True, type="string (UUID)", meaning="The subscription the machines live in."),
-    "tenant_id": dict(type="string (UUID)", meaning="Microsoft Entra tenant of the service principal. Required "
+    "tenant_id": dict(required="for a service principal", type="string (UUID)", meaning="Microsoft Entra tenant of the service principal. Required "
                       "with `client_secret`, a certificate or `federated_token_file`; the Azure CLI's tenant for "
                       "`auth_source: cli`."),
-    "client_id": dict(type="string (UUID)", meaning="Application (client) id of the service principal (required "
+    "client_id": dict(required="for a service principal", type="string (UUID)", meaning="Application (client) id of the service principal (required "
                       "with it), or the client id of a user-assigned managed identity (`auth_source: msi`)."),
-    "client_secret": dict(type="string, secret", meaning="Client secret of the service principal. One of "
+    "client_secret": dict(required="for a service principal", type="string, secret", meaning="Client secret of the service principal. One of "
                           "`client_secret`, `x509_certificate_path`, `x509_certificate` or `federated_token_file` "
                           "is required when `tenant_id` or `client_id` is given with `auth_source: auto`."),
     "auth_source": dict(
@@ -537,7 +537,8 @@ def _key_rows(table, keys, kinds=None, used=None):
         kind = (kinds or {}).get(key)
         key_type = KIND_TYPES[kind] if kind else entry.get("type", "")
         is_used = used(key) if used else entry.get("used", USED)
-        rows.append(("`%s`" % key, "yes" if entry.get("required") else "", key_type, _default(entry),
+        required = entry.get("required")
+        rows.append(("`%s`" % key, required if isinstance(required, str) else "yes" if required else "", key_type, _default(entry),
                      is_used, entry["meaning"]))
     return rows
 

@@ -103,7 +103,6 @@ RETRY_DEADLINE_MARGIN = 5.0
 JSON_API_VERSIONS = {"compute": "2024-07-01", "network": "2024-05-01"}
 
 
-
 def _env(option):
     return (env_fallback, list(ENV_OF[option]))
 

@@ -272,8 +272,8 @@ class AzureSimulator(NetworkProvider, ComputeProvider, Simulator):
         if request.args.get("api-version") != "2019-08-01":
             return json_response({"statusCode": 400, "message": "Unsupported api-version."}, 400)
         try:
-            body = self.tokens.managed_identity_token(request.args.get("client_id"), request.args.get("resource", ""),
-                                                     request.host_url)
+            body = self.tokens.managed_identity_token(request.args.get("client_id"),
+                                                      request.args.get("resource", ""), request.host_url)
         except KeyError:
             return json_response({"statusCode": 400, "message": "No User Assigned or Delegated Managed Identity "
                                   "found for specified ClientId/ResourceId/PrincipalId."}, 400)
@@ -289,8 +289,8 @@ class AzureSimulator(NetworkProvider, ComputeProvider, Simulator):
             return json_response({"error": "invalid_request",
                                   "error_description": "Required metadata header not specified"}, 400)
         try:
-            body = self.tokens.managed_identity_token(request.args.get("client_id"), request.args.get("resource", ""),
-                                                     request.host_url)
+            body = self.tokens.managed_identity_token(request.args.get("client_id"),
+                                                      request.args.get("resource", ""), request.host_url)
         except KeyError:
             return json_response({"error": "invalid_request", "error_description": "Identity not found"}, 400)
         except ValueError:
