@@ -456,6 +456,7 @@ def clients_from_module(module):
         sign_in, authority_host, arm_endpoint = sign_in_from_params(params)
     except SignInProblem as problem:
         module.fail_json(msg=problem.message)
+        raise  # fail_json exits; this only tells linters so
     for warning in plain_http_endpoints(dict(params, arm_endpoint=arm_endpoint, authority_host=authority_host)):
         module.warn(warning)
     for warning in sign_in.warnings:
