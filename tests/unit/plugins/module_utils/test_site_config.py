@@ -227,3 +227,24 @@ def test_azure_endpoints_over_plain_http_are_warned_about_by_key():
     assert errors == [] and warnings == [
         "offerings[1].backend_settings.arm_endpoint: plain http:// for the Azure Resource Manager base URL "
         "(http://arm.sovereign.example): the Azure credentials and tokens cross the network unencrypted; use https://"]
+
+
+def test_azure_sign_in_keys_are_validated_by_key_path_and_pem_text_is_not_a_stray_newline(tmp_path):
+    """The sign-in keys of azure.azcollection are known keys (no 'unknown setting' warning); a
+    certificate's PEM text is lines by nature, not a secret with a stray newline."""
+    pem = ("-----BEGIN PRIVATE KEY-----\nMIIE" + SECRET + "\n-----END PRIVATE KEY-----\n"
+           "-----BEGIN CERTIFICATE-----\nMIIC\n-----END CERTIFICATE-----\n")
+    config = good_config()
+    settings = config["offerings"][1]["backend_settings"]
+    del settings["client_secret"]
+    settings.update(x509_certificate=pem, x509_certificate_password=SECRET, cloud_environment="AzureUSGovernment")
+    assert validate(config) == ([], [])
+    settings.update(auth_source="managed-identity")
+    errors, _warnings = validate(config)
+    assert errors == ["offerings[1].backend_settings.auth_source: expected one of auto, cli, credential_file, env, "
+                      "msi, got 'managed-identity'"]
+    settings.update(auth_source="msi", x509_certificate_path=str(tmp_path / "missing.pem"))
+    errors, _warnings = validate(config)
+    assert errors[0].startswith("offerings[1].backend_settings.x509_certificate_path: expected the path of a "
+                                "readable file")
+    assert not any(SECRET in error for error in errors)
