@@ -16,9 +16,9 @@ options:
     description:
       - Where the Azure sign-in comes from, as in azure.azcollection.
       - V(auto) takes the first of, in this order, (1) the O(profile) of C(~/.azure/credentials) when
-        O(profile) is set; (2) a service principal's credential in the options or their variables: a client
+        O(profile) is set; (2) a service principal's credential in the options or their variables (a client
         O(secret), else a client certificate (O(x509_certificate_path) or O(x509_certificate)), else a federated
-        token file (O(federated_token_file), AKS workload identity); a second one given is named in a warning;
+        token file (O(federated_token_file), AKS workload identity)); a second one given is named in a warning;
         (3) the C([default]) profile of C(~/.azure/credentials); (4) a managed identity, when the host announces
         its endpoint (E(IDENTITY_ENDPOINT), E(MSI_ENDPOINT), E(IMDS_ENDPOINT) or E(AZURE_POD_IDENTITY_AUTHORITY_HOST));
         (5) the Azure CLI, when C(az) is on E(PATH).
@@ -92,7 +92,7 @@ options:
     type: str
   federated_token_file:
     description:
-      - A file holding a federated token (workload identity: the service-account token AKS projects into the
+      - A file holding a federated token (workload identity, the service-account token AKS projects into the
         pod), exchanged for an Azure token as the service principal O(client_id) of O(tenant).
       - If not set, the value of the E(AZURE_FEDERATED_TOKEN_FILE) environment variable is used, which the AKS
         workload identity webhook sets together with E(AZURE_CLIENT_ID) and E(AZURE_TENANT_ID).
