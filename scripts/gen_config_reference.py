@@ -241,9 +241,34 @@ COMPONENT_KEYS_METERED = ("unit_factor", "backend_name")
 
 AZURE = {
     "subscription_id": dict(required=True, type="string (UUID)", meaning="The subscription the machines live in."),
-    "tenant_id": dict(required=True, type="string (UUID)", meaning="Microsoft Entra tenant of the service principal."),
-    "client_id": dict(required=True, type="string (UUID)", meaning="Application (client) id of the service principal."),
-    "client_secret": dict(required=True, type="string, secret", meaning="Client secret of the service principal."),
+    "tenant_id": dict(required="for a service principal", type="string (UUID)", meaning="Microsoft Entra tenant of the service principal. Required "
+                      "with `client_secret`, a certificate or `federated_token_file`; the Azure CLI's tenant for "
+                      "`auth_source: cli`."),
+    "client_id": dict(required="for a service principal", type="string (UUID)", meaning="Application (client) id of the service principal (required "
+                      "with it), or the client id of a user-assigned managed identity (`auth_source: msi`)."),
+    "client_secret": dict(required="for a service principal", type="string, secret", meaning="Client secret of the service principal. One of "
+                          "`client_secret`, `x509_certificate_path`, `x509_certificate` or `federated_token_file` "
+                          "is required when `tenant_id` or `client_id` is given with `auth_source: auto`."),
+    "auth_source": dict(
+        default="`auto`",
+        meaning="Where the sign-in comes from, as in azure.azcollection: `auto`, `env`, `credential_file`, `msi` "
+                "or `cli` (see [Azure sign-in](#azure-sign-in)). Not in the upstream agent."),
+    "profile": dict(meaning="The profile of `~/.azure/credentials` (`auth_source: credential_file`, or `auto` "
+                            "taking that profile). Not in the upstream agent."),
+    "x509_certificate_path": dict(
+        meaning="A PEM (private key and certificate) or PKCS12 file the service principal signs in with instead "
+                "of a secret; must exist. Not in the upstream agent."),
+    "x509_certificate": dict(
+        meaning="The same as PEM text; a secret (masked, never printed). Not in the upstream agent."),
+    "x509_certificate_password": dict(
+        meaning="Password of the certificate's private key; a secret. Not in the upstream agent."),
+    "federated_token_file": dict(
+        meaning="Workload identity: the file holding the federated token (AKS projects it; filled from "
+                "`AZURE_FEDERATED_TOKEN_FILE` when the file does not say); must exist. Not in the upstream agent."),
+    "cloud_environment": dict(
+        default="`AzureCloud`",
+        meaning="`AzureCloud`, `AzureUSGovernment` or `AzureChinaCloud`: the authority and ARM endpoint when "
+                "`authority_host` and `arm_endpoint` are not given. Not in the upstream agent."),
     "default_location": dict(meaning="Location when the order gives none, for example `westeurope`."),
     "default_size": dict(
         meaning="VM size when the order gives none, for example `Standard_B1s`; must be offered in the location."),
@@ -259,11 +284,13 @@ AZURE = {
         meaning="Addresses, CIDRs or service tags admitted on TCP port 22, through a network security group "
                 "created only when this is set. Without it a machine admits no connection at all."),
     "arm_endpoint": dict(
-        default_from=("azure", "arm_endpoint"),
-        meaning="Azure Resource Manager, for sovereign clouds and Azure Stack. Not in the upstream agent."),
+        default="the cloud's: `https://management.azure.com`",
+        meaning="Azure Resource Manager, for Azure Stack or a simulator; overrides `cloud_environment`. Not in "
+                "the upstream agent."),
     "authority_host": dict(
-        default_from=("azure", "authority_host"),
-        meaning="Microsoft Entra authority issuing the tokens. Not in the upstream agent."),
+        default="the cloud's: `https://login.microsoftonline.com`",
+        meaning="Microsoft Entra authority issuing the tokens; overrides `cloud_environment`. Not in the "
+                "upstream agent."),
     "polling_interval": dict(
         default_from=("azure", "polling_interval"),
         meaning="Seconds between two polls of a long-running Azure operation. Not in the upstream agent."),
@@ -397,7 +424,7 @@ def settings_read():
     """Backend settings a role or playbook reads (``backend_settings.<key>``) or the filters name."""
     names = set()
     for path in sorted((REPO / "roles").rglob("*.yml")) + sorted((REPO / "playbooks").glob("*.yml")):
-        names.update(re.findall(r"backend_settings\.([A-Za-z_]+)", path.read_text()))
+        names.update(re.findall(r"backend_settings\.([A-Za-z0-9_]+)", path.read_text()))
     tree = ast.parse(FILTER.read_text())
     names.update(node.value for node in ast.walk(tree)
                  if isinstance(node, ast.Constant) and isinstance(node.value, str))
@@ -510,7 +537,8 @@ def _key_rows(table, keys, kinds=None, used=None):
         kind = (kinds or {}).get(key)
         key_type = KIND_TYPES[kind] if kind else entry.get("type", "")
         is_used = used(key) if used else entry.get("used", USED)
-        rows.append(("`%s`" % key, "yes" if entry.get("required") else "", key_type, _default(entry),
+        required = entry.get("required")
+        rows.append(("`%s`" % key, required if isinstance(required, str) else "yes" if required else "", key_type, _default(entry),
                      is_used, entry["meaning"]))
     return rows
 

@@ -147,6 +147,14 @@ api_calls:
   returned: always
   type: int
   sample: 5
+azure_sign_in:
+  description:
+    - Which identity signed in to Azure and where it came from (O(auth_source) and the option, variable,
+      credential-file profile or endpoint), never a secret. The order pass's probe shows it at C(-v).
+  returned: success
+  type: str
+  sample: service principal 00000000-0000-0000-0000-000000000000 in tenant 11111111-1111-1111-1111-111111111111
+    with a client secret (auth_source auto, the module options or AZURE_* variables)
 """
 
 import time
@@ -325,8 +333,10 @@ def main():
     reader = Reader(module, clients, clients.deadline)
     machines = reader.run(backend_ids)
     if module.params["packed"]:
-        module.exit_json(changed=False, machines_packed=pack(machines), api_calls=clients.api_calls)
-    module.exit_json(changed=False, machines=machines, api_calls=clients.api_calls)
+        module.exit_json(changed=False, machines_packed=pack(machines), api_calls=clients.api_calls,
+                         azure_sign_in=clients.sign_in.describe())
+    module.exit_json(changed=False, machines=machines, api_calls=clients.api_calls,
+                     azure_sign_in=clients.sign_in.describe())
 
 
 if __name__ == "__main__":

@@ -65,6 +65,23 @@ def test_configuration_credential_type_injects_a_file_the_passes_read():
                          "env": {"WALDUR_SITE_AGENT_CONFIG": "{{ tower.filename }}"}}
 
 
+def test_azure_sign_in_credential_type_injects_what_the_azure_modules_read():
+    """Every injected variable is one the Azure modules fall back to (auth.OPTION_ENV), the
+    certificate becomes the job's private file, and every secret field is secret."""
+    from ansible_collections.waldur.site_agent.plugins.module_utils.azure.auth import OPTION_ENV
+
+    base = REPO / "extensions" / "awx" / "credential_types" / "azure_sign_in"
+    inputs, injectors = load_yaml(base / "inputs.yml"), load_yaml(base / "injectors.yml")
+    fields = {field["id"]: field for field in inputs["fields"]}
+    assert {name for name, field in fields.items() if field.get("secret")} == {
+        "client_secret", "certificate", "certificate_password"}
+    assert fields["auth_source"]["choices"] == ["auto", "env", "credential_file", "msi", "cli"]
+    read = {name for _option, names in OPTION_ENV for name in names}
+    assert set(injectors["env"]) <= read
+    assert injectors["file"] == {"template": "{{ certificate }}"}
+    assert injectors["env"]["AZURE_X509_CERTIFICATE_PATH"] == "{{ tower.filename if certificate else '' }}"
+
+
 def test_no_injected_variable_is_one_awx_refuses():
     """AWX rejects injected environment variables starting with ANSIBLE_."""
     for injectors in (REPO / "extensions" / "awx" / "credential_types").glob("*/injectors.yml"):
@@ -111,10 +128,11 @@ def test_awx_configure_creates_types_credentials_templates_and_schedules(tmp_pat
     assert {call["args"]["controller_oauthtoken"] for call in calls} == {"controller-token-1984"}
 
     types = {args["name"]: args for args in calls_to(calls, "credential_type")}
-    assert set(types) == {"Waldur API", "DigitalOcean", "Waldur site agent configuration"}
+    assert set(types) == {"Waldur API", "DigitalOcean", "Waldur site agent configuration", "Azure sign-in"}
     # The injector templates reach the controller untouched, for the controller to fill in.
     for name, directory in (("Waldur API", "waldur_api"), ("DigitalOcean", "digitalocean"),
-                            ("Waldur site agent configuration", "site_agent_config")):
+                            ("Waldur site agent configuration", "site_agent_config"),
+                            ("Azure sign-in", "azure_sign_in")):
         base = REPO / "extensions" / "awx" / "credential_types" / directory
         assert types[name]["kind"] == "cloud"
         assert types[name]["inputs"] == load_yaml(base / "inputs.yml")
@@ -125,6 +143,7 @@ def test_awx_configure_creates_types_credentials_templates_and_schedules(tmp_pat
     assert credentials["Waldur site agent configuration"]["inputs"] == {"configuration": config.read_text().rstrip("\n")}
     assert credentials["Waldur site agent DigitalOcean"]["inputs"] == {"token": "do-token-2600"}
     assert "Waldur site agent Waldur API" not in credentials and "Waldur site agent Azure" not in credentials
+    assert "Waldur site agent Azure sign-in" not in credentials
 
     [environment] = calls_to(calls, "execution_environment")
     assert environment["image"] == "registry.example.com/waldur-site-agent-ee:1.0.0"
@@ -157,6 +176,27 @@ def test_awx_configure_creates_types_credentials_templates_and_schedules(tmp_pat
 
     for secret in ("config-token-5150", "do-token-2600", "controller-token-1984"):
         assert secret not in run.output
+
+
+def test_awx_configure_attaches_an_azure_sign_in_credential_for_a_certificate(tmp_path, awx_standin):
+    """A certificate (or another auth_source, or a sovereign cloud) takes the collection's Azure
+    sign-in credential in place of AWX's built-in client-secret one; the PEM is never shown."""
+    pem = "-----BEGIN PRIVATE KEY-----\nMIIEvAIBADANBgkqhkiG9w0BAQEFAASC-key-1701\n-----END PRIVATE KEY-----\n"
+    run, calls, dummy = configure_awx(tmp_path, awx_standin, extra_vars={
+        "awx_azure_subscription_id": "sub-1", "awx_azure_tenant_id": "tenant-1", "awx_azure_client_id": "client-1",
+        "awx_azure_certificate": pem, "awx_azure_cloud_environment": "AzureUSGovernment",
+        "awx_use_offerings_inventory": False})
+
+    assert run.rc == 0, run.output
+    credentials = {args["name"]: args for args in calls_to(calls, "credential")}
+    assert "Waldur site agent Azure" not in credentials
+    sign_in = credentials["Waldur site agent Azure sign-in"]
+    assert sign_in["credential_type"] == "Azure sign-in"
+    assert sign_in["inputs"]["certificate"] == pem and sign_in["inputs"]["auth_source"] == "auto"
+    assert sign_in["inputs"]["cloud_environment"] == "AzureUSGovernment"
+    for template in calls_to(calls, "job_template"):
+        assert "Waldur site agent Azure sign-in" in template["credentials"]
+    assert "key-1701" not in run.output
 
 
 def test_awx_schedules_follow_the_period_variables(tmp_path, awx_standin, monkeypatch):

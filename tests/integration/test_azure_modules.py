@@ -376,7 +376,7 @@ def test_missing_credentials_fail_the_task_naming_them(azure_sim, tmp_path):
     env.update(AZURE_TENANT="", AZURE_SECRET="")
     result, run = run_module(sim, tmp_path, "azure_vm_chain", {"machines": [machine()]}, env=env)
     assert result["failed"]
-    assert "tenant (env AZURE_TENANT)" in result["msg"] and "secret (env AZURE_SECRET)" in result["msg"]
+    assert "tenant (env AZURE_TENANT or AZURE_TENANT_ID)" in result["msg"] and "secret (env AZURE_SECRET)" in result["msg"]
 
 
 def test_a_wrong_secret_fails_the_task_once_without_showing_it(azure_sim, tmp_path):

@@ -95,7 +95,7 @@ def test_component_keys_the_azure_report_reads():
 
 def test_defaults_of_endpoint_settings_come_from_the_argument_specs():
     text = generator.DOC.read_text()
-    assert "| `arm_endpoint` |  | URL | `https://management.azure.com` |" in text
+    assert "| `arm_endpoint` |  | URL | the cloud's: `https://management.azure.com` |" in text
     assert "| `api_url` |  | URL | `https://api.digitalocean.com/v2/` |" in text
 
 

@@ -44,6 +44,10 @@ from ansible_collections.waldur.site_agent.plugins.module_utils.agent.site_confi
     config_file_problem,
     yaml_bound_problem,
 )
+from ansible_collections.waldur.site_agent.plugins.module_utils.azure.auth import (
+    SECRET_SETTINGS as AZURE_SECRET_SETTINGS,
+    settings_problems as azure_sign_in_problems,
+)
 from ansible_collections.waldur.site_agent.plugins.module_utils.azure.endpoints import plain_http_endpoints
 from ansible_collections.waldur.site_agent.plugins.module_utils.digitalocean.options import TOKEN_ENV_VARS, plain_http_warning
 
@@ -53,7 +57,7 @@ ROLE_KEYS = ("order_processing_backend", "reporting_backend", "membership_sync_b
 PASS_ROLES = {"order_process": "order_processing_backend", "report": "reporting_backend",
               "membership_sync": "membership_sync_backend", "audit": "order_processing_backend"}
 SECRET_KEYS = frozenset(("waldur_api_token", "oidc_client_secret", "token", "client_secret", "secret",
-                         "password", "sentry_dsn"))
+                         "password", "sentry_dsn") + AZURE_SECRET_SETTINGS)
 LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
 ACCOUNTING_TYPES = ("usage", "limit", "one")
 LIMIT_PERIODS = ("annual", "month", "quarterly", "total")
@@ -77,8 +81,11 @@ COMPONENT_KEYS = {
     "prepaid_duration_step", "min_renewal_duration", "max_renewal_duration", "renewal_duration_step",
     "backend_name", "price",
 }
+# The sign-in keys (azure/auth.py says which are required for which auth_source).
 AZURE_CREDENTIALS = ("subscription_id", "tenant_id", "client_id", "client_secret")
 AZURE_SETTINGS = {
+    "auth_source": "str", "profile": "str", "x509_certificate_path": "str", "x509_certificate": "str",
+    "x509_certificate_password": "str", "federated_token_file": "str", "cloud_environment": "str",
     "default_location": "str", "default_size": "str", "default_image": "image",
     "default_resource_group": "str", "network_cidr": "cidr", "subnet_cidr": "cidr",
     "allowed_ssh_ranges": "str_or_list", "arm_endpoint": "url", "authority_host": "url",
@@ -298,9 +305,8 @@ def _validate_offering(path, offering, problems):
 
 def _validate_backend_settings(path, backend_type, settings, problems):
     if backend_type == "azure":
-        for key in AZURE_CREDENTIALS:
-            if not _secret_present(settings.get(key)):
-                problems.error("%s.%s" % (path, key), "required")
+        for key, message in azure_sign_in_problems(settings):
+            problems.error("%s.%s" % (path, key), message)
         for warning in plain_http_endpoints(settings):
             key, _sep, text = warning.partition(": ")
             problems.warn("%s.%s" % (path, key), text)
@@ -311,7 +317,9 @@ def _validate_backend_settings(path, backend_type, settings, problems):
         if warning:
             problems.warn(path + ".api_url", warning)
     schema = BACKEND_SETTINGS[backend_type]
-    _check_secret_texts(path, settings, SECRET_KEYS | set(BACKEND_CREDENTIALS[backend_type]), problems)
+    # PEM text is lines by nature: only one-line secrets are checked for stray whitespace.
+    _check_secret_texts(path, settings, (SECRET_KEYS | set(BACKEND_CREDENTIALS[backend_type])) - {"x509_certificate"},
+                        problems)
     for key, value in settings.items():
         if key in schema and value not in (None, ""):
             _expect(problems, "%s.%s" % (path, key), value, schema[key])
@@ -372,8 +380,9 @@ def _validate_verify_ssl(path, value, problems):
 ENVIRONMENT_SECRETS = {
     None: {"waldur_api_token": ("WALDUR_API_TOKEN",)},
     "digitalocean": {"token": TOKEN_ENV_VARS},  # community.digitalocean's order
-    "azure": {"subscription_id": ("AZURE_SUBSCRIPTION_ID",), "tenant_id": ("AZURE_TENANT",),
-              "client_id": ("AZURE_CLIENT_ID",), "client_secret": ("AZURE_SECRET",)},
+    "azure": {"subscription_id": ("AZURE_SUBSCRIPTION_ID",), "tenant_id": ("AZURE_TENANT", "AZURE_TENANT_ID"),
+              "client_id": ("AZURE_CLIENT_ID",), "client_secret": ("AZURE_SECRET",),
+              "federated_token_file": ("AZURE_FEDERATED_TOKEN_FILE",)},
 }
 
 

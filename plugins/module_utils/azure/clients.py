@@ -3,6 +3,9 @@
 # MIT License (see LICENSE)
 """The Azure SDKs: one credential, service clients built on first use, errors translated.
 
+The credential is the azure-identity class of the run's sign-in (``auth.py`` decides which:
+client secret, certificate, workload identity, managed identity or the Azure CLI).
+
 This is the only file of the collection that imports ``azure.*``. Every SDK call
 goes through :meth:`AzureClients.call`, which waits on long-running operations
 (bounded by a deadline) and turns any SDK error, including one raised while
@@ -31,6 +34,14 @@ from urllib.parse import urlencode, urlsplit
 
 from ansible.module_utils.basic import env_fallback, missing_required_lib
 
+from ansible_collections.waldur.site_agent.plugins.module_utils.azure.auth import (
+    AUTH_SOURCES,
+    ENV_OF,
+    SignIn,
+    SignInProblem,
+    cloud_endpoints,
+    resolve_sign_in,
+)
 from ansible_collections.waldur.site_agent.plugins.module_utils.azure.endpoints import plain_http_endpoints
 from ansible_collections.waldur.site_agent.plugins.module_utils.azure.errors import (  # pylint: disable=unused-import  # re-exported
     AzureError,
@@ -58,7 +69,8 @@ try:
     from azure.core.exceptions import DecodeError
     from azure.core.pipeline.policies import RetryPolicy, SansIOHTTPPolicy
     from azure.core.rest import HttpRequest
-    from azure.identity import ClientSecretCredential
+    from azure.identity import (AzureCliCredential, CertificateCredential, ClientSecretCredential,
+                                ManagedIdentityCredential, WorkloadIdentityCredential)
     from azure.mgmt.compute import ComputeManagementClient
     from azure.mgmt.network import NetworkManagementClient
     try:
@@ -71,6 +83,7 @@ except ImportError:
     SansIOHTTPPolicy = RetryPolicy = object
     HttpRequest = None
     ClientSecretCredential = ComputeManagementClient = NetworkManagementClient = None
+    AzureCliCredential = CertificateCredential = ManagedIdentityCredential = WorkloadIdentityCredential = None
     ResourceManagementClient = None
 
 HAS_AZURE = AZURE_IMPORT_ERROR is None
@@ -93,27 +106,28 @@ JSON_API_VERSIONS = {"compute": "2024-07-01", "network": "2024-05-01"}
 # Subscriptions - List Locations (Microsoft.Resources).
 LOCATIONS_API_VERSION = "2022-12-01"
 
-# option -> environment variable, as AWX's "Microsoft Azure Resource Manager" credential injects them
-CREDENTIAL_ENV = (
-    ("subscription_id", "AZURE_SUBSCRIPTION_ID"),
-    ("tenant", "AZURE_TENANT"),
-    ("client_id", "AZURE_CLIENT_ID"),
-    ("secret", "AZURE_SECRET"),
-)
+
+def _env(option):
+    return (env_fallback, list(ENV_OF[option]))
 
 
 def azure_argument_spec():
-    """Options every Azure module takes (doc fragment ``waldur.site_agent.azure``)."""
+    """Options every Azure module takes (doc fragment ``waldur.site_agent.azure``); the names and
+    variables are azure.azcollection's where it has them (``auth.OPTION_ENV``)."""
     return dict(
-        subscription_id=dict(type="str", fallback=(env_fallback, ["AZURE_SUBSCRIPTION_ID"])),
-        tenant=dict(type="str", aliases=["tenant_id"], fallback=(env_fallback, ["AZURE_TENANT"])),
-        client_id=dict(type="str", fallback=(env_fallback, ["AZURE_CLIENT_ID"])),
-        secret=dict(type="str", aliases=["client_secret"], no_log=True,
-                    fallback=(env_fallback, ["AZURE_SECRET"])),
-        arm_endpoint=dict(type="str", default=PUBLIC_ARM_ENDPOINT,
-                          fallback=(env_fallback, ["AZURE_ARM_ENDPOINT"])),
-        authority_host=dict(type="str", default=PUBLIC_AUTHORITY_HOST,
-                            fallback=(env_fallback, ["AZURE_AUTHORITY_HOST"])),
+        auth_source=dict(type="str", choices=list(AUTH_SOURCES), default="auto", fallback=_env("auth_source")),
+        profile=dict(type="str", fallback=_env("profile")),
+        subscription_id=dict(type="str", fallback=_env("subscription_id")),
+        tenant=dict(type="str", aliases=["tenant_id"], fallback=_env("tenant")),
+        client_id=dict(type="str", fallback=_env("client_id")),
+        secret=dict(type="str", aliases=["client_secret"], no_log=True, fallback=_env("secret")),
+        x509_certificate_path=dict(type="path", fallback=_env("x509_certificate_path")),
+        x509_certificate=dict(type="str", no_log=True),
+        x509_certificate_password=dict(type="str", no_log=True, fallback=_env("x509_certificate_password")),
+        federated_token_file=dict(type="path", fallback=_env("federated_token_file")),
+        cloud_environment=dict(type="str", default="AzureCloud", fallback=_env("cloud_environment")),
+        arm_endpoint=dict(type="str", fallback=_env("arm_endpoint")),
+        authority_host=dict(type="str", fallback=_env("authority_host")),
         polling_interval=dict(type="float", default=5),
     )
 
@@ -240,12 +254,15 @@ class AzureClients:
     many worker threads ask for it at the same time.
     """
 
-    def __init__(self, subscription_id, tenant, client_id, secret, arm_endpoint=PUBLIC_ARM_ENDPOINT,
-                 authority_host=PUBLIC_AUTHORITY_HOST, polling_interval=5, ca_bundle=None):
+    def __init__(self, subscription_id, tenant=None, client_id=None, secret=None, arm_endpoint=PUBLIC_ARM_ENDPOINT,
+                 authority_host=PUBLIC_AUTHORITY_HOST, polling_interval=5, ca_bundle=None, sign_in=None):
+        # ``sign_in`` (auth.SignIn) says how to sign in; without it, the service principal's secret.
+        self.sign_in = sign_in or SignIn("secret", "the module options", subscription_id=subscription_id,
+                                         tenant=tenant, client_id=client_id, secret=secret)
         self.subscription_id = subscription_id
-        self.tenant = tenant
-        self.client_id = client_id
-        self._secret = secret
+        self.tenant = self.sign_in.tenant
+        self.client_id = self.sign_in.client_id
+        self._secrets = self.sign_in.secrets
         self.arm_endpoint = (arm_endpoint or PUBLIC_ARM_ENDPOINT).rstrip("/")
         self.authority_host = (authority_host or PUBLIC_AUTHORITY_HOST).rstrip("/")
         self.polling_interval = polling_interval
@@ -293,12 +310,30 @@ class AzureClients:
             options["credential_scopes"] = [self.arm_endpoint + "/.default"]
         return options
 
+    def _new_credential(self):
+        """The azure-identity credential of the sign-in (never patched: tests run it against the
+        simulator's token endpoints)."""
+        sign_in = self.sign_in
+        if sign_in.kind == "msi":
+            # The endpoint is the host's (IDENTITY_ENDPOINT, IMDS ...), not the authority.
+            return ManagedIdentityCredential(client_id=sign_in.client_id, **self._transport_options())
+        if sign_in.kind == "cli":
+            return AzureCliCredential(tenant_id=sign_in.tenant)
+        options = self.credential_options()
+        if sign_in.kind == "certificate":
+            return CertificateCredential(sign_in.tenant, sign_in.client_id, certificate_path=sign_in.certificate_path,
+                                         certificate_data=sign_in.certificate_data,
+                                         password=sign_in.certificate_password, **options)
+        if sign_in.kind == "workload_identity":
+            return WorkloadIdentityCredential(tenant_id=sign_in.tenant, client_id=sign_in.client_id,
+                                              token_file_path=sign_in.token_file, **options)
+        return ClientSecretCredential(sign_in.tenant, sign_in.client_id, sign_in.secret, **options)
+
     @property
     def credential(self):
         with self._lock:
             if self._credential is None:
-                self._credential = ClientSecretCredential(
-                    self.tenant, self.client_id, self._secret, **self.credential_options())
+                self._credential = self._new_credential()
             return self._credential
 
     def authenticate(self):
@@ -307,9 +342,8 @@ class AzureClients:
         scope = (self.arm_endpoint if not self.public_arm else PUBLIC_ARM_ENDPOINT) + "/.default"
         try:
             self.credential.get_token(scope)
-        except Exception as exc:  # ClientAuthenticationError, connection errors
-            raise translate_error(exc, "authenticating as service principal %s in tenant %s"
-                                  % (self.client_id, self.tenant), secrets=(self._secret,))
+        except Exception as exc:  # ClientAuthenticationError, CredentialUnavailableError, ValueError, ...
+            raise translate_error(exc, "signing in as %s" % self.sign_in.describe(), secrets=self._secrets)
 
     def _client(self, kind, factory):
         credential = self.credential
@@ -355,7 +389,7 @@ class AzureClients:
         except PassEnded:
             raise  # not Azure's failure: nothing may be written, nor rolled back
         except Exception as exc:  # every SDK error (and poller error) becomes an AzureError
-            raise translate_error(exc, what, secrets=(self._secret,))
+            raise translate_error(exc, what, secrets=self._secrets)
 
     def read(self, what, function, *args, **kwargs):
         """Like :meth:`call` for a GET, but a 404 gives None instead of an error."""
@@ -423,33 +457,36 @@ class AzureClients:
                                                urlencode({"api-version": JSON_API_VERSIONS[kind]})))
 
 
-def missing_credentials(params):
-    """Descriptions of the credential options that are not set."""
-    return ["%s (env %s)" % (option, env) for option, env in CREDENTIAL_ENV if not params.get(option)]
+def sign_in_from_params(params):
+    """``(SignIn, authority_host, arm_endpoint)`` for a module's options; raises SignInProblem."""
+    problems = ["%s %s" % (key, secret_text_problem(params.get(key))) for key in ("secret", "tenant", "client_id")
+                if params.get(key) and secret_text_problem(params.get(key))]
+    if problems:
+        raise SignInProblem("Azure credentials (module_defaults, task or AZURE_*): %s" % "; ".join(problems))
+    authority_host, arm_endpoint = cloud_endpoints(params)
+    return resolve_sign_in(params), authority_host, arm_endpoint
 
 
 def clients_from_module(module):
-    """:class:`AzureClients` for a module's options; fails the module when the SDKs or
-    any credential are missing, naming every missing credential."""
+    """:class:`AzureClients` for a module's options; fails the module when the SDKs are missing
+    or no sign-in can be made, naming the options (every missing credential)."""
     if not HAS_AZURE:
         module.fail_json(msg=missing_required_lib(AZURE_LIBRARIES), exception=AZURE_IMPORT_ERROR)
     params = module.params
-    missing = missing_credentials(params)
-    if missing:
-        module.fail_json(msg="Azure credentials missing: %s" % ", ".join(missing))
-    for warning in plain_http_endpoints(params):
+    try:
+        sign_in, authority_host, arm_endpoint = sign_in_from_params(params)
+    except SignInProblem as problem:
+        module.fail_json(msg=problem.message)
+        raise  # fail_json exits; this only tells linters so
+    for warning in plain_http_endpoints(dict(params, arm_endpoint=arm_endpoint, authority_host=authority_host)):
         module.warn(warning)
-    problems = ["%s %s" % (key, secret_text_problem(params[key])) for key in ("secret", "tenant", "client_id")
-                if secret_text_problem(params[key])]
-    if problems:
-        module.fail_json(msg="Azure credentials (module_defaults, task or AZURE_*): %s" % "; ".join(problems))
+    for warning in sign_in.warnings:
+        module.warn(warning)
     return AzureClients(
-        subscription_id=params["subscription_id"],
-        tenant=params["tenant"],
-        client_id=params["client_id"],
-        secret=params["secret"],
-        arm_endpoint=params["arm_endpoint"],
-        authority_host=params["authority_host"],
+        subscription_id=sign_in.subscription_id,
+        arm_endpoint=arm_endpoint,
+        authority_host=authority_host,
         polling_interval=params["polling_interval"],
         ca_bundle=os.environ.get("REQUESTS_CA_BUNDLE") or None,
+        sign_in=sign_in,
     )

@@ -36,7 +36,8 @@ SECRET_ENVIRONMENT_VARIABLES = (
 )
 
 _SECRET_KEY = re.compile(
-    r"token|secret|passw|passphrase|api[_-]?key|private[_-]?key|credential|authorization|(^|[_-])dsn$",
+    r"token|secret|passw|passphrase|api[_-]?key|private[_-]?key|credential|authorization|(^|[_-])dsn$"
+    r"|^x509_certificate$",
     re.IGNORECASE)
 # The upstream agent's list of secret query parameters, plus password-like ones.
 _SECRET_QUERY = re.compile(

@@ -1,6 +1,16 @@
 """The Entra ID (AAD) side: OpenID metadata, client-credentials tokens, and the
 bearer-token check ARM applies to every call.
 
+A service principal signs in with its client secret, or with a client assertion
+(``client_assertion_type`` jwt-bearer) that is either a JWT signed by one of its registered
+certificates (MSAL signs PS256 with an ``x5t#S256`` header, RS256 with ``x5t`` for ADFS; the
+signature is checked against the certificate's public key, ``aud`` must be the token endpoint,
+``iss`` and ``sub`` the client id) or a federated token (workload identity: a JWT of an OIDC
+issuer the principal trusts, here signed by the simulator's own issuer key, matched on issuer,
+subject and the ``api://AzureADTokenExchange`` audience). Managed identities get their tokens
+from the App Service endpoint (``X-IDENTITY-HEADER``) or IMDS (``Metadata: true``); the Azure
+CLI's account is a user whose token :meth:`TokenAuthority.user_token` mints.
+
 Tokens are JWT-shaped and HMAC-signed with a key of the simulator instance, so
 checking one needs no token table: a token stays valid across ``reset()`` (like
 a real token across a test's cleanup) until it expires or ``revoke_all()``
@@ -22,6 +32,8 @@ import uuid
 from tests.simulators.azure.arm import ArmError
 
 ARM_AUDIENCE = "https://management.azure.com/"
+JWT_BEARER = "urn:ietf:params:oauth:client-assertion-type:jwt-bearer"
+FEDERATED_AUDIENCE = "api://AzureADTokenExchange"
 
 
 def _b64(data: bytes) -> str:
@@ -103,11 +115,71 @@ class TokenAuthority:
         self.principals: dict[str, dict] = {}  # client id (lower) -> {secret, tenant, object_id}
         self.tenants: set[str] = set()
         self._key = os.urandom(32)
+        # managed identities: client id (lower, "" for the system-assigned one) -> {tenant, object_id}
+        self.identities: dict[str, dict] = {}
+        self._issuer_key = None  # the OIDC issuer's signing key (workload identity), made on first use
 
     def register(self, tenant: str, client_id: str, secret: str, object_id: str) -> None:
         self.tenants.add(tenant.lower())
         self.principals[client_id.lower()] = {"tenant": tenant.lower(), "secret": secret,
-                                              "object_id": object_id, "client_id": client_id}
+                                              "object_id": object_id, "client_id": client_id,
+                                              "certificates": [], "federated": []}
+
+    def register_certificate(self, client_id: str, certificate_pem: bytes) -> None:
+        """Upload a certificate (its public part) to the principal's credentials."""
+        from cryptography import x509
+
+        self.principals[client_id.lower()]["certificates"].append(x509.load_pem_x509_certificate(certificate_pem))
+
+    def register_federated(self, client_id: str, issuer: str, subject: str) -> None:
+        """A federated identity credential: tokens of ``issuer`` for ``subject`` sign in as the principal."""
+        self.principals[client_id.lower()]["federated"].append({"issuer": issuer, "subject": subject})
+
+    def register_managed_identity(self, tenant: str, client_id: str | None, object_id: str) -> None:
+        """A managed identity of this host: ``client_id`` None is the system-assigned one."""
+        self.tenants.add(tenant.lower())
+        self.identities[(client_id or "").lower()] = {"tenant": tenant.lower(), "object_id": object_id,
+                                                      "client_id": client_id or object_id}
+
+    def federated_token(self, issuer: str, subject: str, lifetime: int = 3600) -> str:
+        """What the OIDC issuer (AKS) projects into the pod: a service-account JWT for ``subject``."""
+        import jwt
+
+        now = int(time.time())
+        return jwt.encode({"iss": issuer, "sub": subject, "aud": [FEDERATED_AUDIENCE], "iat": now, "nbf": now,
+                           "exp": now + lifetime}, self._issuer(), algorithm="RS256", headers={"kid": "simulator-oidc"})
+
+    def _issuer(self):
+        if self._issuer_key is None:
+            from cryptography.hazmat.primitives.asymmetric import rsa
+
+            self._issuer_key = rsa.generate_private_key(public_exponent=65537, key_size=2048)
+        return self._issuer_key
+
+    def user_token(self, tenant: str, upn: str, object_id: str) -> dict:
+        """An access token of a signed-in user (the Azure CLI's account), as the token grant issues it."""
+        now = int(time.time())
+        claims = {"aud": ARM_AUDIENCE, "iss": f"https://sts.windows.net/{tenant.lower()}/", "iat": now, "nbf": now,
+                  "exp": now + self.lifetime, "upn": upn, "oid": object_id, "sub": object_id,
+                  "tid": tenant.lower(), "ver": "1.0", "idtyp": "user", "uti": uuid.uuid4().hex[:22]}
+        return {"access_token": self._sign(claims), "expires_on": claims["exp"]}
+
+    def managed_identity_token(self, client_id: str | None, resource: str, arm_url: str = "") -> dict:
+        """The token of a managed identity for ``resource``; raises KeyError for an unknown identity
+        and ValueError for a resource that is neither ARM's nor the simulator's own ``arm_url``
+        (tokens are asked for the ARM endpoint a client calls)."""
+        identity = self.identities[(client_id or "").lower()]
+        if resource.rstrip("/") not in (ARM_AUDIENCE.rstrip("/"), arm_url.rstrip("/")):
+            raise ValueError(resource)
+        now = int(time.time())
+        claims = {"aud": ARM_AUDIENCE, "iss": f"https://sts.windows.net/{identity['tenant']}/", "iat": now,
+                  "nbf": now, "exp": now + self.lifetime, "appid": identity["client_id"], "idtyp": "app",
+                  "oid": identity["object_id"], "sub": identity["object_id"], "tid": identity["tenant"],
+                  "ver": "1.0", "uti": uuid.uuid4().hex[:22]}
+        return {"access_token": self._sign(claims), "client_id": identity["client_id"],
+                "expires_in": str(self.lifetime), "expires_on": str(claims["exp"]),
+                "ext_expires_in": str(self.lifetime), "not_before": str(now), "resource": resource,
+                "token_type": "Bearer"}
 
     def revoke_all(self) -> None:
         """Invalidate every token issued so far (rotate the signing key)."""
@@ -119,8 +191,9 @@ class TokenAuthority:
                            f"Tenant '{tenant}' not found. Check to make sure you have the correct "
                            "tenant ID and are signing into the correct cloud.")
 
-    def issue(self, tenant: str, form: dict) -> dict:
-        """The client-credentials grant (``form`` is the POSTed form)."""
+    def issue(self, tenant: str, form: dict, token_url: str = "") -> dict:
+        """The client-credentials grant (``form`` is the POSTed form, ``token_url`` the endpoint's
+        URL, which a certificate's assertion must name as its audience)."""
         self.check_tenant(tenant)
         grant = form.get("grant_type")
         if not grant:
@@ -140,12 +213,17 @@ class TokenAuthority:
                            f"directory '{tenant}'. This can happen if the application has not been "
                            "installed by the administrator of the tenant or consented to by any "
                            "user in the tenant.")
-        secret = form.get("client_secret")
-        if not secret:
+        secret, assertion = form.get("client_secret"), form.get("client_assertion")
+        if assertion:
+            if form.get("client_assertion_type") != JWT_BEARER:
+                raise AadError(400, "invalid_request", 70002, "The client_assertion_type must be "
+                               f"'{JWT_BEARER}'.")
+            self._check_assertion(principal, assertion, token_url)
+        elif not secret:
             raise AadError(401, "invalid_client", 7000216,
                            "'client_assertion', 'client_secret' or 'request' is required for the "
                            "'client_credentials' grant type.")
-        if not hmac.compare_digest(secret.encode(), principal["secret"].encode()):
+        elif not hmac.compare_digest(secret.encode(), principal["secret"].encode()):
             raise AadError(401, "invalid_client", 7000215,
                            "Invalid client secret provided. Ensure the secret being sent in the "
                            "request is the client secret value, not the client secret ID, for a "
@@ -166,6 +244,70 @@ class TokenAuthority:
         }
         return {"token_type": "Bearer", "expires_in": self.lifetime,
                 "ext_expires_in": self.lifetime, "access_token": self._sign(claims)}
+
+    def _check_assertion(self, principal: dict, assertion: str, token_url: str) -> None:
+        import jwt
+
+        try:
+            header = jwt.get_unverified_header(assertion)
+        except jwt.PyJWTError:
+            raise AadError(401, "invalid_client", 50027,
+                           "JWT token is invalid or malformed.") from None
+        if "x5t#S256" in header or "x5t" in header:
+            self._check_certificate_assertion(principal, assertion, header, token_url)
+        else:
+            self._check_federated_assertion(principal, assertion)
+
+    def _check_certificate_assertion(self, principal: dict, assertion: str, header: dict, token_url: str) -> None:
+        import jwt
+        from cryptography.hazmat.primitives import hashes
+
+        wanted, digest = ((header["x5t#S256"], hashes.SHA256()) if "x5t#S256" in header
+                          else (header["x5t"], hashes.SHA1()))
+        certificate = next((cert for cert in principal["certificates"] if _b64(cert.fingerprint(digest)) == wanted.rstrip("=")),
+                           None)
+        if certificate is None:
+            raise AadError(401, "invalid_client", 700027,
+                           "The certificate with identifier used to sign the client assertion is not registered "
+                           f"on application. [Reason - The key was not found., Thumbprint of key used by client: "
+                           f"'{_unb64(wanted).hex().upper()}', Please visit the Azure Portal, Graph Explorer or "
+                           "directly use MS Graph to see configured keys for app Id "
+                           f"'{principal['client_id']}'.]")
+        try:
+            claims = jwt.decode(assertion, certificate.public_key(), algorithms=["PS256", "RS256"],
+                                audience=token_url, options={"require": ["exp", "aud", "iss", "sub"]})
+        except jwt.InvalidSignatureError:
+            raise AadError(401, "invalid_client", 700027, "Client assertion failed signature validation.") from None
+        except jwt.ExpiredSignatureError:
+            raise AadError(401, "invalid_client", 700024,
+                           "Client assertion is not within its valid time range.") from None
+        except jwt.PyJWTError as exc:
+            raise AadError(401, "invalid_client", 700027, f"Client assertion is invalid: {exc}.") from None
+        if claims.get("iss", "").lower() != principal["client_id"].lower() or claims.get("sub") != claims.get("iss"):
+            raise AadError(401, "unauthorized_client", 700021,
+                           "Client assertion application identifier doesn't match 'client_id' parameter.")
+
+    def _check_federated_assertion(self, principal: dict, assertion: str) -> None:
+        import jwt
+
+        try:
+            claims = jwt.decode(assertion, self._issuer().public_key(), algorithms=["RS256"],
+                                audience=FEDERATED_AUDIENCE)
+        except jwt.ExpiredSignatureError:
+            raise AadError(400, "invalid_client", 700024,
+                           "Client assertion is not within its valid time range.") from None
+        except jwt.PyJWTError:
+            unverified = jwt.decode(assertion, options={"verify_signature": False})
+            raise AadError(400, "invalid_client", 700211,
+                           "No matching federated identity record found for presented assertion issuer "
+                           f"'{unverified.get('iss')}'. Please check your federated identity credential Subject, "
+                           "Audience and Issuer against the presented assertion.") from None
+        if not any(record["issuer"] == claims.get("iss") and record["subject"] == claims.get("sub")
+                   for record in principal["federated"]):
+            raise AadError(400, "invalid_client", 700213,
+                           "No matching federated identity record found for presented assertion subject "
+                           f"'{claims.get('sub')}'. Please check your federated identity credential Subject, "
+                           "Audience and Issuer against the presented assertion.")
 
     def _sign(self, claims: dict) -> str:
         header = _b64(json.dumps({"typ": "JWT", "alg": "HS256", "kid": "simulator"}).encode())
@@ -205,3 +347,28 @@ class TokenAuthority:
                            f"must match the tenant 'https://sts.windows.net/{tenant}/' associated "
                            "with this subscription.")
         return claims
+
+
+def client_certificate(common_name: str = "waldur-site-agent") -> bytes:
+    """A new RSA key and its self-signed certificate as one PEM text (what ``az ad sp create-for-rbac
+    --create-cert`` writes): the private key first, then the certificate."""
+    from cryptography import x509
+    from cryptography.hazmat.primitives import hashes, serialization
+    from cryptography.hazmat.primitives.asymmetric import rsa
+    from cryptography.x509.oid import NameOID
+
+    key = rsa.generate_private_key(public_exponent=65537, key_size=2048)
+    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, common_name)])
+    now = datetime.datetime.now(datetime.timezone.utc)
+    certificate = (x509.CertificateBuilder().subject_name(name).issuer_name(name).public_key(key.public_key())
+                   .serial_number(x509.random_serial_number()).not_valid_before(now - datetime.timedelta(days=1))
+                   .not_valid_after(now + datetime.timedelta(days=365)).sign(key, hashes.SHA256()))
+    return (key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
+                              serialization.NoEncryption())
+            + certificate.public_bytes(serialization.Encoding.PEM))
+
+
+def certificate_part(pem: bytes) -> bytes:
+    """The certificate block of a key-and-certificate PEM text."""
+    start = pem.index(b"-----BEGIN CERTIFICATE-----")
+    return pem[start:]

@@ -20,6 +20,18 @@ TENANT_ID = "7e4a47d0-0000-4000-a000-000000000002"
 CLIENT_ID = "c11e47d0-0000-4000-a000-000000000003"
 CLIENT_SECRET = "sim-azure-client-secret"
 SERVICE_PRINCIPAL_OBJECT_ID = "0b1ec7d0-0000-4000-a000-000000000004"
+# Other identities that may sign in (tests/simulators/azure/aad.py): the host's managed identities
+# (the system-assigned one and a user-assigned one), the workload identity's federated credential
+# (an AKS cluster's OIDC issuer and the service account of the AWX execution pods) and the Azure
+# CLI's signed-in user. The App Service identity endpoint wants IDENTITY_HEADER.
+SYSTEM_IDENTITY_OBJECT_ID = "5a5e47d0-0000-4000-a000-000000000005"
+USER_IDENTITY_CLIENT_ID = "05e47d00-0000-4000-a000-000000000006"
+USER_IDENTITY_OBJECT_ID = "05e47d00-0000-4000-a000-000000000007"
+IDENTITY_HEADER = "sim-app-service-identity-header"
+FEDERATED_ISSUER = "https://oidc.simulator.invalid/7e4a47d0/"
+FEDERATED_SUBJECT = "system:serviceaccount:awx:awx-ee"
+CLI_USER = "operator@simulator.invalid"
+CLI_USER_OBJECT_ID = "c1105e40-0000-4000-a000-000000000008"
 SUBSCRIPTION_NAME = "Waldur simulator subscription"
 
 DEFAULT_LOCATION = "westeurope"

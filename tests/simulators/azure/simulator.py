@@ -24,7 +24,9 @@ All of them are attributes too (``app.lro_mode``, ``app.retry_after``, ...),
 settable at run time or with ``POST /_sim/options``; ``reset()`` restores the
 constructor values.
 
-Operation names (call log and fault injection): ``openid``, ``token``,
+Operation names (call log and fault injection): ``openid``, ``token``, ``msi.app_service`` and
+``msi.imds`` (the managed-identity endpoints: ``/msi/token`` as App Service's IDENTITY_ENDPOINT,
+``/metadata/identity/oauth2/token`` as IMDS behind AZURE_POD_IDENTITY_AUTHORITY_HOST),
 ``subscriptions.get``, ``subscriptions.list_locations``, ``resource_groups.{list,get,head,put,delete}``,
 ``operations.get`` (Azure-AsyncOperation polls), ``operation_results.get`` (Location polls),
 ``{virtual_networks,subnets,public_ips,nsgs,security_rules,nics}.{list,get,put,delete}``,
@@ -54,7 +56,8 @@ from typing import Any, Callable
 from werkzeug.wrappers import Request, Response
 
 from tests.simulators.azure import presets
-from tests.simulators.azure.aad import AadError, TokenAuthority, aad_error_body, openid_configuration
+from tests.simulators.azure.aad import (AadError, TokenAuthority, aad_error_body, certificate_part,
+                                        client_certificate, openid_configuration)
 from tests.simulators.azure.arm import (STATUS_CODES, ArmError, CaseInsensitiveMap, new_guid,
                                         normalize_location, now_iso, page, parse_filter)
 from tests.simulators.azure.compute import ComputeProvider
@@ -62,7 +65,7 @@ from tests.simulators.azure.lro import LRO_MODES, LroEngine, LroFailure, Operati
 from tests.simulators.azure.network import NetworkProvider
 from tests.simulators.common import Simulator, json_response
 
-AAD_OPERATIONS = frozenset({"openid", "token"})
+AAD_OPERATIONS = frozenset({"openid", "token", "msi.app_service", "msi.imds"})
 # record kind -> ARM type of the objects a resource list returns
 GENERIC_TYPES = {
     "virtual_network": "Microsoft.Network/virtualNetworks",
@@ -85,6 +88,13 @@ class AzureSimulator(NetworkProvider, ComputeProvider, Simulator):
         self.tokens = TokenAuthority()
         self.tokens.register(presets.TENANT_ID, presets.CLIENT_ID, presets.CLIENT_SECRET,
                              presets.SERVICE_PRINCIPAL_OBJECT_ID)
+        # The service principal's certificate (key and certificate, PEM) and federated credential.
+        self.client_certificate = client_certificate()
+        self.tokens.register_certificate(presets.CLIENT_ID, certificate_part(self.client_certificate))
+        self.tokens.register_federated(presets.CLIENT_ID, presets.FEDERATED_ISSUER, presets.FEDERATED_SUBJECT)
+        self.tokens.register_managed_identity(presets.TENANT_ID, None, presets.SYSTEM_IDENTITY_OBJECT_ID)
+        self.tokens.register_managed_identity(presets.TENANT_ID, presets.USER_IDENTITY_CLIENT_ID,
+                                              presets.USER_IDENTITY_OBJECT_ID)
         self.lro = LroEngine()
         self._local = threading.local()
         self.records: dict[str, dict] = {}
@@ -129,6 +139,7 @@ class AzureSimulator(NetworkProvider, ComputeProvider, Simulator):
         self._apply_options(self.options)
         self.records.clear()
         self.children.clear()
+        self.callers: set[str] = set()
         self.lro.clear()
         self._refs: dict[str, list[tuple[str, str]]] = {}
         self._ip_counter = 0
@@ -159,6 +170,8 @@ class AzureSimulator(NetworkProvider, ComputeProvider, Simulator):
         return [
             ("GET", "/<tenant>/v2.0/.well-known/openid-configuration", "openid", self._openid),
             ("POST", "/<tenant>/oauth2/v2.0/token", "token", self._token),
+            ("GET", "/msi/token", "msi.app_service", self._app_service_token),
+            ("GET", "/metadata/identity/oauth2/token", "msi.imds", self._imds_token),
         ] + [(method, rule, op, self._arm(handler)) for method, rule, op, handler in arm]
 
     def _arm(self, handler: Callable) -> Callable:
@@ -166,7 +179,9 @@ class AzureSimulator(NetworkProvider, ComputeProvider, Simulator):
         def wrapped(request: Request, **args):
             with self.lock:
                 try:
-                    self.tokens.verify(request.headers.get("Authorization"), presets.TENANT_ID)
+                    claims = self.tokens.verify(request.headers.get("Authorization"), presets.TENANT_ID)
+                    # who called ARM (object ids), so a test tells which identity signed in
+                    self.callers.add(claims.get("oid"))
                     if args.get("sub", "").lower() != presets.SUBSCRIPTION_ID:
                         raise ArmError(404, "SubscriptionNotFound",
                                        f"The subscription '{args.get('sub')}' could not be found.")
@@ -245,10 +260,44 @@ class AzureSimulator(NetworkProvider, ComputeProvider, Simulator):
             form.setdefault("client_id", request.authorization.username or "")
             form.setdefault("client_secret", request.authorization.password or "")
         try:
-            return json_response(self.tokens.issue(tenant, form),
+            return json_response(self.tokens.issue(tenant, form, request.base_url),
                                  headers={"Cache-Control": "no-store, no-cache"})
         except AadError as exc:
             return json_response(exc.body(), exc.status)
+
+    def _app_service_token(self, request: Request) -> Response:
+        """App Service's identity endpoint: ``X-IDENTITY-HEADER`` must be the host's IDENTITY_HEADER."""
+        if request.headers.get("X-IDENTITY-HEADER") != presets.IDENTITY_HEADER:
+            return json_response({"statusCode": 400, "message": "The X-IDENTITY-HEADER is missing or invalid."},
+                                 400)
+        if request.args.get("api-version") != "2019-08-01":
+            return json_response({"statusCode": 400, "message": "Unsupported api-version."}, 400)
+        try:
+            body = self.tokens.managed_identity_token(request.args.get("client_id"),
+                                                      request.args.get("resource", ""), request.host_url)
+        except KeyError:
+            return json_response({"statusCode": 400, "message": "No User Assigned or Delegated Managed Identity "
+                                  "found for specified ClientId/ResourceId/PrincipalId."}, 400)
+        except ValueError:
+            return json_response({"statusCode": 500, "message": "An unexpected error occured while fetching the "
+                                  "AAD Token."}, 500)
+        body.pop("expires_in"), body.pop("ext_expires_in"), body.pop("not_before")  # App Service's shape
+        return json_response(body)
+
+    def _imds_token(self, request: Request) -> Response:
+        """IMDS: ``Metadata: true`` required, as on every Azure VM."""
+        if request.headers.get("Metadata", "").lower() != "true":
+            return json_response({"error": "invalid_request",
+                                  "error_description": "Required metadata header not specified"}, 400)
+        try:
+            body = self.tokens.managed_identity_token(request.args.get("client_id"),
+                                                      request.args.get("resource", ""), request.host_url)
+        except KeyError:
+            return json_response({"error": "invalid_request", "error_description": "Identity not found"}, 400)
+        except ValueError:
+            return json_response({"error": "invalid_resource", "error_description": "AADSTS500011: The resource "
+                                  "principal was not found in the tenant."}, 400)
+        return json_response(body)
 
     # ---- store --------------------------------------------------------------------------
     def _add(self, record: dict) -> dict:

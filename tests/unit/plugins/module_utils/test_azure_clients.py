@@ -177,6 +177,10 @@ def test_the_real_credential_gets_the_custom_authority():
 class FakeModule:
     def __init__(self, params):
         self.params = params
+        self.warnings = []
+
+    def warn(self, warning):
+        self.warnings.append(warning)
 
     def fail_json(self, **kwargs):
         raise SystemExit(kwargs)
@@ -191,15 +195,27 @@ def module_params(**overrides):
 
 
 def test_argument_spec_matches_the_contract():
+    """azure.azcollection's option names and variables, then azure-identity's and AKS's."""
     spec = azure_argument_spec()
     assert spec["subscription_id"]["fallback"][1] == ["AZURE_SUBSCRIPTION_ID"]
-    assert spec["tenant"]["aliases"] == ["tenant_id"] and spec["tenant"]["fallback"][1] == ["AZURE_TENANT"]
+    assert spec["tenant"]["aliases"] == ["tenant_id"]
+    assert spec["tenant"]["fallback"][1] == ["AZURE_TENANT", "AZURE_TENANT_ID"]
     assert spec["client_id"]["fallback"][1] == ["AZURE_CLIENT_ID"]
     assert spec["secret"]["no_log"] is True and spec["secret"]["aliases"] == ["client_secret"]
     assert spec["secret"]["fallback"][1] == ["AZURE_SECRET"]
-    assert spec["arm_endpoint"]["default"] == "https://management.azure.com"
+    assert spec["auth_source"]["choices"] == ["auto", "cli", "credential_file", "env", "msi"]
+    assert spec["auth_source"]["default"] == "auto"
+    assert spec["auth_source"]["fallback"][1] == ["ANSIBLE_AZURE_AUTH_SOURCE", "AZURE_AUTH_SOURCE"]
+    assert spec["profile"]["fallback"][1] == ["AZURE_PROFILE"]
+    assert spec["cloud_environment"]["default"] == "AzureCloud"
+    assert spec["cloud_environment"]["fallback"][1] == ["AZURE_CLOUD_ENVIRONMENT"]
+    assert spec["x509_certificate_path"]["fallback"][1] == ["AZURE_X509_CERTIFICATE_PATH",
+                                                            "AZURE_CLIENT_CERTIFICATE_PATH"]
+    assert spec["x509_certificate"]["no_log"] is True and spec["x509_certificate_password"]["no_log"] is True
+    assert spec["federated_token_file"]["fallback"][1] == ["AZURE_FEDERATED_TOKEN_FILE"]
+    # no default: cloud_environment supplies the endpoints unless these are given
+    assert "default" not in spec["arm_endpoint"] and "default" not in spec["authority_host"]
     assert spec["arm_endpoint"]["fallback"][1] == ["AZURE_ARM_ENDPOINT"]
-    assert spec["authority_host"]["default"] == "https://login.microsoftonline.com"
     assert spec["authority_host"]["fallback"][1] == ["AZURE_AUTHORITY_HOST"]
     assert spec["polling_interval"]["default"] == 5
 
@@ -209,7 +225,7 @@ def test_missing_credentials_are_all_named():
         clients_from_module(FakeModule(module_params(subscription_id=None, tenant="", secret=None)))
     msg = failure.value.args[0]["msg"]
     assert "subscription_id (env AZURE_SUBSCRIPTION_ID)" in msg
-    assert "tenant (env AZURE_TENANT)" in msg
+    assert "tenant (env AZURE_TENANT or AZURE_TENANT_ID)" in msg
     assert "secret (env AZURE_SECRET)" in msg
     assert "client_id" not in msg
 
