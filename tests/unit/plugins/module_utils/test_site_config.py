@@ -288,7 +288,7 @@ def _settings_read_by_the_code():
     read = {"azure": set(), "digitalocean": set(), "either": set()}
     for path in sorted((root / "roles").rglob("*.yml")) + sorted((root / "playbooks").glob("*.yml")):
         backend = "azure" if "azure" in path.name else "digitalocean" if "digitalocean" in path.name else "either"
-        read[backend].update(re.findall(r"backend_settings\.([A-Za-z_]+)", path.read_text()))
+        read[backend].update(re.findall(r"backend_settings\.([A-Za-z_][A-Za-z0-9_]*)", path.read_text()))
         assert not re.search(r"backend_settings\[", path.read_text()), path  # read by name only, so found here
     tree = ast.parse((root / "plugins" / "filter" / "backend_items.py").read_text())
     for function in (node for node in tree.body if isinstance(node, ast.FunctionDef)):
