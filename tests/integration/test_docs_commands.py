@@ -406,7 +406,7 @@ def test_wrong_cloud_credentials_approve_nothing(backend, site):
     (nothing is erred), diagnostics says what it quotes, the Azure report pass fails alike, and
     the order is carried out once the credential is fixed."""
     heading, offering, order_uuid, key, right = {
-        "azure": ("Azure service principal", "Azure VM", waldur_presets.AZURE_ORDER_UUID, "client_secret",
+        "azure": ("Azure sign-in", "Azure VM", waldur_presets.AZURE_ORDER_UUID, "client_secret",
                   azure_presets.CLIENT_SECRET),
         "digitalocean": ("DigitalOcean token", "DigitalOcean VM", waldur_presets.DO_ORDER_UUID, "token", None),
     }[backend]
