@@ -312,6 +312,11 @@ class FakeAzure(AzureClients):
         """One page of the subscription's objects of the type ``path`` names, as ARM's JSON
         (``kind`` is the service); ``unlisted[kind]`` names objects the listing misses (made while
         it ran)."""
+        if path.endswith("/vmSizes"):
+            location = path.split("/")[-2]
+            self._clients["compute"].virtual_machine_sizes.list(location)  # recorded, and fails as it does
+            yield [dict(size) for size in SIZES]
+            return
         kind = [kind for kind, (namespace, type_name, dummy) in PROVIDERS.items()
                 if path.lower().endswith(("/providers/%s/%s" % (namespace, type_name)).lower())][0]
         status_only = (params or {}).get("statusOnly") == "true"
