@@ -196,13 +196,14 @@ class Reader:
         self.deadline = deadline
         self.sizes = SizeCatalog(clients, deadline)
         self.max_workers = module.params["max_workers"]
+        self.addresses = module.params.get("addresses", True)
 
     # ---- subscription-wide listings -------------------------------------------------------
     def read_listed(self, keys):
         """``{id: (vm, power, private_ip, public_ip, notes)}`` for the machines that exist: one paged
         listing each of machines, power states, NICs and public IPs, joined in memory."""
         listed = MachineListings(self.clients, self.deadline, self.max_workers).read(
-            keys, addresses=self.module.params["addresses"])
+            keys, addresses=self.addresses)
         return dict((key, (machine.vm, machine.power) + machine.addresses + (machine.notes,))
                     for key, machine in listed.items())
 
@@ -215,7 +216,7 @@ class Reader:
         if vm is None:
             return None
         private_ip, public_ip = (vm_addresses(self.clients, vm, deadline=self.deadline)
-                                 if self.module.params["addresses"] else (None, None))
+                                 if self.addresses else (None, None))
         return vm, power_state(getattr(vm, "instance_view", None)), private_ip, public_ip, []
 
     # ---- measuring --------------------------------------------------------------------------

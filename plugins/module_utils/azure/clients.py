@@ -408,6 +408,10 @@ class AzureClients:
             yield body["value"]
             url = body.get("nextLink")
 
+    def json_at(self, url):
+        """ARM's JSON object at an absolute ``url`` ARM handed out (an operation's status)."""
+        return self._json(url)
+
     def json_get(self, kind, resource_id, suffix=""):
         """One ARM object (``resource_id`` + ``suffix``, e.g. ``/instanceView``) as ARM's JSON."""
         return self._json("%s%s%s?%s" % (self.arm_endpoint, resource_id, suffix,

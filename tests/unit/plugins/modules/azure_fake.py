@@ -185,12 +185,12 @@ class Operations:
         self.fake.record("instance_view", "vm", name)
         return compute_models.VirtualMachineInstanceView(self.fake.instance_view_body(name))
 
-    def begin_deallocate(self, group, name):
+    def begin_deallocate(self, group, name, **kwargs):  # polling=False, cls: the caller waits on its own
         self.fake.record("deallocate", "vm", name)
         self.fake.maybe_fail("deallocate", "vm")
         self.fake.power[name.lower()] = "deallocated"
 
-    def begin_start(self, group, name):
+    def begin_start(self, group, name, **kwargs):
         self.fake.record("start", "vm", name)
         self.fake.power[name.lower()] = "running"
 
