@@ -415,7 +415,7 @@ class AzureClients:
     def json_get(self, kind, resource_id, suffix=""):
         """One ARM object (``resource_id`` + ``suffix``, e.g. ``/instanceView``) as ARM's JSON."""
         return self._json("%s%s%s?%s" % (self.arm_endpoint, resource_id, suffix,
-                                               urlencode({"api-version": JSON_API_VERSIONS[kind]})))
+                                         urlencode({"api-version": JSON_API_VERSIONS[kind]})))
 
 
 # ---- the SDKs' clients, imported on first use -------------------------------------------------
