@@ -83,8 +83,9 @@ class PowerWaiter:
                     self._refresh()
             finally:
                 self._entries.remove(entry)
-        if entry["error"] is not None:
-            raise entry["error"]
+        error = entry["error"]
+        if isinstance(error, Exception):
+            raise error
         return entry["power"]
 
     def _next_refresh(self):
