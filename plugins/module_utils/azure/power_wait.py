@@ -83,9 +83,8 @@ class PowerWaiter:
                     self._refresh()
             finally:
                 self._entries.remove(entry)
-        error = entry["error"]
-        if isinstance(error, Exception):
-            raise error
+        if entry["error"] is not None:
+            raise entry["error"]  # pylint: disable=raising-bad-type  # an exception once set, never None here
         return entry["power"]
 
     def _next_refresh(self):
