@@ -21,8 +21,8 @@ description:
   - Disk is the size's OS disk plus its resource (temporary) disk, in MiB.
   - Several machines are read from four subscription-wide paged listings, run side by side and joined in
     memory - the machines, their power states (C(statusOnly=true)), the network interfaces and the public IP
-    addresses - so a run costs about four calls per page of machines, not calls per machine or per resource
-    group; a single machine is read directly. An object missing from a listing (made while the listings
+    addresses - so a run costs about four calls per page of machines (two with O(addresses=false)), not calls
+    per machine or per resource group; a single machine is read directly. An object missing from a listing (made while the listings
     ran) is read on its own. VM sizes are listed once per location.
   - A machine that is missing or cannot be read is reported with RV(machines[].found=false) and no figures.
 author:
@@ -43,6 +43,13 @@ options:
       - O(backend_ids) packed, as one JSON text of the same ids (see the description); exactly one of
         the two is given.
     type: raw
+  addresses:
+    description:
+      - Whether the machines' private and public IP addresses are read (into RV(machines[].backend_metadata)).
+      - Measuring needs none of them; without them, several machines cost two listings (the machines and their
+        power states), not four, and the addresses in RV(machines[].backend_metadata) are null.
+    type: bool
+    default: true
   max_workers:
     description:
       - How many machines are read at the same time when they are read one by one.
@@ -65,9 +72,10 @@ EXAMPLES = r"""
   ansible.builtin.set_fact:
     rows: "{{ measured.machines | waldur.site_agent.usage_rows(resources, backend_components) }}"
 
-- name: Thousands of machines, the lists handed over packed (as the report pass does)
+- name: Thousands of machines, the lists handed over packed, without their addresses (as the report pass does)
   waldur.site_agent.azure_vm_chain_info:
     backend_ids_packed: "{{ waldur_resources.resources_packed | waldur.site_agent.backend_ids }}"
+    addresses: false
     packed: true
   register: measured
 """
@@ -121,7 +129,9 @@ machines:
       type: dict
       sample: {cores: 2, ram_mb: 4096, disk_mb: 38912}
     backend_metadata:
-      description: What Waldur stores as the resource's backend metadata; null when not found.
+      description:
+        - What Waldur stores as the resource's backend metadata; null when not found. Its addresses are null
+          when O(addresses) is false.
       type: dict
     msg:
       description:
@@ -194,12 +204,14 @@ class Reader:
         self.deadline = deadline
         self.sizes = SizeCatalog(clients, deadline)
         self.max_workers = module.params["max_workers"]
+        self.addresses = module.params.get("addresses", True)
 
     # ---- subscription-wide listings -------------------------------------------------------
     def read_listed(self, keys):
         """``{id: (vm, power, private_ip, public_ip, notes)}`` for the machines that exist: one paged
         listing each of machines, power states, NICs and public IPs, joined in memory."""
-        listed = MachineListings(self.clients, self.deadline, self.max_workers).read(keys)
+        listed = MachineListings(self.clients, self.deadline, self.max_workers).read(
+            keys, addresses=self.addresses)
         return dict((key, (machine.vm, machine.power) + machine.addresses + (machine.notes,))
                     for key, machine in listed.items())
 
@@ -211,7 +223,8 @@ class Reader:
                                group, name, expand="instanceView", deadline=self.deadline)
         if vm is None:
             return None
-        private_ip, public_ip = vm_addresses(self.clients, vm, deadline=self.deadline)
+        private_ip, public_ip = (vm_addresses(self.clients, vm, deadline=self.deadline)
+                                 if self.addresses else (None, None))
         return vm, power_state(getattr(vm, "instance_view", None)), private_ip, public_ip, []
 
     # ---- measuring --------------------------------------------------------------------------
@@ -314,6 +327,7 @@ def main():
         backend_ids=dict(type="list", elements="str"),
         backend_ids_packed=dict(type="raw"),
         packed=dict(type="bool", default=False),
+        addresses=dict(type="bool", default=True),
         max_workers=dict(type="int", default=8),
         deadline=dict(type="float", default=900),
     )

@@ -6,7 +6,8 @@
 The credential is the azure-identity class of the run's sign-in (``auth.py`` decides which:
 client secret, certificate, workload identity, managed identity or the Azure CLI).
 
-This is the only file of the collection that imports ``azure.*``. Every SDK call
+This is the only file of the collection that imports ``azure.*``; the management SDKs are
+imported on first use (a read-only run sends plain JSON requests and imports none). Every SDK call
 goes through :meth:`AzureClients.call`, which waits on long-running operations
 (bounded by a deadline) and turns any SDK error, including one raised while
 waiting on a poller, into :class:`AzureError` (``status``, ``code``, ``message``;
@@ -25,6 +26,7 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
+import importlib.util
 import os
 import threading
 import time
@@ -62,6 +64,12 @@ from ansible_collections.waldur.site_agent.plugins.module_utils.azure.facts impo
 from ansible_collections.waldur.site_agent.plugins.module_utils.core.pass_guard import PassEnded, check_write
 from ansible_collections.waldur.site_agent.plugins.module_utils.core.secrets import redact_text, secret_text_problem
 
+# The management SDKs (azure.mgmt.*) are only looked for here, not imported: importing them
+# took about a second of every Azure module run before its first call, and the read paths
+# (listings, sizes, instance views) send plain JSON requests that need none of them. A module
+# that writes imports the one it needs on first use (management_client).
+MANAGEMENT_PACKAGES = ("azure.mgmt.core", "azure.mgmt.compute", "azure.mgmt.network", "azure.mgmt.resource")
+
 AZURE_IMPORT_ERROR = None
 try:
     from azure.core.exceptions import AzureError as SdkAzureError
@@ -70,22 +78,21 @@ try:
     from azure.core.rest import HttpRequest
     from azure.identity import (AzureCliCredential, CertificateCredential, ClientSecretCredential,
                                 ManagedIdentityCredential, WorkloadIdentityCredential)
-    from azure.mgmt.compute import ComputeManagementClient
-    from azure.mgmt.network import NetworkManagementClient
-    try:
-        from azure.mgmt.resource.resources import ResourceManagementClient
-    except ImportError:  # azure-mgmt-resource < 25
-        from azure.mgmt.resource import ResourceManagementClient
+    for _package in MANAGEMENT_PACKAGES:
+        if importlib.util.find_spec(_package) is None:
+            raise ImportError("No module named %r" % _package)
 except ImportError:
     AZURE_IMPORT_ERROR = traceback.format_exc()
     SdkAzureError = DecodeError = Exception
     SansIOHTTPPolicy = RetryPolicy = object
     HttpRequest = None
-    ClientSecretCredential = ComputeManagementClient = NetworkManagementClient = None
+    ClientSecretCredential = None
     AzureCliCredential = CertificateCredential = ManagedIdentityCredential = WorkloadIdentityCredential = None
-    ResourceManagementClient = None
 
 HAS_AZURE = AZURE_IMPORT_ERROR is None
+
+# The management SDKs' clients, imported on first use (see management_client): set here only by tests.
+ComputeManagementClient = NetworkManagementClient = ResourceManagementClient = None
 AZURE_LIBRARIES = "azure-identity, azure-mgmt-compute, azure-mgmt-network and azure-mgmt-resource"
 
 PUBLIC_ARM_ENDPOINT = "https://management.azure.com"
@@ -345,15 +352,20 @@ class AzureClients:
 
     @property
     def resource(self):
-        return self._client("resource", ResourceManagementClient)
+        return self._client("resource", management_client("resource"))
 
     @property
     def network(self):
-        return self._client("network", NetworkManagementClient)
+        return self._client("network", management_client("network"))
 
     @property
     def compute(self):
-        return self._client("compute", ComputeManagementClient)
+        return self._client("compute", management_client("compute"))
+
+    @property
+    def json_pipeline(self):
+        """The pipeline of the plain JSON reads (no management SDK imported)."""
+        return self._client("json", json_pipeline_client)
 
     def call(self, what, function, *args, **kwargs):
         """Run one SDK call; wait for it when it is a long-running operation.
@@ -401,10 +413,10 @@ class AzureClients:
     # while the JSON is parsed in a fraction of that. The requests go through the service
     # client's own pipeline (``send_request``): the same credential, retries and call counter.
     # Errors are the SDK's, translated by the caller's ``call`` or ``read``.
-    def _json(self, kind, url):
+    def _json(self, url):
         """ARM's JSON object at ``url``. A 2xx answer that is not a JSON object (an HTML page from a
         proxy, truncated JSON, a bare list, an empty body) is an error, never an empty object."""
-        response = getattr(self, kind).send_request(HttpRequest("GET", url))
+        response = self.json_pipeline.send_request(HttpRequest("GET", url))
         response.raise_for_status()
         try:
             body = response.json() if response.content else None
@@ -424,17 +436,74 @@ class AzureClients:
         query["api-version"] = JSON_API_VERSIONS[kind]
         url = "%s%s?%s" % (self.arm_endpoint, path, urlencode(query))
         while url:
-            body = self._json(kind, url)
+            body = self._json(url)
             if not isinstance(body.get("value"), list):
                 raise AzureError("ARM answered GET %s without the list 'value' of a listing; the listing is not "
                                  "trusted" % urlsplit(url).path)
             yield body["value"]
             url = body.get("nextLink")
 
+    def json_at(self, url):
+        """ARM's JSON object at an absolute ``url`` ARM handed out (an operation's status)."""
+        return self._json(url)
+
     def json_get(self, kind, resource_id, suffix=""):
         """One ARM object (``resource_id`` + ``suffix``, e.g. ``/instanceView``) as ARM's JSON."""
-        return self._json(kind, "%s%s%s?%s" % (self.arm_endpoint, resource_id, suffix,
-                                               urlencode({"api-version": JSON_API_VERSIONS[kind]})))
+        return self._json("%s%s%s?%s" % (self.arm_endpoint, resource_id, suffix,
+                                         urlencode({"api-version": JSON_API_VERSIONS[kind]})))
+
+
+# ---- the SDKs' clients, imported on first use -------------------------------------------------
+def management_client(kind):
+    """The management SDK's client class of ``kind`` (compute, network or resource), imported now."""
+    name = {"compute": "ComputeManagementClient", "network": "NetworkManagementClient",
+            "resource": "ResourceManagementClient"}[kind]
+    factory = globals()[name]
+    if factory is not None:
+        return factory
+    if kind == "compute":
+        from azure.mgmt.compute import ComputeManagementClient as factory  # pylint: disable=import-outside-toplevel
+    elif kind == "network":
+        from azure.mgmt.network import NetworkManagementClient as factory  # pylint: disable=import-outside-toplevel
+    else:
+        try:
+            from azure.mgmt.resource.resources import ResourceManagementClient as factory  # pylint: disable=import-outside-toplevel
+        except ImportError:  # azure-mgmt-resource < 25
+            from azure.mgmt.resource import ResourceManagementClient as factory  # pylint: disable=import-outside-toplevel
+    return factory
+
+
+def json_pipeline_client(credential, subscription_id, **options):  # pylint: disable=unused-argument
+    """The pipeline of the plain JSON reads: the policies a management client is built with (the
+    same credential, retry policy, call counter and JsonAnswers; ``client_options``), without
+    importing a management SDK."""
+    # pylint: disable=import-outside-toplevel
+    from azure.core.pipeline import policies
+    from azure.mgmt.core import ARMPipelineClient
+    from azure.mgmt.core.policies import (ARMAutoResourceProviderRegistrationPolicy, ARMChallengeAuthenticationPolicy,
+                                          ARMHttpLoggingPolicy)
+    options = dict(options)
+    base_url = options.pop("base_url")
+    scopes = options.pop("credential_scopes", None) or [PUBLIC_ARM_ENDPOINT + "/.default"]
+    options.pop("polling_interval", None)
+    retry_policy = options.pop("retry_policy")
+    pipeline = [
+        policies.RequestIdPolicy(**options),
+        policies.HeadersPolicy(**options),
+        policies.UserAgentPolicy(**options),
+        policies.ProxyPolicy(**options),
+        policies.ContentDecodePolicy(**options),
+        ARMAutoResourceProviderRegistrationPolicy(),
+        policies.RedirectPolicy(**options),
+        retry_policy,
+        ARMChallengeAuthenticationPolicy(credential, *scopes, **options),
+        policies.CustomHookPolicy(**options),
+        policies.NetworkTraceLoggingPolicy(**options),
+        policies.DistributedTracingPolicy(**options),
+        policies.SensitiveHeaderCleanupPolicy(**options),
+        ARMHttpLoggingPolicy(**options),
+    ]
+    return ARMPipelineClient(base_url=base_url, policies=pipeline, **options)
 
 
 def sign_in_from_params(params):

@@ -59,6 +59,21 @@ def size_figures(size, os_disk_gb=None):
     }
 
 
+class SlimSize:
+    """A VM size of a location's ``vmSizes`` listing (ARM's JSON), under the SDK model's attribute names."""
+
+    __slots__ = ("name", "number_of_cores", "memory_in_mb", "os_disk_size_in_mb", "resource_disk_size_in_mb",
+                 "max_data_disk_count")
+
+    def __init__(self, body):
+        self.name = body.get("name")
+        self.number_of_cores = body.get("numberOfCores")
+        self.memory_in_mb = body.get("memoryInMB")
+        self.os_disk_size_in_mb = body.get("osDiskSizeInMB")
+        self.resource_disk_size_in_mb = body.get("resourceDiskSizeInMB")
+        self.max_data_disk_count = body.get("maxDataDiskCount")
+
+
 class SizeCatalog:
     """VM sizes by location, listed at most once per location per run (thread-safe).
 
@@ -83,11 +98,15 @@ class SizeCatalog:
         location = normalize_location(location)
         with self._location_lock(location):
             if location not in self._sizes and location not in self._errors:
+                # ARM's JSON, not the SDK's models: a read needs no management SDK imported
+                path = "/subscriptions/%s/providers/Microsoft.Compute/locations/%s/vmSizes" % (
+                    self.clients.subscription_id, location)
                 try:
-                    listed = self.clients.listing(
+                    listed = self.clients.call(
                         "listing the VM sizes of location %s" % location,
-                        self.clients.compute.virtual_machine_sizes.list, location)
-                    self._sizes[location] = dict((plain(size.name).lower(), size) for size in listed)
+                        lambda: [SlimSize(body) for page in self.clients.json_pages("compute", path)
+                                 for body in page if isinstance(body, dict)])
+                    self._sizes[location] = dict((str(size.name or "").lower(), size) for size in listed)
                 except AzureError as error:
                     self._errors[location] = error
             if location in self._errors:

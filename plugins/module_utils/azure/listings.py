@@ -5,8 +5,8 @@
 power states (``statusOnly=true``), the network interfaces and the public IP addresses, one
 listing each, side by side, joined in memory by ARM id.
 
-A pass over N machines then costs about four times ``N / page size`` calls, whatever the
-number of resource groups, instead of a read (or a group listing) per machine. Objects a
+A pass over N machines then costs about four times ``N / page size`` calls (two times without
+the addresses, which metering does not read), whatever the number of resource groups, instead of a read (or a group listing) per machine. Objects a
 listing misses (made while the listings ran) are read one by one.
 
 The listings are read as ARM's JSON (``AzureClients.json_pages``), not as SDK models, whose
@@ -203,27 +203,40 @@ class MachineListings:
             values.append(outcome["value"])
         return values
 
-    def read(self, keys):
+    def power_states(self, keys):
+        """``{key: power state}`` of the machines of ``keys`` that the ``statusOnly`` listing shows
+        (one listing, stopped at the page where the last of them is seen)."""
+        return self._walk("listing the power states of the virtual machines", "compute",
+                          "/subscriptions/%s/providers/Microsoft.Compute/virtualMachines" % self.clients.subscription_id,
+                          lambda body: power_of(_field(body, "properties", "instanceView")), set(keys),
+                          params={"statusOnly": "true"})
+
+    def read(self, keys, addresses=True):
         """``{key: ListedMachine}`` for the machines of ``keys`` (lower-cased ARM ids) that exist.
+        Without ``addresses``, the NICs and public IPs are not listed (half the calls): the
+        machines come without them (``nic`` and ``public_ip`` None, no note).
 
         Raises :class:`AzureError` when a listing fails: a pass must not act on half a picture."""
         wanted = set(keys)
         providers = "/subscriptions/%s/providers/" % self.clients.subscription_id
-        vms, power, nics, public_ips = self._together([
+        listings = [
             lambda: self._walk("listing the virtual machines of the subscription", "compute",
                                providers + "Microsoft.Compute/virtualMachines", SlimVm, wanted),
-            lambda: self._walk("listing the power states of the virtual machines", "compute",
-                               providers + "Microsoft.Compute/virtualMachines",
-                               lambda body: power_of(_field(body, "properties", "instanceView")), wanted,
-                               params={"statusOnly": "true"}),
+            lambda: self.power_states(wanted),
+        ]
+        if addresses:
             # NICs and public IPs are listed whole, at the same time as the machines: their ids
             # are only known once the machines are, and waiting for those would double the wall time.
-            lambda: self._walk("listing the network interfaces of the subscription", "network",
-                               providers + "Microsoft.Network/networkInterfaces", SlimNic),
-            lambda: self._walk("listing the public IP addresses of the subscription", "network",
-                               providers + "Microsoft.Network/publicIPAddresses", SlimPublicIp),
-        ])
-        nic_of = dict((key, arm_key(vm.nic_id) or None) for key, vm in vms.items())
+            listings += [
+                lambda: self._walk("listing the network interfaces of the subscription", "network",
+                                   providers + "Microsoft.Network/networkInterfaces", SlimNic),
+                lambda: self._walk("listing the public IP addresses of the subscription", "network",
+                                   providers + "Microsoft.Network/publicIPAddresses", SlimPublicIp),
+            ]
+        listed = self._together(listings)
+        vms, power = listed[:2]
+        nics, public_ips = listed[2:] if addresses else ({}, {})
+        nic_of = dict((key, (arm_key(vm.nic_id) or None) if addresses else None) for key, vm in vms.items())
         notes = {}
         # What a listing missed is read one by one: an object made (or a machine created) after
         # one listing passed it and before another did is in one and not the other. Rare, and

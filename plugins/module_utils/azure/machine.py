@@ -15,7 +15,7 @@ __metaclass__ = type
 import threading
 
 from ansible_collections.waldur.site_agent.plugins.module_utils.azure.clients import AzureError, SizeCatalog, power_state, vm_addresses, vm_metadata
-from ansible_collections.waldur.site_agent.plugins.module_utils.azure.errors import OperationStillRunning, outcome_unknown
+from ansible_collections.waldur.site_agent.plugins.module_utils.azure.errors import outcome_unknown
 from ansible_collections.waldur.site_agent.plugins.module_utils.azure.listings import LISTING_THRESHOLD, MachineListings, arm_key
 from ansible_collections.waldur.site_agent.plugins.module_utils.azure.naming import (
     InvalidAzureId,
@@ -26,6 +26,7 @@ from ansible_collections.waldur.site_agent.plugins.module_utils.azure.naming imp
     vm_name_of_dedicated_group,
 )
 from ansible_collections.waldur.site_agent.plugins.module_utils.azure.objects import kind_of
+from ansible_collections.waldur.site_agent.plugins.module_utils.azure.power_wait import PowerChangeFailed, PowerWaiter
 from ansible_collections.waldur.site_agent.plugins.module_utils.azure.ownership import (
     FAILED,
     FOREIGN,
@@ -65,6 +66,9 @@ class MachineWork:
         self._power_lock = threading.Lock()
         self._power_listed = None
         self._power_error = None
+        # the power changes of the batch wait together (one read of their machines per round)
+        self.power_waiter = PowerWaiter(clients, deadline, max_interval=max(1.0, float(
+            getattr(clients, "polling_interval", None) or PowerWaiter.MAX_INTERVAL)))
 
     def _call(self, what, function, *args, **kwargs):
         return self.clients.call(what, function, *args, deadline=self.deadline, **kwargs)
@@ -211,12 +215,11 @@ class MachineWork:
         if owner not in (None, item["resource_uuid"]):
             raise ItemError("virtual machine %s in resource group %s has %s, not this resource's; its power is "
                             "left as it is" % (names["vm"], names["group"], describe_owner(owner)))
-        machines = self.clients.compute.virtual_machines
         if wanted == "deallocated":
-            settled, operation, action = ("deallocated", "deallocating"), machines.begin_deallocate, "powered_off"
+            settled, operation, action = ("deallocated", "deallocating"), "begin_deallocate", "powered_off"
             verb, doing, done = "deallocate", "deallocating", "deallocated"
         else:
-            settled, operation, action = ("running", "starting"), machines.begin_start, "powered_on"
+            settled, operation, action = ("running", "starting"), "begin_start", "powered_on"
             verb, doing, done = "start", "starting", "started"
         if current in settled:
             result.update(msg="virtual machine %s is already %s" % (names["vm"], current),
@@ -227,14 +230,28 @@ class MachineWork:
                 verb, names["vm"], current),
                 backend_metadata=self._metadata(vm, power=current, nic=nic, public_ip=public_ip))
             return
+        # Sent without waiting on its own operation: the batch's power items share one wait
+        # (power_wait.PowerWaiter), which reads their machines together.
         try:
-            self._call("%s virtual machine %s" % (doing, names["vm"]), operation, names["group"], names["vm"])
-        except OperationStillRunning:
-            result.update(changed=True, action=action)  # accepted: Azure is carrying it out
-            raise
+            accepted = self._call("%s virtual machine %s" % (doing, names["vm"]),
+                                  getattr(self.clients.compute.virtual_machines, operation), names["group"],
+                                  names["vm"], polling=False, cls=lambda response, deserialized, headers: response)
         except AzureError as error:
             if outcome_unknown(error):  # no answer, or a 5xx: it may have been carried out
                 result["action"] = "unknown"
             raise  # refused: nothing changed
-        result.update(changed=True, action=action, msg="%s virtual machine %s (was %s)" % (done, names["vm"], current),
+        result.update(changed=True, action=action)  # accepted: Azure carries it out
+        headers = getattr(getattr(accepted, "http_response", None), "headers", None) or {}
+        try:
+            now = self.power_waiter.wait(vm.id or item["backend_id"], arm_key(vm.id or item["backend_id"]),
+                                         (wanted,), current, headers.get("Azure-AsyncOperation"))
+        except PowerChangeFailed as error:
+            raise ItemError("%s virtual machine %s: %s" % (doing, names["vm"], error))
+        except AzureError as error:
+            raise RetryLater("virtual machine %s was sent to %s, but %s; the next pass looks again"
+                             % (names["vm"], verb, error))
+        if now != wanted:
+            raise RetryLater("virtual machine %s was sent to %s and is %s at the deadline; Azure carries it on, "
+                             "the next pass looks again" % (names["vm"], verb, now))
+        result.update(msg="%s virtual machine %s (was %s)" % (done, names["vm"], current),
                       backend_metadata=self._metadata(vm, power=wanted, nic=nic, public_ip=public_ip))

@@ -185,12 +185,12 @@ class Operations:
         self.fake.record("instance_view", "vm", name)
         return compute_models.VirtualMachineInstanceView(self.fake.instance_view_body(name))
 
-    def begin_deallocate(self, group, name):
+    def begin_deallocate(self, group, name, **kwargs):  # polling=False, cls: the caller waits on its own
         self.fake.record("deallocate", "vm", name)
         self.fake.maybe_fail("deallocate", "vm")
         self.fake.power[name.lower()] = "deallocated"
 
-    def begin_start(self, group, name):
+    def begin_start(self, group, name, **kwargs):
         self.fake.record("start", "vm", name)
         self.fake.power[name.lower()] = "running"
 
@@ -312,6 +312,11 @@ class FakeAzure(AzureClients):
         """One page of the subscription's objects of the type ``path`` names, as ARM's JSON
         (``kind`` is the service); ``unlisted[kind]`` names objects the listing misses (made while
         it ran)."""
+        if path.endswith("/vmSizes"):
+            location = path.split("/")[-2]
+            self._clients["compute"].virtual_machine_sizes.list(location)  # recorded, and fails as it does
+            yield [dict(size) for size in SIZES]
+            return
         kind = [kind for kind, (namespace, type_name, dummy) in PROVIDERS.items()
                 if path.lower().endswith(("/providers/%s/%s" % (namespace, type_name)).lower())][0]
         status_only = (params or {}).get("statusOnly") == "true"
