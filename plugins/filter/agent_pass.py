@@ -15,6 +15,8 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
+from ansible_collections.waldur.site_agent.plugins.module_utils.agent.buildable import create_gaps as _create_gaps
+
 ROLE_KEYS = {"order_process": "order_processing_backend", "report": "reporting_backend",
              "membership_sync": "membership_sync_backend"}
 _TRUE = ("1", "true", "yes", "on")
@@ -62,6 +64,15 @@ def pass_offerings(offerings, pass_name, named=False, by_event=False, sweep=Fals
     return {"run": run, "notes": notes}
 
 
+def create_gaps(offering, order_form=None):
+    """Why no Create order of the offering (site_config's mapping) could be built: one line per
+    create input that neither ``backend_settings`` nor the offering's order form in Waldur
+    (``order_form``: its ``options``, or a list of field names) supplies. [] when unknown."""
+    offering = offering if isinstance(offering, dict) else {}
+    backend = offering.get("order_processing_backend") or offering.get("backend_type")
+    return _create_gaps(backend, offering.get("backend_settings"), order_form)
+
+
 class FilterModule(object):
     def filters(self):
-        return {"pass_offerings": pass_offerings}
+        return {"pass_offerings": pass_offerings, "create_gaps": create_gaps}

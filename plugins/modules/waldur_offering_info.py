@@ -47,7 +47,11 @@ EXAMPLES = r"""
 
 RETURN = r"""
 offering:
-  description: The offering - C(uuid) (32 hex), C(name), C(type), C(state), C(customer_uuid), C(customer_name).
+  description:
+    - The offering - C(uuid) (32 hex), C(name), C(type), C(state), C(customer_uuid), C(customer_name).
+    - C(order_form) is the sorted field names of the offering's order form (Waldur's C(options)),
+      the attributes a customer's order can carry. The order pass checks with
+      P(waldur.site_agent.create_gaps#filter) that every create input has a source.
   returned: success
   type: dict
   sample:
@@ -57,6 +61,7 @@ offering:
     state: Active
     customer_uuid: b0000000000000000000000000000001
     customer_name: Provider Org
+    order_form: [image, region]
 api_calls:
   description: Waldur HTTP calls made by this task (C(reads), C(writes), C(retries)).
   returned: always
@@ -64,6 +69,7 @@ api_calls:
   sample: {reads: 1, writes: 0, retries: 0}
 """
 
+from ansible_collections.waldur.site_agent.plugins.module_utils.agent.buildable import order_form_fields
 from ansible_collections.waldur.site_agent.plugins.module_utils.core.uuids import hex_uuid
 from ansible_collections.waldur.site_agent.plugins.module_utils.waldur.client import WaldurApiError
 from ansible_collections.waldur.site_agent.plugins.module_utils.waldur.errors import not_waldur
@@ -83,7 +89,7 @@ def main():
     offering_uuid = module.uuid_param(module.params["offering_uuid"], "offering_uuid")
     client = module.client(pool_size=1)
     try:
-        raw = client.get(provider_offering_path(offering_uuid), params={"field": FIELDS}) or {}
+        raw = client.get(provider_offering_path(offering_uuid), params={"field": FIELDS + ["options"]}) or {}
     except WaldurApiError as exc:
         stranger = None if exc.status == 401 or exc.transient else not_waldur(client)
         if stranger:
@@ -106,6 +112,8 @@ def main():
     offering = dict((key, raw.get(key)) for key in FIELDS)
     offering["uuid"] = hex_uuid(offering["uuid"]) or offering_uuid
     offering["customer_uuid"] = hex_uuid(offering["customer_uuid"])
+    form = order_form_fields(raw.get("options"))
+    offering["order_form"] = sorted(form) if form is not None else None
     if offering["uuid"] != offering_uuid:
         module.fail_json(msg="offering %s: Waldur answered with offering %s" % (offering_uuid, offering["uuid"]))
     module.exit_json(changed=False, offering=offering)

@@ -53,3 +53,29 @@ def test_a_waldur_api_url_of_another_service_is_named_not_the_offering(tmp_path,
     assert "check waldur_offering_uuid" not in order_pass.output
     assert waldur_sim.app.order(W.DO_ORDER_UUID)["state"] == "pending-provider"
     assert do_sim.app.write_calls() == []
+
+
+def test_an_offering_that_cannot_build_a_machine_fails_before_approving(tmp_path, waldur_sim, do_sim):
+    """No default_region, and the offering's order form in Waldur has no region field: no Create
+    order could be built, which is the provider's settings, not the customer's order."""
+    waldur, do = waldur_sim, do_sim
+    config = write_config(tmp_path, waldur, do, default_region=None)
+    gap = ("backend_settings.default_region is not set and the offering's order form in Waldur has no region "
+           "field (backend_region_id or region)")
+
+    order_pass = run(ORDER_PASS, config)
+    health = run(HEALTH, config)
+    diagnostics = run(DIAGNOSTICS, config)
+
+    for played in (order_pass, health, diagnostics):
+        assert played.rc != 0 and gap in played.output, played.output[-3000:]
+    assert "cannot build a machine" in order_pass.output
+    # before: the order was approved and then erred "DigitalOcean droplet region is not specified"
+    assert waldur.app.order(W.DO_ORDER_UUID)["state"] == "pending-provider"
+    assert waldur.app.write_calls() == [] and do.app.write_calls() == []
+
+    # The evidence is the order form: once it has a region field, the offering is ready again.
+    waldur.app.set_order_form(W.DO_OFFERING_UUID, {"order": ["region"], "options": {
+        "region": {"type": "select_string", "label": "Region", "required": True, "choices": ["ams3", "fra1"]}}})
+    health = run(HEALTH, config)
+    assert health.rc == 0 and gap not in health.output, health.output[-3000:]

@@ -173,7 +173,7 @@ class Marketplace:
                 uuid=offering_uuid, name=name, slug=slugify(name), type="Marketplace.Slurm",
                 customer_uuid=presets.PROVIDER_CUSTOMER_UUID, description=f"{name} sold by the site agent",
                 components=components, plugin_options={}, state="Active", shared=True, billable=True,
-                backend_id="", created=created)
+                backend_id="", created=created, order_form={"order": [], "options": {}})
             self.plans[plan_uuid] = dict(uuid=plan_uuid, name=plan_name, offering_uuid=offering_uuid,
                                          quotas=dict(quotas), unit="month", description="", created=created,
                                          prices={ctype: Decimal(price) for ctype, price in prices.items()})
@@ -653,7 +653,7 @@ class Marketplace:
             customer_name=customer["name"], project=None, project_uuid=None, project_name=None,
             category=self.url(f"/api/marketplace-categories/{presets.CATEGORY_UUID}/"),
             category_uuid=presets.CATEGORY_UUID, category_title="Virtual machines", attributes={},
-            options={"order": [], "options": {}}, resource_options={"order": [], "options": {}},
+            options=copy.deepcopy(offering["order_form"]), resource_options={"order": [], "options": {}},
             components=[self.component_repr(c) for c in offering["components"]],
             plugin_options=dict(offering["plugin_options"]), state=offering["state"],
             vendor_details="", getting_started="", integration_guide="", thumbnail=None,

@@ -271,6 +271,9 @@ class WaldurSimulator(Simulator):
                 self.set_backing_state(payload.get("resource_uuid"), payload.get("state", "ok"))
                 return json_response({"resource_uuid": payload.get("resource_uuid"),
                                       "state": payload.get("state", "ok")})
+            if path == "/_sim/order_form" and request.method == "POST":
+                self.set_order_form(payload.get("offering_uuid"), payload.get("options"))
+                return json_response({"offering_uuid": payload.get("offering_uuid")})
             if path == "/_sim/process" and request.method == "POST":
                 self.process_after(payload.get("after"), payload.get("order_uuid"))
                 return json_response({"order_uuid": payload.get("order_uuid"), "after": payload.get("after")})
@@ -288,6 +291,18 @@ class WaldurSimulator(Simulator):
         values = {k: _quirk_value(k, v) for k, v in quirks.items()}
         with self.lock:
             self.quirks.update(values)
+
+    def set_order_form(self, offering_uuid, options) -> None:
+        """The offering's order form (its ``options``: ``{"order": [names], "options": {name: field}}``),
+        as a provider edits it in Waldur."""
+        if not isinstance(options, dict):
+            raise ValueError("options: expected {'order': [...], 'options': {...}}")
+        with self.lock:
+            offering = self.market.offerings.get(str(offering_uuid).replace("-", ""))
+            if offering is None:
+                raise ValueError(f"no offering {offering_uuid}")
+            offering["order_form"] = {"order": list(options.get("order") or []),
+                                      "options": dict(options.get("options") or {})}
 
     def seed_resource(self, offering_uuid, name, **kwargs) -> dict:
         """Add a provider resource (default state OK) and return its API representation."""

@@ -30,7 +30,7 @@ def test_the_providers_offering_is_read_once(waldur_sim, capsys):
     out = offering(waldur_sim, capsys, dashed)
     assert out["offering"] == {"uuid": W.DO_OFFERING_UUID, "name": "DigitalOcean droplets", "type": "Marketplace.Slurm",
                                "state": "Active", "customer_uuid": W.PROVIDER_CUSTOMER_UUID,
-                               "customer_name": "Provider Org"}
+                               "customer_name": "Provider Org", "order_form": []}
     assert out["changed"] is False and out["api_calls"]["reads"] == 1
     assert [call["operation"] for call in waldur_sim.app.calls] == ["offering.get"]
 
