@@ -69,8 +69,8 @@ def create_gaps(offering, order_form=None):
     create input that neither ``backend_settings`` nor the offering's order form in Waldur
     (``order_form``: its ``options``, or a list of field names) supplies. [] when unknown."""
     offering = offering if isinstance(offering, dict) else {}
-    backend = offering.get("order_processing_backend") or offering.get("backend_type")
-    return _create_gaps(backend, offering.get("backend_settings"), order_form)
+    # Only an offering whose orders this agent processes builds machines.
+    return _create_gaps(offering.get("order_processing_backend"), offering.get("backend_settings"), order_form)
 
 
 class FilterModule(object):
