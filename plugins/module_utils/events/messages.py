@@ -72,7 +72,6 @@ def sweep_event(offering_uuid_hex, reason, pass_name="order_process"):
                        "reason": reason}}
 
 
-
 def message_to_event(body, offering_uuid_hex, object_types):
     """Decide what one queue message becomes: ``Decision(event, outcome, reason)`` where
     outcome is ``event`` (put ``event`` on the rulebook queue), ``ignored`` (valid, nothing
@@ -152,4 +151,3 @@ def is_cancelled(headers, subscription_id):
     if headers.get("subscription") == subscription_id:
         return True
     return "cancel" in str(headers.get("message", "")).lower()
-

@@ -148,7 +148,6 @@ def parse_args(args):
     )
 
 
-
 # ---------------------------------------------------------------------------------------------
 # The site agent configuration file
 # ---------------------------------------------------------------------------------------------
@@ -310,4 +309,3 @@ def reread_offering(path, offering_uuid_hex, tuning=None, environ=None):
     """The current settings of one offering from the file (the token may have been rotated)."""
     settings, _notes = config_settings(path, offering_uuid_hex, tuning, environ)
     return settings[0]
-

@@ -380,4 +380,3 @@ class WaldurStompSource:
             except Exception as exc:  # the connection dropped meanwhile: redelivered later
                 logger.info("Could not acknowledge a message (%s); the broker will redeliver it", type(exc).__name__)
                 return
-

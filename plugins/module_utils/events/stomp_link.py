@@ -128,4 +128,3 @@ class _Listener(object):
 
     def on_heartbeat_timeout(self):
         logger.warning("No heart-beat from the STOMP broker: reconnecting")
-

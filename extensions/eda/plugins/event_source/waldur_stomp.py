@@ -367,8 +367,6 @@ async def main(queue, args):
 
 
 if __name__ == "__main__":
-    import sys
-
     class MockQueue:
         async def put(self, event):
             print(json.dumps(event), flush=True)
