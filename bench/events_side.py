@@ -106,8 +106,10 @@ class Upstream:
         self.log_path = workdir / "upstream.log"
         self.log = open(self.log_path, "w")
         binary = UPSTREAM_VENV / "bin" / "waldur_site_agent"
+        environ = dict(os.environ, **env)
+        environ.pop("PYTHONPATH", None)  # upstream imports nothing of this checkout
         self.proc = subprocess.Popen([str(binary), "-m", "event_process", "-c", str(config)], stdout=self.log,
-                                     stderr=subprocess.STDOUT, env=dict(os.environ, **env), start_new_session=True)
+                                     stderr=subprocess.STDOUT, env=environ, start_new_session=True)
 
     def text(self):
         return self.log_path.read_text(errors="replace")
@@ -178,7 +180,9 @@ def run_scenario(agent: str, scenario: str, workdir: Path, settle_timeout_s: flo
             runner.wait_for("Subscribed to /amq/queue/consumer_", timeout=300)
             runner.wait_for(PLAYBOOK_FINISHED, timeout=300)  # the startup sweep
         else:
-            runner = Upstream(workdir, path, env)
+            # upstream's python-digitalocean reads its endpoint only from the environment
+            runner = Upstream(workdir, path, dict(env, DIGITALOCEAN_END_POINT=cloud.url + "/v2/",
+                                                  WALDUR_SITE_AGENT_HEARTBEAT_PATH=str(workdir / "heartbeat")))
             wait_until_queue(waldur, 300)
             time.sleep(3.0)  # its STOMP subscription follows the registration
         ready_s = time.monotonic() - started
