@@ -277,6 +277,9 @@ def main(argv=None) -> int:
         return 1
     if run_events(args, plan_filtered=bool(args.quick or args.only or args.include)):
         results["events"] = measure_events()
+        from bench import events_side  # ours and upstream's event_process side by side
+
+        results["events_side"] = events_side.run_all(log=lambda line: print(line, flush=True))
         out_path.write_text(results_text(results))
     results["duration_s"] = round(time.monotonic() - started, 1)
     out_path.write_text(results_text(results))

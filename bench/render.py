@@ -10,6 +10,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from tests.helpers import REPO
+from bench.render_events import event_side_lines
 
 DOC = REPO / "docs" / "performance.md"
 PLOT = REPO / "docs" / "performance.png"
@@ -938,6 +939,7 @@ def render_markdown(results) -> str:
                     [[target, measured, met_text(ok, why, measured)]
                      for target, measured, ok, why in targets(all_runs, results.get("events"))])
     lines += [""] + rate_limit_lines(all_runs)
+    lines += event_side_lines(results.get("events_side")) + [""]
     lines += [
         "## Where our time goes",
         "",

@@ -207,3 +207,25 @@ def test_the_resource_fields_the_passes_ask_for_are_waldurs_own_field_names():
 
     from ansible_collections.waldur.site_agent.plugins.module_utils.waldur.marketplace import RESOURCE_KEYS
     assert set(RESOURCE_KEYS) - set(field.value for field in ResourceFieldEnum) == set()
+
+
+def test_agent_identity_answers_parse_as_the_upstream_agent_parses_them(provider):
+    # waldur-api-client 8.x requires created_by and compatibility in every AgentIdentity: the
+    # upstream agent's event mode registered against this simulator only once it sent them.
+    from waldur_api_client.api.marketplace_site_agent_identities import (
+        marketplace_site_agent_identities_create, marketplace_site_agent_identities_list,
+        marketplace_site_agent_identities_update)
+    from waldur_api_client.models import AgentIdentity, AgentIdentityRequest
+    from waldur_api_client.models.agent_compatibility_status_enum import AgentCompatibilityStatusEnum
+
+    name = "agent-%s" % P.DO_OFFERING_UUID
+    created = _parsed(marketplace_site_agent_identities_create.sync_detailed(
+        client=provider, body=AgentIdentityRequest(offering=UUID(P.DO_OFFERING_UUID), name=name, version="1.0.8")),
+        201)
+    assert isinstance(created, AgentIdentity) and created.created_by == UUID(P.PROVIDER_USER_UUID)
+    assert created.compatibility.status == AgentCompatibilityStatusEnum.COMPATIBLE
+    (listed,) = _parsed(marketplace_site_agent_identities_list.sync_detailed(client=provider, name=name))
+    assert listed.uuid == created.uuid
+    updated = _parsed(marketplace_site_agent_identities_update.sync_detailed(
+        uuid=created.uuid, client=provider, body=AgentIdentityRequest(offering=UUID(P.DO_OFFERING_UUID), name=name)))
+    assert updated.compatibility.status == AgentCompatibilityStatusEnum.UNKNOWN

@@ -41,6 +41,11 @@ Deviations tolerated on purpose, each because the real server behaves that way:
    plan action that prices components (real-waldur-samples.md section 6b), is not in the
    reduced copy of the schema; its request is checked by hand: a token, ``{"prices":
    {<component type>: <number or decimal string, 0 or more>}}``; a 2xx answer has no body.
+7. ``AgentIdentity`` gained ``created_by`` (a user UUID or null) and ``compatibility``
+   (``{status: compatible|incompatible|unknown, message, minimum_required?}``) after 8.0.5;
+   waldur-api-client 8.1.3, the upstream agent's client, requires both. The schema is extended
+   with them as that client models them, and ``tests/contract/test_waldur_client.py`` parses
+   the simulator's identities with the client itself.
 
 Beyond the schema, checked by hand: a 2xx paged listing (a GET of a collection answered with a
 JSON list; not an action such as ``.../team/``, which real Waldur answers unpaged) carries
@@ -108,6 +113,13 @@ def load_spec() -> dict:
     with open(SPEC_PATH, encoding="utf-8") as handle:
         spec = patch_nullable_allof(yaml.load(handle, Loader=loader))
     spec["components"]["schemas"]["BackendMetadata"]["additionalProperties"] = True  # deviation 3
+    identity = spec["components"]["schemas"]["AgentIdentity"]  # deviation 7
+    identity["properties"]["created_by"] = {"type": "string", "format": "uuid", "nullable": True, "readOnly": True}
+    identity["properties"]["compatibility"] = {"type": "object", "readOnly": True, "properties": {
+        "status": {"type": "string", "enum": ["compatible", "incompatible", "unknown"]},
+        "message": {"type": "string"}, "minimum_required": {"type": "string"}},
+        "required": ["status", "message"]}
+    identity["required"] = sorted(set(identity["required"]) | {"created_by", "compatibility"})
     return spec
 
 

@@ -27,6 +27,8 @@ ALLOWED = {
     "digitalocean": {"core", "digitalocean"},
     "azure": {"core", "azure"},
     "agent": {"core", "waldur", "digitalocean", "azure", "agent"},
+    # the EDA event source's parts: Waldur's event queue over STOMP (only the source imports them)
+    "events": {"core", "waldur", "agent", "events"},
 }
 
 # third-party package -> the only files (relative to plugins/) that may import it

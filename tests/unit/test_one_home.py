@@ -6,8 +6,8 @@
 A second copy of a rule drifts (the reserved-tag rule once was case-sensitive in the
 filter and case-insensitive in the module). Each case imports the rule from its home
 and then searches ``plugins/`` for the tell-tale of a second definition. The event
-source (``extensions/eda``) keeps its own copies because ansible-rulebook loads it as
-one file; ``test_event_source_parity.py`` holds those equal to these.
+source (``extensions/eda``) imports these homes too (``plugins/module_utils/events/``);
+``tests/unit/eda/test_parity.py`` checks that it holds no copy.
 """
 
 import re

@@ -4,9 +4,8 @@
 """The collection's one UUID rule.
 
 Waldur and the operator give UUIDs dashed or undashed, in any case; the collection
-compares and returns them as 32 lower-case hex digits. The EDA event source
-(``extensions/eda/plugins/event_source/waldur_stomp.py``) cannot import this file and
-keeps its own copy; ``tests/unit/eda/test_parity.py`` holds the two to the same results.
+compares and returns them as 32 lower-case hex digits, the EDA event source included
+(``module_utils/events/``).
 """
 
 from __future__ import absolute_import, division, print_function

@@ -350,7 +350,18 @@ class SiteAgentEvents:
             dependencies=identity["dependencies"], config_file_path=identity["config_file_path"],
             config_file_content=identity["config_file_content"], last_restarted=iso(identity["last_restarted"]),
             created=iso(identity["created"]), modified=iso(identity["modified"]),
-            services=[self._nested_service_repr(s) for s in services])
+            services=[self._nested_service_repr(s) for s in services],
+            # Required by waldur-api-client 8.x's AgentIdentity (the upstream agent's client fails
+            # on their absence with KeyError); newer than the vendored spec, which has neither.
+            created_by=identity.get("created_by"),
+            compatibility=self.compatibility(identity))
+
+    @staticmethod
+    def compatibility(identity: dict) -> dict:
+        """Waldur's verdict on the agent's version: this simulator sets no minimum version."""
+        if not identity.get("version"):
+            return dict(status="unknown", message="The agent did not report its version.")
+        return dict(status="compatible", message="No minimum agent version is required.")
 
     def _nested_service_repr(self, service: dict) -> dict:
         return dict(uuid=service["uuid"], url=self.simulator.url(f"{SERVICES}{service['uuid']}/"),

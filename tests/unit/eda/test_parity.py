@@ -1,69 +1,68 @@
-"""The event source stands alone (ansible-rulebook loads it with runpy, it cannot import
-module_utils), so it keeps its own copies of the collection's UUID, API-root and secret
-rules. These tests run both over the same inputs: a rule changed on one side only fails here."""
+"""The event source is built from the collection's parts: no copy of a rule to drift. It
+loads as ansible-rulebook loads it (``runpy.run_path``, no package) from an installed
+collection, from a copy of the file found beside the configured collections path, and says
+why when the collection cannot be found."""
 
 from __future__ import annotations
 
-import uuid
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
 
-import pytest
+from ansible_collections.waldur.site_agent.plugins.module_utils.core import secrets, uuids
+from ansible_collections.waldur.site_agent.plugins.module_utils.events import messages, registration, settings
+from ansible_collections.waldur.site_agent.plugins.module_utils.waldur import client, errors
 
-from ansible_collections.waldur.site_agent.plugins.module_utils.core.secrets import redact_text
-from ansible_collections.waldur.site_agent.plugins.module_utils.core.uuids import uuid_or_none
-from ansible_collections.waldur.site_agent.plugins.module_utils.waldur.client import normalize_api_root
+from tests.unit.eda.source_plugin import PLUGIN_PATH
 
-HEX = "d0000000000000000000000000000001"
-
-UUID_INPUTS = [
-    HEX, HEX.upper(), "d0000000-0000-0000-0000-000000000001", "  D0000000-0000-0000-0000-000000000001\n",
-    "{d0000000-0000-0000-0000-000000000001}", "urn:uuid:d0000000-0000-0000-0000-000000000001",
-    uuid.UUID(HEX), None, "", " ", "d000", HEX + "0", HEX[:-1] + "g", "not-a-uuid", 12, 0, True, False, [HEX],
-]
-
-API_URL_INPUTS = [
-    "https://waldur.example.com", "https://waldur.example.com/", "https://waldur.example.com/api",
-    "https://waldur.example.com/api/", " https://waldur.example.com/api/ ", "http://127.0.0.1:8000/api/",
-    "https://example.com/waldur/api/", "https://example.com/waldur/", "https://example.com/api/api/",
-    "https://u:p@waldur.example.com/api/",
-]
-BAD_API_URLS = [None, "", "   ", "waldur.example.com/api/", "ftp://waldur.example.com/api/", "https://", "http://:80/api/",
-                "/api/", 42]
-
-SECRET_CASES = [
-    ("nothing secret here", ["s3cr3t-token"]),
-    ("token s3cr3t-token in a message", ["s3cr3t-token"]),
-    ("twice: s3cr3t-token and s3cr3t-token", ["s3cr3t-token"]),
-    ("nested: abcd-1234-long and abcd-1234", ["abcd-1234", "abcd-1234-long"]),
-    ("nested: abcd-1234-long and abcd-1234", ["abcd-1234-long", "abcd-1234"]),
-    ("two: first-secret, second-secret", ["first-secret", "second-secret"]),
-    ("no secrets known", []),
-    ("an empty secret is ignored", [""]),
-]
+REPO = Path(__file__).resolve().parents[3]
+INSTALLED = REPO / ".cache" / "collections"
+RELATIVE = Path("ansible_collections/waldur/site_agent/extensions/eda/plugins/event_source/waldur_stomp.py")
+LOAD = ("import runpy, sys; names = runpy.run_path(sys.argv[1]); "
+        "print(names['_IMPORT_PROBLEM'] or names['WaldurStompSource'].__module__)")
 
 
-@pytest.mark.parametrize("value", UUID_INPUTS, ids=repr)
-def test_uuid_rule_is_the_same(plugin, value):
-    assert plugin.normalize_uuid(value) == uuid_or_none(value)
+def test_the_source_uses_the_collections_rules_not_copies():
+    assert messages.uuid_or_none is uuids.uuid_or_none
+    assert settings.uuid_or_none is uuids.uuid_or_none
+    assert settings.normalize_api_root is client.normalize_api_root
+    assert registration.WaldurClient is client.WaldurClient
+    assert registration.WaldurApiError is errors.WaldurApiError
+    source = PLUGIN_PATH.read_text()
+    for copied in ("def normalize_uuid", "def api_root", "def redact", "requests.Session", "yaml.safe_load"):
+        assert copied not in source
+    assert secrets.redact_text("token abcd-secret", ["abcd-secret"]) == "token ********"
 
 
-@pytest.mark.parametrize("url", API_URL_INPUTS)
-def test_api_root_rule_is_the_same(plugin, url):
-    assert plugin.api_root(url) == normalize_api_root(url)
+def test_no_part_of_the_source_passes_five_hundred_lines():
+    parts = [PLUGIN_PATH] + sorted(Path(messages.__file__).parent.glob("*.py"))
+    assert {path.name: len(path.read_text().splitlines()) for path in parts if
+            len(path.read_text().splitlines()) > 500} == {}
 
 
-@pytest.mark.parametrize("url", BAD_API_URLS, ids=repr)
-def test_both_refuse_the_same_api_urls(plugin, url):
-    with pytest.raises(ValueError):
-        plugin.api_root(url)
-    with pytest.raises(ValueError):
-        normalize_api_root(url)
+def run_file(path, env=None, cwd="/"):
+    # A fresh interpreter with no path to the checkout: only what the file itself finds.
+    environ = {key: value for key, value in os.environ.items() if key not in ("PYTHONPATH",)}
+    environ.update(env or {})
+    environ.setdefault("HOME", "/nonexistent")
+    return subprocess.run([sys.executable, "-I", "-c", LOAD, str(path)], capture_output=True, text=True,
+                          env=environ, cwd=cwd, timeout=60)
 
 
-@pytest.mark.parametrize("text, secrets", SECRET_CASES)
-def test_known_secret_values_are_masked_the_same(plugin, text, secrets):
-    # redact_text masks more (secret URL parameters, Authorization values); for known
-    # values, all the event source masks, both must give the same text
-    assert plugin.redact(text, secrets) == redact_text(text, secrets)
-    for secret in secrets:
-        if secret:
-            assert secret not in plugin.redact(text, secrets)
+def test_loads_from_the_installed_collection_as_ansible_rulebook_runs_it():
+    result = run_file(INSTALLED / RELATIVE, env={"ANSIBLE_COLLECTIONS_PATH": "/nonexistent"})
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == "ansible_collections.waldur.site_agent.plugins.module_utils.events.source"
+
+
+def test_a_copied_file_finds_the_collection_on_the_collections_path(tmp_path):
+    # ansible-rulebook -S <dir> runs a source file from any directory
+    copy = tmp_path / "waldur_stomp.py"
+    shutil.copy(PLUGIN_PATH, copy)
+    result = run_file(copy, env={"ANSIBLE_COLLECTIONS_PATH": str(INSTALLED)})
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip().endswith("events.source")
+    missing = run_file(copy, env={"ANSIBLE_COLLECTIONS_PATH": str(tmp_path)})
+    assert "the collection waldur.site_agent is not installed on a collections path" in missing.stdout

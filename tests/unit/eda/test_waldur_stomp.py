@@ -180,7 +180,7 @@ def test_backoff_jitter_shortens_by_at_most_a_quarter(plugin):
 # ------------------------------------------------------------------------------------------ secrets
 def test_token_is_masked_in_log_records(plugin, caplog):
     chatty = logging.getLogger("stomp.py")
-    guard = plugin._RedactingFilter(TOKEN)
+    guard = plugin.RedactingFilter(TOKEN)
     chatty.addFilter(guard)
     try:
         with caplog.at_level(logging.DEBUG, logger="stomp.py"):
@@ -204,8 +204,10 @@ def waldur(waldur_server):
     return waldur_server
 
 
-def api_for(plugin, url, **overrides):
-    return plugin.WaldurEventsApi(settings(plugin, waldur_api_url=url + "/api/", **overrides))
+def api_for(plugin, url, retry_seconds=0, **overrides):
+    # retry_seconds=0: one attempt per call (the client's retries are the collection's, tested there)
+    return plugin.WaldurEventsApi(settings(plugin, waldur_api_url=url + "/api/", **overrides),
+                                  retry_seconds=retry_seconds)
 
 
 def test_registration_creates_the_identity_then_the_queue(plugin, waldur):
@@ -241,7 +243,7 @@ def test_wrong_token_is_a_permanent_error_without_the_token(plugin, waldur):
     with pytest.raises(plugin.WaldurApiError) as caught:
         api.register()
     assert caught.value.status == 401 and not caught.value.transient
-    assert "GET /api/marketplace-site-agent-identities/ returned 401: Invalid token." in str(caught.value)
+    assert "Waldur GET /api/marketplace-site-agent-identities/ failed (HTTP 401): Invalid token." == str(caught.value)
     assert "wrong-secret-token" not in str(caught.value)
 
 
@@ -285,7 +287,7 @@ def test_service_registration_failure_is_only_logged(plugin, caplog):
     with ScriptedWaldur(answers) as server, caplog.at_level(logging.WARNING):
         registration = api_for(plugin, server.url).register()
     assert registration.queue_name == "consumer_abc" and registration.identity_uuid == IDENTITY_UUID
-    assert "register_service/ returned 404" in caplog.text
+    assert "register_service/ failed (HTTP 404)" in caplog.text
     sent = {key: (body, headers) for key, body, headers in server.requests}
     assert json.loads(sent["POST %s%s/register_queue/" % (IDENTITIES, IDENTITY_UUID)][0]) == \
         {"object_types": ["order", "resource"]}
@@ -306,7 +308,7 @@ def test_unreachable_waldur_is_transient(plugin):
         url = server.url
     with pytest.raises(plugin.WaldurApiError) as caught:
         api_for(plugin, url, request_timeout=2).register()
-    assert caught.value.transient and "GET /api/marketplace-site-agent-identities/ failed" in str(caught.value)
+    assert caught.value.transient and str(caught.value).startswith("cannot reach Waldur at %s/api/" % url)
 
 
 def test_queue_answer_without_credentials_is_an_error(plugin):
@@ -669,8 +671,7 @@ def test_connection_errors_never_log_the_token(plugin, caplog):
 
 
 def test_bad_credentials_at_startup_stop_the_source(plugin):
-    api = FakeApi(plugin.WaldurApiError("GET /api/marketplace-site-agent-identities/ returned 401: Invalid token.",
-                                        status=401))
+    api = FakeApi(plugin.WaldurApiError(401, "GET", "/api/marketplace-site-agent-identities/", "Invalid token."))
     events = []
     with pytest.raises(RuntimeError, match="Cannot register the event queue of offering %s: .*401" % OFFERING):
         run_source(plugin, FakeBroker(), api, until=lambda seen, sleeps: events.extend(seen))
@@ -678,8 +679,8 @@ def test_bad_credentials_at_startup_stop_the_source(plugin):
 
 
 def test_waldur_briefly_down_at_startup_is_retried(plugin):
-    api = FakeApi(plugin.WaldurApiError("GET ... returned 503", transient=True, status=503),
-                  plugin.WaldurApiError("GET ... failed: ConnectionError", transient=True),
+    api = FakeApi(plugin.WaldurApiError(503, "GET", "/api/marketplace-site-agent-identities/", "Service Unavailable"),
+                  plugin.WaldurApiError(None, "GET", "/api/marketplace-site-agent-identities/", "connection refused"),
                   registration(plugin))
     broker = FakeBroker([("receipt",), ("message", order_message())])
     run = run_source(plugin, broker, api, until=lambda events, sleeps: len(events) == 2)
@@ -714,7 +715,7 @@ def site_offering(**overrides):
     offering = {"name": "DigitalOcean VM", "waldur_api_url": "https://waldur.example.com/api/",
                 "waldur_api_token": TOKEN, "waldur_offering_uuid": OFFERING, "backend_type": "digitalocean",
                 "order_processing_backend": "digitalocean", "membership_sync_backend": "digitalocean",
-                "stomp_enabled": True}
+                "stomp_enabled": True, "backend_settings": {"token": "do-token-for-the-tests"}}
     offering.update(overrides)
     return {key: value for key, value in offering.items() if value is not None}
 
@@ -782,6 +783,29 @@ def test_config_file_errors_name_the_file(plugin, tmp_path):
     bad.write_text("offerings: [")
     with pytest.raises(ValueError, match="is not valid YAML"):
         plugin.read_site_config(str(bad))
+
+
+def test_the_file_is_validated_as_the_passes_validate_it(plugin, tmp_path):
+    path = tmp_path / "config.yaml"
+    path.write_text(json.dumps({"offerings": [site_offering(backend_settings={}, waldur_offering_uuid="nope")]}))
+    with pytest.raises(ValueError) as caught:
+        plugin.config_settings(str(path), environ={})
+    assert "2 problems in %s" % path in str(caught.value)
+    assert "offerings[0].waldur_offering_uuid: " in str(caught.value)
+    assert "offerings[0].backend_settings.token: required" in str(caught.value)
+    # a secret the file leaves out is taken from the environment, as the passes take it
+    path.write_text(json.dumps({"offerings": [site_offering(backend_settings={}, waldur_api_token=None)]}))
+    (parsed,), _notes = plugin.config_settings(str(path), environ={"DIGITALOCEAN_ACCESS_TOKEN": "do-token",
+                                                                   "WALDUR_API_TOKEN": "from-env"})
+    assert parsed.token == "from-env"
+
+
+def test_offerings_of_other_backends_are_left_to_their_agent(plugin):
+    config = {"offerings": [site_offering(), site_offering(name="HPC", backend_type="slurm",
+                                                           waldur_offering_uuid="e" * 32)]}
+    served, notes = plugin.stomp_offerings(config, environ={})
+    assert [item.offering_name for item in served] == ["DigitalOcean VM"]
+    assert notes == ["Offering HPC: backend_type slurm, left to the agent of its backend"]
 
 
 def test_main_needs_a_config_file_when_no_offering_is_given(plugin, monkeypatch):

@@ -748,3 +748,13 @@ def test_a_listing_whose_pages_do_not_add_up_to_its_total_is_an_error(api):
     api.app.on("GET", "/v2/droplets", (200, {"links": {}, "meta": {"total": 0}}))
     with pytest.raises(DigitalOceanError, match="answered without the list 'droplets'"):
         make_client(api.url).list_droplets(tag_name=TAG)
+
+
+def test_a_booting_droplet_is_read_every_two_and_a_half_seconds_within_the_rate_limit():
+    # Issue 26: a 10 s boot was seen at ~16 s when the gap between polls doubled up to 10 s.
+    from ansible_collections.waldur.site_agent.plugins.module_utils.digitalocean.pacing import RequestPacer
+    from ansible_collections.waldur.site_agent.plugins.module_utils.digitalocean.waiter import DropletWaiter as Waiter
+
+    assert Waiter.MAX_INTERVAL == 2.5
+    # one listing page per poll stays within the share of DigitalOcean's rate polls may spend
+    assert RequestPacer().poll_interval(1, Waiter.POLL_SHARE) <= Waiter.MAX_INTERVAL
