@@ -115,8 +115,8 @@ EXAMPLES = r"""
 #  "timestamp": "2026-02-03T14:03:05.837422+00:00", "playbook": "order_process.yml",
 #  "play": "Waldur site agent - order_process pass", "task": "Summarise the pass", "host": "localhost",
 #  "duration": 0.358, "offering": "DigitalOcean VM", "pass": "order_process", "orders": 1, "done": 1,
-#  "erred": 0, "retry": 0, "refused": 0, "failed": 0, "skipped": 0, "diverged": 0, "machines_changed": 1,
-#  "api_calls": 16, "seconds": 23.6}
+#  "erred": 0, "rejected": 0, "retry": 0, "refused": 0, "failed": 0, "skipped": 0, "diverged": 0,
+#  "machines_changed": 1, "api_calls": 21, "seconds": 23.6}
 
 # ansible.cfg: JSON lines, failures to Sentry
 # [defaults]
