@@ -52,6 +52,9 @@ def test_orders_naming_what_digitalocean_lacks_are_rejected_before_approval(tmp_
     for what, order_uuid in bad.items():
         [line] = [line for line in named if order_uuid in line]
         assert line.startswith("would_reject: bad-%s (order %s): " % (what, order_uuid)) and reasons[what] in line
+        [logged] = [line for line in log_lines(check) if line.get("order") == order_uuid]
+        assert (logged["outcome"], logged["state"], logged["level"]) == ("would_reject", "pending-provider", "warning")
+        assert reasons[what] in logged["event"]
         assert waldur.app.order(order_uuid)["state"] == "pending-provider"
     assert do.app.droplets() == []
 
@@ -60,6 +63,8 @@ def test_orders_naming_what_digitalocean_lacks_are_rejected_before_approval(tmp_
 
     summary = summary_of(run)
     assert (summary["done"], summary["rejected"], summary["machines_changed"]) == (17, 3, 17)
+    logged = dict((line["order"], line) for line in log_lines(run) if line.get("outcome") == "rejected")
+    assert sorted(logged) == sorted(bad.values())
     for what, order_uuid in bad.items():
         order = waldur.app.order(order_uuid)
         assert order["state"] == "rejected" and reasons[what] in order["provider_rejection_comment"]

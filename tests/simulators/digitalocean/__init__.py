@@ -65,7 +65,9 @@ Behaviour:
   unknown ones are 422 ("You specified an invalid size for Droplet creation."), as
   are a size not offered in the region and an image not in it. The account's own
   snapshots and custom images (``seed_image``) are private, by id only, in their
-  regions only.
+  regions only. ``restrict_region(region, message="Region is not available")`` makes
+  creates there 422 while ``/v2/regions`` still lists the region available, as DigitalOcean
+  does for a region out of capacity: a create the catalogue allows can still be refused.
   Tags named at create are created implicitly.
 * Rate limits: every response carries ``ratelimit-limit``, ``ratelimit-remaining``
   and ``ratelimit-reset`` (epoch seconds, hourly window). ``set_rate_limit`` and
@@ -84,7 +86,7 @@ Presets: ``default`` (no droplets or tags, the two SSH keys of
 
 Python helpers for tests: ``seed_droplet(name, region, size, image, tags,
 status="active", created_at=None)`` (``created_at``, ISO 8601, backdates it),
-``seed_image(name, image_type="snapshot", regions=("ams3",))``,
+``seed_image(name, image_type="snapshot", regions=("ams3",))``, ``restrict_region(region, message)``,
 ``droplets()``, ``droplet(id)`` (the droplet as the API shows it, plus ``user_data`` and
 ``ssh_key_ids`` which the API does not echo),
 ``actions(droplet_id=None)``, ``keys()``, ``tags()``, ``configure(**options)``.

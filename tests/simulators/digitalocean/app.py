@@ -24,6 +24,9 @@ from tests.simulators.digitalocean import catalogue, presets
 
 NOT_FOUND_MESSAGE = "The resource you were accessing could not be found."
 UNAUTHORIZED_MESSAGE = "Unable to authenticate you."
+# DigitalOcean's answer to a create in a region it listed as available but does not take the
+# account's new droplets in (out of capacity, or kept for accounts already there).
+REGION_UNAVAILABLE = "Region is not available"
 RATE_LIMITED_MESSAGE = "API Rate limit exceeded."
 PENDING_EVENT_MESSAGE = "Droplet already has a pending event."
 RESIZE_WHILE_ON_MESSAGE = "Droplet is currently on. Please power it off to run this event."
@@ -213,6 +216,7 @@ class DigitalOceanSimulator(Simulator):
         self._pending: dict[int, dict] = {}  # action id -> {"due": monotonic, "gated": bool, ...}
         self._keys: dict[int, dict] = {}
         self._images: dict[int, dict] = {}  # the account's snapshots and custom images
+        self._restricted_regions: dict[str, str] = {}  # region -> the create's 422 message
         self._image_ids = itertools.count(FIRST_IMAGE_ID)
         self._tags: dict[str, dict] = {}  # name -> {"name"}; the droplets say what is tagged
         self._droplet_ids = itertools.count(FIRST_DROPLET_ID)
@@ -289,6 +293,16 @@ class DigitalOceanSimulator(Simulator):
             image = catalogue.private_image(next(self._image_ids), name, image_type, regions, created_at)
             self._images[image["id"]] = image
             return copy.deepcopy(image)
+
+    def restrict_region(self, region: str, message: str = REGION_UNAVAILABLE) -> None:
+        """Refuse droplet creates in ``region`` with 422 ``message`` while the regions listing
+        still shows it ``available`` with its sizes: DigitalOcean does this for a region out of
+        capacity or held for accounts that already have resources there, so a create the
+        catalogue allows can still be refused. Until the next reset."""
+        if region not in catalogue.REGION_NAMES:
+            raise ValueError(f"unknown region {region!r}; known: {', '.join(catalogue.ALL_REGIONS)}")
+        with self.lock:
+            self._restricted_regions[region] = message
 
     def droplets(self) -> list[dict]:
         """Every droplet, as GET shows it plus ``user_data`` and ``ssh_key_ids``."""
@@ -620,6 +634,8 @@ class DigitalOceanSimulator(Simulator):
             raise ApiError(422, "This size is unavailable in the selected region.")
         if region not in image["regions"]:
             raise ApiError(422, "This image is unavailable in the selected region.")
+        if region in self._restricted_regions:
+            raise ApiError(422, self._restricted_regions[region])
         key_ids = self._resolve_keys(body.get("ssh_keys") or [])
         tags = body.get("tags") or []
         if not isinstance(tags, list):
