@@ -701,6 +701,30 @@ def met_text(met, why, measured=NOT_MEASURED) -> str:
 
 # --------------------------------------------------------------------------- plot
 
+# The calls of the check against the cloud's catalogue before approval (per order pass and offering).
+CATALOGUE_OPERATIONS = {"digitalocean": ("regions.list", "sizes.list", "images.get"),
+                        "azure": ("subscriptions.list_locations", "vm_sizes.list", "vm_images.list", "vm_images.get")}
+
+
+def catalogue_lines(runs):
+    """What our order passes spent on reading the cloud's catalogue before approving orders: the
+    catalogue's calls by operation at each N (read once per pass and offering, so flat in N)."""
+    rows = []
+    for run in sorted((run for run in runs if run["agent"] == "ours" and run["pass_name"] == "order"),
+                      key=lambda item: (item["backend"], item["n"], item["cycle"])):
+        operations = run["calls"].get(run["backend"], {}).get("by_operation") or {}
+        # sizes.list is also the act's (a resize): at most one of them is the catalogue's
+        made = [(name, min(operations[name], 1) if name == "sizes.list" else operations[name])
+                for name in CATALOGUE_OPERATIONS.get(run["backend"], ()) if operations.get(name)]
+        rows.append([BACKEND_SHORT[run["backend"]], count(run["n"]), CYCLE_TEXT.get(run["cycle"], run["cycle"]),
+                     sum(number for name, number in made),
+                     ", ".join("%s %d" % (name, number) for name, number in made) or "none"])
+    if not rows:
+        return []
+    return ["", "Catalogue calls of the order pass (what the orders name, checked before any approval):", ""] + \
+        _table(["backend", "N", "cycle", "catalogue calls", "by operation"], rows)
+
+
 def rate_limit_lines(runs):
     limited = [run for run in runs if run.get("variant") == "do-rate-limit"]
     if not limited:
@@ -939,6 +963,7 @@ def render_markdown(results) -> str:
                     [[target, measured, met_text(ok, why, measured)]
                      for target, measured, ok, why in targets(all_runs, results.get("events"))])
     lines += [""] + rate_limit_lines(all_runs)
+    lines += catalogue_lines(all_runs)
     lines += event_side_lines(results.get("events_side")) + [""]
     lines += [
         "## Where our time goes",

@@ -24,7 +24,9 @@ description:
     info; C(failed) and C(unreachable) at level error with the task's message as the event,
     or warning when the error is ignored); one per loop item; one per item of a batch
     module's C(results) or C(results_packed) (the items that carry C(order_uuid) or C(resource_uuid)), with
-    C(order) and C(resource), at level error when the item failed; one per warning and deprecation; a C(pass summary)
+    C(order) and C(resource), at level error when the item failed; one at level warning per order a
+    C(waldur.site_agent.waldur_orders) task turned down before approval (its C(rejected_orders), C(outcome)
+    C(rejected) and the reason as the event); one per warning and deprecation; a C(pass summary)
     line for each C(Summarise the pass) task, its C(key=value) pairs as keys; and
     C(playbook finished) with the counts per host and the run time."
   - A result marked C(no_log) is never printed, only its status. Values of keys named like
@@ -115,8 +117,8 @@ EXAMPLES = r"""
 #  "timestamp": "2026-02-03T14:03:05.837422+00:00", "playbook": "order_process.yml",
 #  "play": "Waldur site agent - order_process pass", "task": "Summarise the pass", "host": "localhost",
 #  "duration": 0.358, "offering": "DigitalOcean VM", "pass": "order_process", "orders": 1, "done": 1,
-#  "erred": 0, "retry": 0, "refused": 0, "failed": 0, "skipped": 0, "diverged": 0, "machines_changed": 1,
-#  "api_calls": 16, "seconds": 23.6}
+#  "erred": 0, "rejected": 0, "retry": 0, "refused": 0, "failed": 0, "skipped": 0, "diverged": 0,
+#  "machines_changed": 1, "api_calls": 21, "seconds": 23.6}
 
 # ansible.cfg: JSON lines, failures to Sentry
 # [defaults]
@@ -278,6 +280,27 @@ def _batch_results(data):
         return unpack(data.get("results_packed"))
     except ValueError:
         return []
+
+
+# A turned-down order still in its state after the claim was only judged (check mode).
+_WOULD = {"rejected": "would_reject", "erred": "would_erred"}
+
+
+def _rejected_orders(data):
+    """The orders a claim turned down before approval (C(rejected_orders)), each as a batch item:
+    they never reach a batch module's results, yet each is an order of the pass with an outcome."""
+    rejected = data.get("rejected_orders")
+    if not isinstance(rejected, list):
+        return []
+    items = []
+    for order in rejected:
+        if isinstance(order, dict) and order.get("uuid"):
+            item = dict((key, order.get(key)) for key in _ITEM_KEYS + ("resource_uuid", "msg"))
+            item["order_uuid"] = order["uuid"]
+            if order.get("state") != order.get("outcome"):
+                item["outcome"] = _WOULD.get(order.get("outcome"), order.get("outcome"))
+            items.append(item)
+    return items
 
 
 def _is_batch_item(item):
@@ -487,6 +510,9 @@ class CallbackModule(CallbackBase):
             self._capture(event, fields)
         for item in items:
             self._emit_batch_item(item, fields)
+        if not failure:
+            for order in _rejected_orders(data):
+                self._emit_batch_item(order, fields, level="warning")
         self._emit_warnings(result, fields)
 
     def _emit_summary(self, summary, fields):
@@ -497,7 +523,7 @@ class CallbackModule(CallbackBase):
         troubled = any(isinstance(summary.get(key), int) and summary[key] > 0 for key in ("erred", "failed", "refused", "diverged"))
         self._emit("pass summary", "warning" if troubled else "info", **context_fields)
 
-    def _emit_batch_item(self, item, task_fields):
+    def _emit_batch_item(self, item, task_fields, level=None):
         fields = dict((key, task_fields[key]) for key in ("playbook", "play", "task", "host", "offering"))
         fields.update(order=item.get("order_uuid"), resource=item.get("resource_uuid"))
         if item.get("_ansible_no_log"):
@@ -511,7 +537,7 @@ class CallbackModule(CallbackBase):
             if item.get(key) not in (None, "", []):
                 fields[key] = item[key]
         event = _message(item.get("msg")) or ("item failed" if failed else "item %s" % (item.get("action") or "done"))
-        self._emit(event, "error" if failed else "info", **fields)
+        self._emit(event, "error" if failed else (level or "info"), **fields)
         if failed:
             self._capture(event, fields)
 

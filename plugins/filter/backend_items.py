@@ -389,6 +389,42 @@ def vm_membership_items(resources):
     return _power_items(resources, "deallocated", "running")
 
 
+# ------------------------------------------------------- before approval: the catalogue
+
+# What each backend's catalogue check judges of a machine the order would create.
+CATALOGUE_KEYS = {"digitalocean": ("region", "size", "image"), "azure": ("location", "size", "image")}
+
+
+def catalogue_items(orders, backend_settings=None, backend="digitalocean"):
+    """Listed orders (``waldur_orders`` state listed) -> the machines their Creates and Restores would
+    create, resolved as the act resolves them (the order's attributes, then the offering's defaults and
+    mappings): ``order_uuid``, ``resource_uuid``, ``resource_name``, the region or location, size and
+    image, and ``executing`` (already approved: it can only be erred). What ``do_catalogue_info`` /
+    ``azure_catalogue_info`` check against the cloud's catalogue; an order the plan errs anyway, or
+    whose machine exists (a backend id), is left out. Packed when the orders were."""
+    backend = str(backend or "").lower()
+    if backend not in CATALOGUE_KEYS:
+        raise AnsibleFilterError("catalogue_items: backend must be one of %s, got %r"
+                                 % (", ".join(sorted(CATALOGUE_KEYS)), backend))
+    building = [order for order in unpacked(orders, "orders") if order.get("type") in CREATE_TYPES]
+    if backend == "digitalocean":
+        planned = _droplet_plan(building, backend_settings, [])
+    else:
+        planned = _vm_plan(building, backend_settings, [])
+    items = []
+    for order, item in zip(building, planned):
+        if item.get("error") or item.get("skip") or item.get("backend_id") or item.get("state") != "present":
+            continue
+        entry = {"order_uuid": item["order_uuid"], "resource_uuid": item["resource_uuid"],
+                 "resource_name": item.get("resource_name") or "",
+                 "executing": order.get("state") == "executing"}
+        for key in CATALOGUE_KEYS[backend]:
+            value = item.get(key)
+            entry[key] = value if isinstance(value, dict) or value is None else str(value)
+        items.append(entry)
+    return like(items, orders)
+
+
 # ----------------------------------------------------------------- all passes
 
 
@@ -406,4 +442,5 @@ class FilterModule(object):
             "vm_outcomes": vm_outcomes,
             "vm_plan": vm_plan,
             "vm_membership_items": vm_membership_items,
+            "catalogue_items": catalogue_items,
         }

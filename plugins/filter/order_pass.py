@@ -21,7 +21,9 @@ from ansible_collections.waldur.site_agent.plugins.filter.site_agent import list
 from ansible_collections.waldur.site_agent.plugins.module_utils.core.packed import like
 from ansible_collections.waldur.site_agent.plugins.module_utils.core.http import shorten
 
-OUTCOMES = ("done", "erred", "retry", "refused", "failed", "skipped", "diverged")
+# rejected: turned down before approval, the cloud would refuse what the order names (the claim's
+# rejected_orders; one already executing is erred instead)
+OUTCOMES = ("done", "erred", "rejected", "retry", "refused", "failed", "skipped", "diverged")
 REASON_LIMIT = 300
 
 
@@ -49,15 +51,19 @@ def unfinished_outcomes(orders, reason):
 def _line(outcome, entry, check_mode, limit=REASON_LIMIT):
     name = entry.get("resource_name") or "(no name)"
     word = ("would_" + outcome) if check_mode and outcome in ("done", "erred") else outcome
+    if check_mode and outcome == "rejected":
+        word = "would_reject"
     return "%s: %s (order %s): %s" % (word, name, entry.get("order_uuid") or entry.get("uuid"),
                                       one_line(entry.get("msg") or outcome, limit))
 
 
 def order_pass_report(claim, settle=None, check_mode=False, act=None):
-    """``{counts, lines}`` of an order pass: the counts of the six outcomes over every order
+    """``{counts, lines}`` of an order pass: the counts of the outcomes over every order
     the pass listed, and one line (outcome, resource name, order UUID, reason) per order that
-    did not end done. In check mode ``done`` and ``erred`` are what the pass would do, and
-    are counted as ``would_done`` and ``would_erred``; a dry run is read for what it would do,
+    did not end done. The claim's ``rejected_orders`` (turned down before approval) count as
+    ``rejected`` (``erred`` for one already executing). In check mode ``done``, ``erred`` and
+    ``rejected`` are what the pass would do, and are counted as ``would_done``, ``would_erred`` and
+    ``would_reject``; a dry run is read for what it would do,
     so every order gets its line there, and the backend's own words (``act``'s results, what it
     would build or change) lead the reason."""
     claim = claim or {}
@@ -74,6 +80,10 @@ def order_pass_report(claim, settle=None, check_mode=False, act=None):
     for entry in claim.get("skipped_orders") or []:
         counts["skipped"] += 1
         lines.append(_line("skipped", dict(entry, order_uuid=entry.get("uuid")), check_mode))
+    for entry in claim.get("rejected_orders") or []:
+        outcome = "erred" if entry.get("outcome") == "erred" else "rejected"
+        counts[outcome] += 1
+        lines.append(_line(outcome, dict(entry, order_uuid=entry.get("uuid")), check_mode))
     for entry in claim.get("errors") or []:
         counts["failed"] += 1
         lines.append(_line("failed", dict(entry, order_uuid=entry.get("uuid"),
@@ -97,7 +107,8 @@ def order_pass_report(claim, settle=None, check_mode=False, act=None):
     if check_mode:
         counts["would_done"] = counts.pop("done")
         counts["would_erred"] = counts.pop("erred")
-        order = ["would_done", "would_erred"] + order[2:]
+        counts["would_reject"] = counts.pop("rejected")
+        order = ["would_done", "would_erred", "would_reject"] + order[3:]
     # Orders the backend held for the operator (``held``: e.g. two droplets carry one resource's
     # tag and none is provably a copy) stay alive as retry, yet the pass must not look green.
     held = set(result.get("order_uuid") for result in _act_failures(act) if result.get("held"))

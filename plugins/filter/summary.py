@@ -51,7 +51,7 @@ def _order_process(results, options):
     report = _step(results, "report")
     return ["orders=%s" % report.get("orders", 0), report.get("summary", ""),
             "machines_changed=%d" % _changed(_step(results, "act")),
-            "api_calls=%d" % _calls(results, "probe", "claim", "act", "settle")]
+            "api_calls=%d" % _calls(results, "probe", "listed", "catalogue", "claim", "act", "settle")]
 
 
 def _report(results, options):
@@ -95,8 +95,9 @@ PASSES = {"order_process": _order_process, "report": _report, "membership_sync":
 def pass_summary(results, pass_name, offering, started, now=None, **options):
     """``offering=<name> pass=<pass> key=value ... seconds=<s>`` for one offering.
 
-    ``results``: the pass's registered results by step (order_process: probe, claim, act,
-    settle and report, the order_pass_report; report: resources, machines, recovered, usage;
+    ``results``: the pass's registered results by step (order_process: probe, listed and
+    catalogue (the orders listed and checked against the cloud's catalogue before approval),
+    claim, act, settle and report, the order_pass_report; report: resources, machines, recovered, usage;
     membership_sync: resources, act, recovered, metadata; audit: waldur, cloud). ``started``:
     the pass's start (epoch seconds); ``now`` defaults to the current time. ``options``:
     report ``period`` (the asked billing month), membership_sync ``backend``, audit ``report``

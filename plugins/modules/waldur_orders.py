@@ -32,6 +32,16 @@ description:
     seconds later. Nothing is returned for building before the worker is seen to have finished (see
     O(order_processing_settle_seconds) and O(order_processing_wait_seconds)); an order it erred
     is returned in RV(skipped_orders) with Waldur's message.
+  - With O(state=listed), only reads - the offering's C(pending-provider) and C(executing) orders (O(order_uuids)
+    only, when given), each Create and Restore joined with its provider resource (from one paged listing of the
+    offering's in-flight resources where that pays). The order pass checks what they name against the cloud's
+    catalogue before the claim approves any.
+  - With O(state=claimed), an order of O(reject) (a verdict of the catalogue check, such as
+    C(waldur.site_agent.do_catalogue_info)'s) is turned down before anything is approved - rejected with
+    C(reject_by_provider) and the reason as C(provider_rejection_comment), which the customer sees; one already
+    C(executing) (approved by an earlier pass) is set C(erred) with the reason instead. They are returned in
+    RV(rejected_orders), never in RV(orders). With O(judged_orders), a C(pending-provider) order not among them
+    (placed after the check) is left pending for the next pass and returned in RV(skipped_orders).
   - With O(state=settled), takes the per-order outcomes of the backend task (a backend module's
     C(results) can be passed as they are; see O(outcomes) for the contract) and, per order,
     reads the order's state again (from one paged listing of the offering's C(executing) orders
@@ -79,7 +89,8 @@ attributes:
     description: Can run in check mode and return the changes it would make, without making them.
     support: full
     details:
-      - With O(state=claimed), lists and reads but approves nothing (pending orders stay C(pending-provider)).
+      - With O(state=claimed), lists and reads but approves nothing (pending orders stay C(pending-provider))
+        and rejects or errs nothing (RV(rejected_orders) says what it would).
       - With O(state=settled), writes nothing and reports in C(results[].actions) what it would write.
   diff_mode:
     description: Returns details on what has changed (or would change in check mode) with C(--diff).
@@ -87,10 +98,11 @@ attributes:
 options:
   state:
     description:
+      - C(listed) lists and returns the actionable orders, writing nothing.
       - C(claimed) lists, approves and returns the actionable orders.
       - C(settled) records the outcomes of the backend task in Waldur.
     type: str
-    choices: [claimed, settled]
+    choices: [listed, claimed, settled]
     default: claimed
   offering_uuid:
     description:
@@ -104,6 +116,17 @@ options:
         returned in RV(skipped_orders).
     type: list
     elements: str
+  reject:
+    description:
+      - With O(state=claimed), orders to turn down before any is approved, each C(order_uuid) and C(msg) (the
+        reason; other keys are ignored, so the verdicts of a catalogue check can be passed as they are).
+    type: list
+    elements: dict
+  judged_orders:
+    description:
+      - With O(state=claimed), the orders the catalogue check judged - their UUIDs, or the orders of O(state=listed)
+        (a list, or packed as one JSON text); a C(pending-provider) order not among them is not approved this pass.
+    type: raw
   outcomes:
     description:
       - Required with O(state=settled). One entry per order, the contract between the backend
@@ -234,12 +257,12 @@ EXAMPLES = r"""
 RETURN = r"""
 orders_packed:
   description: RV(orders) packed, as one JSON text of the same orders.
-  returned: when O(state=claimed) and O(packed) is true
+  returned: when O(state=claimed) or O(state=listed), and O(packed) is true
   type: str
   sample: '[{"uuid": "5f3c0a0e6d8b4f1e9a2b7c4d3e2f1a0b", "type": "Create", "state": "executing"}]'
 count:
-  description: How many orders were claimed (the length of RV(orders)).
-  returned: when O(state=claimed)
+  description: How many orders were claimed or listed (the length of RV(orders)).
+  returned: when O(state=claimed) or O(state=listed)
   type: int
   sample: 1
 results_packed:
@@ -253,8 +276,8 @@ failures:
   type: list
   elements: dict
 orders:
-  description: Claimed orders joined with their provider resources, in listing order (O(state=claimed)).
-  returned: when O(state=claimed) and O(packed) is false
+  description: Claimed (or listed) orders joined with their provider resources, in listing order.
+  returned: when O(state=claimed) or O(state=listed), and O(packed) is false
   type: list
   elements: dict
   contains:
@@ -358,7 +381,7 @@ skipped_orders:
     longer executing after approval, or a resource Waldur marked C(Erred) or C(Terminated)), as
     C(uuid), C(state), C(type), C(resource_uuid), C(resource_name) and C(msg) (the reason, with
     Waldur's error message when it erred the order).
-  returned: when O(state=claimed)
+  returned: when O(state=claimed) or O(state=listed)
   type: list
   elements: dict
   sample:
@@ -368,11 +391,27 @@ skipped_orders:
       resource_uuid: 7b1e0c9d8a7f4e3d2c1b0a9f8e7d6c5b
       resource_name: ""
       msg: "order erred by Waldur after approval: 'name'"
+rejected_orders:
+  description: >-
+    The orders of O(reject) turned down (in check mode, that would be), as C(uuid), C(state) (after this run),
+    C(type), C(resource_uuid), C(resource_name), C(outcome) (C(rejected) for a pending order, C(erred) for one
+    already executing) and C(msg) (the reason).
+  returned: when O(state=claimed)
+  type: list
+  elements: dict
+  sample:
+    - uuid: 5f3c0a0e6d8b4f1e9a2b7c4d3e2f1a0b
+      state: rejected
+      type: Create
+      resource_uuid: 7b1e0c9d8a7f4e3d2c1b0a9f8e7d6c5b
+      resource_name: web-1
+      outcome: rejected
+      msg: "DigitalOcean would refuse this droplet: size 'huge-999' is not a DigitalOcean droplet size (sizes: ...)"
 errors:
   description: >-
     Orders that could not be claimed this pass (for example their resource or the SSH keys could
     not be read), as C(uuid), C(msg). They are left as they are for the next pass.
-  returned: when O(state=claimed)
+  returned: when O(state=claimed) or O(state=listed)
   type: list
   elements: dict
 results:
@@ -467,16 +506,18 @@ api_calls:
 """
 
 from ansible_collections.waldur.site_agent.plugins.module_utils.core.batch import BatchRunner, batch_argument_spec
-from ansible_collections.waldur.site_agent.plugins.module_utils.waldur.claim import run_claim
+from ansible_collections.waldur.site_agent.plugins.module_utils.waldur.claim import run_claim, run_list
 from ansible_collections.waldur.site_agent.plugins.module_utils.waldur.module import WaldurModule
 from ansible_collections.waldur.site_agent.plugins.module_utils.waldur.settle import run_settle
 
 
 def main():
     argument_spec = dict(
-        state=dict(type="str", default="claimed", choices=["claimed", "settled"]),
+        state=dict(type="str", default="claimed", choices=["listed", "claimed", "settled"]),
         offering_uuid=dict(type="str", required=True),
         order_uuids=dict(type="list", elements="str"),
+        reject=dict(type="list", elements="dict"),
+        judged_orders=dict(type="raw"),
         outcomes=dict(type="list", elements="dict"),
         outcomes_packed=dict(type="raw"),
         packed=dict(type="bool", default=False),
@@ -490,7 +531,9 @@ def main():
     BatchRunner(module, None)  # fails on batch options out of range before any call
     offering_uuid = module.uuid_param(params["offering_uuid"], "offering_uuid")
     client = module.client(pool_size=params["max_workers"])
-    if params["state"] == "claimed":
+    if params["state"] == "listed":
+        run_list(module, client, offering_uuid, params)
+    elif params["state"] == "claimed":
         run_claim(module, client, offering_uuid, params)
     else:
         run_settle(module, client, offering_uuid, params)

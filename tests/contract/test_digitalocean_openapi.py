@@ -14,6 +14,8 @@ import digitalocean
 import pytest
 import requests
 
+from ansible_collections.waldur.site_agent.plugins.module_utils.digitalocean.catalogue import read_catalogue
+from ansible_collections.waldur.site_agent.plugins.module_utils.digitalocean.client import DigitalOceanClient
 from tests.contract.digitalocean_openapi import (
     matched_operation, spec_operations, validate_exchange, validate_exchanges,
 )
@@ -141,6 +143,19 @@ def test_plain_http_covers_every_operation_of_the_spec(do):
     call(do, "GET", f"/v2/account/keys/{OPS_KEY_FINGERPRINT}")
 
     call(do, "GET", "/v2/sizes", params={"per_page": 4, "page": 2})
+    # the catalogue: regions, public and private images, snapshots
+    snapshot = do.app.seed_image("before-upgrade", regions=("ams3", "fra1"))
+    do.app.seed_image("golden", image_type="custom")
+    call(do, "GET", "/v2/regions", params={"per_page": 3, "page": 2})
+    call(do, "GET", "/v2/images", params={"per_page": 4})
+    call(do, "GET", "/v2/images", params={"private": "true"})
+    call(do, "GET", "/v2/images", params={"type": "distribution"})
+    call(do, "GET", "/v2/images/debian-12-x64")
+    call(do, "GET", "/v2/images/129211873")
+    call(do, "GET", f"/v2/images/{snapshot['id']}")
+    call(do, "GET", "/v2/images/no-such-image")  # 404
+    call(do, "GET", "/v2/snapshots")
+    call(do, "GET", "/v2/snapshots", params={"resource_type": "droplet", "per_page": 1})
     call(do, "POST", "/v2/tags", json={"name": "env:prod"})
     call(do, "GET", "/v2/tags/env:prod")
     call(do, "GET", "/v2/tags/raw")
@@ -166,6 +181,40 @@ def test_plain_http_covers_every_operation_of_the_spec(do):
     assert validate_exchanges(exchanges) == []
     assert {matched_operation(e) for e in exchanges} == spec_operations()
     assert {e["status"] for e in exchanges} >= {200, 201, 202, 204, 401, 404, 429}
+
+
+def test_the_catalogue_as_the_order_pass_reads_it_validates(do):
+    """Regions, sizes and every kind of image the catalogue check reads - a public image by slug
+    and by id, a snapshot and a custom image of the account by id, one DigitalOcean does not
+    have - through the collection's own client, each answer checked against the spec."""
+    snapshot = do.app.seed_image("before-upgrade", regions=("ams3", "fra1"))
+    custom = do.app.seed_image("golden", image_type="custom", regions=("lon1",))
+    client = DigitalOceanClient(DO_TOKEN, api_url=do.url, timeout=10)
+
+    catalogue = read_catalogue(client, ["ubuntu-22-04-x64", "148747795", str(snapshot["id"]),
+                                        str(custom["id"]), "no-such-image"])
+
+    assert catalogue["regions"]["ams3"]["available"] and "c-2" in catalogue["regions"]["ams3"]["sizes"]
+    assert "blr1" not in catalogue["sizes"]["c-2"]["regions"]
+    assert catalogue["images"]["148747795"]["slug"] == "debian-12-x64"
+    assert (catalogue["images"][str(snapshot["id"])]["type"], catalogue["images"][str(snapshot["id"])]["public"]) \
+        == ("snapshot", False)
+    assert catalogue["images"][str(custom["id"])]["regions"] == ["lon1"]
+    assert catalogue["images"]["no-such-image"] is None
+    exchanges = list(do.app.exchanges)
+    assert {matched_operation(e) for e in exchanges} == {
+        ("GET", "/v2/regions"), ("GET", "/v2/sizes"), ("GET", "/v2/images/{image_id}")}
+    assert sorted(e["status"] for e in exchanges).count(404) == 1
+    assert validate_exchanges(exchanges) == []
+    # the answers are really checked: a region without "available", an image without its image key
+    region_listing = next(copy.deepcopy(e) for e in exchanges if e["url"].split("?")[0].rstrip("/").endswith("/regions"))
+    body = json.loads(region_listing["response_body"])
+    del body["regions"][0]["available"]
+    region_listing["response_body"] = json.dumps(body)
+    assert any("'available' is a required property" in p for p in validate_exchange(region_listing))
+    image_read = next(copy.deepcopy(e) for e in exchanges if e["status"] == 200 and "/images/" in e["url"])
+    image_read["response_body"] = json.dumps(json.loads(image_read["response_body"])["image"])
+    assert any("'image' is a required property" in p for p in validate_exchange(image_read))
 
 
 def test_client_error_answers_have_the_declared_shapes(do):

@@ -396,7 +396,9 @@ def test_twenty_orders_with_three_failures_name_the_three_in_three_lines(tmp_pat
     waldur.app.reset("empty")
     config = write_config(tmp_path, waldur, do)
     good = [order_droplet(waldur, "good-%02d" % index) for index in range(17)]
-    bad = [order_droplet(waldur, "bad-%d" % index, region="xyz%d" % index) for index in range(3)]
+    # a region the catalogue lists as available, whose creates DigitalOcean refuses all the same
+    do.app.restrict_region("sfo3")
+    bad = [order_droplet(waldur, "bad-%d" % index, region="sfo3") for index in range(3)]
 
     run = order_pass(config)
     logged = order_pass(config, json_log=True)  # a second pass: nothing left to do
@@ -406,10 +408,11 @@ def test_twenty_orders_with_three_failures_name_the_three_in_three_lines(tmp_pat
     lines = named_lines(run.stdout)
     assert len(lines) == 3
     for index, (order_uuid, _resource) in enumerate(bad):
-        assert_erred(waldur, order_uuid, "You specified an invalid region for Droplet creation")
+        assert_erred(waldur, order_uuid, "Region is not available")
         [line] = [line for line in lines if order_uuid in line]
-        assert line.startswith("erred: bad-%d (order %s): set erred: DigitalOcean refused the request (422 You "
-                               "specified an invalid region for Droplet creation)" % (index, order_uuid))
+        assert line.startswith("erred: bad-%d (order %s): set erred: DigitalOcean refused the request (422 Region "
+                               "is not available)" % (index, order_uuid))
+    assert sorted(droplet["name"] for droplet in do.app.droplets()) == ["good-%02d" % index for index in range(17)]
     summary = summary_of(run.stdout)
     assert (summary["orders"], summary["done"], summary["erred"], summary["retry"], summary["failed"]) == \
         ("20", "17", "3", "0", "0")
@@ -421,16 +424,24 @@ def test_the_json_log_names_each_order_with_its_outcome(tmp_path, waldur_sim, do
     waldur.app.reset("empty")
     config = write_config(tmp_path, waldur, do)
     good_order, _good = order_droplet(waldur, "fine")
-    bad_order, _bad = order_droplet(waldur, "nowhere", region="xyz1")
+    do.app.restrict_region("sfo3")
+    bad_order, _bad = order_droplet(waldur, "nowhere", region="sfo3")
+    odd_order, _odd = order_droplet(waldur, "odd", size="huge-999")
 
     run = order_pass(config, json_log=True)
 
     settled = dict((line["order"], line) for line in log_lines(run) if line.get("task") == SETTLE and line.get("order"))
     assert (settled[good_order]["outcome"], settled[good_order]["resource_name"]) == ("done", "fine")
     assert (settled[bad_order]["outcome"], settled[bad_order]["resource_name"]) == ("erred", "nowhere")
-    assert "invalid region" in settled[bad_order]["event"]
+    assert "Region is not available" in settled[bad_order]["event"]
+    # turned down before approval: never settled, named all the same with its outcome and reason
+    assert odd_order not in settled
+    [odd] = [line for line in log_lines(run) if line.get("order") == odd_order]
+    assert (odd["outcome"], odd["resource_name"], odd["state"], odd["level"]) == ("rejected", "odd", "rejected", "warning")
+    assert "size 'huge-999' is not a DigitalOcean droplet size" in odd["event"]
     [summary] = [line for line in log_lines(run) if line["event"] == "pass summary"]
-    assert (summary["done"], summary["erred"], summary["failed"], summary["level"]) == (1, 1, 0, "warning")
+    assert (summary["done"], summary["erred"], summary["rejected"], summary["failed"], summary["level"]) == \
+        (1, 1, 1, 0, "warning")
 
 
 def test_a_backend_task_failing_as_a_whole_leaves_each_claimed_order_with_a_short_line(

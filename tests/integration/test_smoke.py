@@ -45,8 +45,13 @@ def test_order_report_and_membership_passes_log_summaries_and_errors(tmp_path, w
                                                            azure_url=azure_sim.url)))
     droplet_order, droplet_resource = order_machine(waldur_sim, W.DO_OFFERING_UUID, W.DO_PLAN_UUID,
                                                     "smoke-droplet", LIMITS)
+    # a region DigitalOcean lists as available but refuses the create in: approved, then erred
+    do_sim.app.restrict_region("sfo3")
     bad_order, dummy = order_machine(waldur_sim, W.DO_OFFERING_UUID, W.DO_PLAN_UUID, "smoke-nowhere",
-                                     LIMITS, region="no-such-region")
+                                     LIMITS, region="sfo3")
+    # a size DigitalOcean does not have: rejected before approval, nothing built
+    odd_order, dummy = order_machine(waldur_sim, W.DO_OFFERING_UUID, W.DO_PLAN_UUID, "smoke-odd",
+                                     LIMITS, size="huge-999")
     vm_order, vm_resource = order_machine(waldur_sim, W.AZURE_OFFERING_UUID, W.AZURE_PLAN_UUID,
                                           "smoke-vm", LIMITS, ssh_public_key=SSH_KEY)
 
@@ -56,15 +61,24 @@ def test_order_report_and_membership_passes_log_summaries_and_errors(tmp_path, w
     summaries = _summaries(records, "order_process")
     assert sorted(summaries) == ["Azure VM", "DigitalOcean VM"], order_run.output
     # The default preset holds one pending order per offering besides the ones made here.
-    assert (summaries["DigitalOcean VM"]["done"], summaries["DigitalOcean VM"]["erred"]) == (2, 1)
-    assert (summaries["Azure VM"]["done"], summaries["Azure VM"]["erred"]) == (2, 0)
-    # The erred order's reason is logged as its own error line, naming the order.
+    assert (summaries["DigitalOcean VM"]["done"], summaries["DigitalOcean VM"]["erred"],
+            summaries["DigitalOcean VM"]["rejected"]) == (2, 1, 1)
+    assert (summaries["Azure VM"]["done"], summaries["Azure VM"]["erred"], summaries["Azure VM"]["rejected"]) == \
+        (2, 0, 0)
+    # The erred order's reason is logged as its own error line, naming the order; the rejected
+    # one's as a warning line.
     errors = [record for record in records if record["level"] == "error"]
     assert any(bad_order.replace("-", "") in str(record.get("order", "")).replace("-", "")
-               and "region" in record["event"].lower() for record in errors), errors
+               and "region is not available" in record["event"].lower() for record in errors), errors
+    warnings = [record for record in records if record["level"] == "warning"]
+    assert any(odd_order.replace("-", "") in str(record.get("order", "")).replace("-", "")
+               and record.get("outcome") == "rejected" and "huge-999" in record["event"] for record in warnings), \
+        warnings
     assert_done(waldur_sim, droplet_order)
     assert_done(waldur_sim, vm_order)
-    assert_erred(waldur_sim, bad_order, "region")
+    assert_erred(waldur_sim, bad_order, "Region is not available")
+    assert waldur_sim.app.order(odd_order)["state"] == "rejected"
+    assert not any(droplet["name"] == "smoke-odd" for droplet in do_sim.app.droplets())
 
     set_flag(waldur_sim, droplet_resource, "paused", True)
     set_flag(waldur_sim, vm_resource, "paused", True)

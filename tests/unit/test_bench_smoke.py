@@ -83,7 +83,11 @@ def test_order_pass_smoke_records_time_calls_memory_and_ansible_work(tmp_path):
     assert result.max_process_rss_mib > 20
     # check the offering, probe the cloud, claim, act, settle: five module runs, and the tasks around them
     assert [m["module"] for m in result.modules] == [
-        "waldur_offering_info", "do_account_info", "waldur_orders", "do_droplet", "waldur_orders"]
+        "waldur_offering_info", "do_account_info", "waldur_orders", "do_catalogue_info", "waldur_orders", "do_droplet",
+        "waldur_orders"]
+    # the catalogue is read once for the pass, before any approval
+    assert (result.calls["digitalocean"]["by_operation"]["regions.list"],
+            result.calls["digitalocean"]["by_operation"]["images.get"]) == (1, 1)
     assert result.tasks >= 5
     assert result.ansible_overhead_s == pytest.approx(result.wall_s - result.module_s, abs=0.01)
 

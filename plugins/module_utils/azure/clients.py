@@ -28,6 +28,7 @@ __metaclass__ = type
 
 import importlib.util
 import os
+import re
 import threading
 import time
 import traceback
@@ -109,6 +110,8 @@ RETRY_DEADLINE_MARGIN = 5.0
 # versions that ARM serves in every public region; the fields a pass reads have the same shape
 # in every version since.
 JSON_API_VERSIONS = {"compute": "2024-07-01", "network": "2024-05-01"}
+# Subscriptions - List Locations (Microsoft.Resources).
+LOCATIONS_API_VERSION = "2022-12-01"
 
 
 def _env(option):
@@ -196,6 +199,10 @@ class CallCounter(SansIOHTTPPolicy):
                 self.reads += 1
 
 
+# The reads ARM answers with a bare JSON array rather than an object (Virtual Machine Images - List).
+ARRAY_ANSWER = re.compile(r"/artifacttypes/vmimage/offers/[^/]+/skus/[^/]+/versions/?$", re.IGNORECASE)
+
+
 class JsonAnswers(SansIOHTTPPolicy):
     """A read that ARM answers 2xx with a body that is not a JSON object (an HTML page from a
     proxy, a truncated page) is an error, so the SDK never takes it for an empty listing or an
@@ -210,6 +217,8 @@ class JsonAnswers(SansIOHTTPPolicy):
         text = body.strip()
         if not text or (text[:1] == b"{" and text[-1:] == b"}"):
             return  # an empty body (a finished operation's poll) or an object
+        if text[:1] == b"[" and text[-1:] == b"]" and ARRAY_ANSWER.search(urlsplit(http_request.url).path):
+            return  # a listing ARM documents as a bare JSON array (a marketplace image's versions)
         content_type = (http_response.headers.get("Content-Type") or "no content type").split(";")[0].strip()
         shown = " ".join(text[:200].decode("utf-8", "replace").split())
         raise DecodeError("ARM answered GET %s with %s %r instead of a JSON object; nothing in it is trusted"
@@ -446,6 +455,17 @@ class AzureClients:
     def json_at(self, url):
         """ARM's JSON object at an absolute ``url`` ARM handed out (an operation's status)."""
         return self._json(url)
+
+    def locations(self):
+        """The subscription's locations as ARM's JSON (``GET /subscriptions/{id}/locations``), through the
+        resource client's pipeline (credential, retries, call counter)."""
+        query = urlencode({"api-version": LOCATIONS_API_VERSION})
+        url = "%s/subscriptions/%s/locations?%s" % (self.arm_endpoint, self.subscription_id, query)
+        body = self._json(url)
+        if not isinstance(body.get("value"), list):
+            raise AzureError("ARM answered GET /subscriptions/%s/locations without the list 'value'; the listing is "
+                             "not trusted" % self.subscription_id)
+        return body["value"]
 
     def json_get(self, kind, resource_id, suffix=""):
         """One ARM object (``resource_id`` + ``suffix``, e.g. ``/instanceView``) as ARM's JSON."""

@@ -29,7 +29,7 @@ __metaclass__ = type
 import json
 import os
 import time
-from urllib.parse import urljoin, urlsplit, urlunsplit
+from urllib.parse import quote, urljoin, urlsplit, urlunsplit
 
 from ansible.module_utils.basic import missing_required_lib
 
@@ -279,6 +279,20 @@ class DigitalOceanClient:
         the token and the API."""
         data = self.build(BoundListing).get_data("account/")
         return dict((data or {}).get("account") or {})
+
+    # ---- catalogue ----------------------------------------------------------------
+    def image(self, image):
+        """The image ``image`` names (``GET /v2/images/{id or slug}``: public images by slug or id,
+        the account's snapshots and custom images by id), or None when DigitalOcean has none."""
+        try:
+            data = self.build(BoundListing).get_data("images/%s" % quote(str(image).strip(), safe=""))
+        except DigitalOceanNotFound:
+            return None
+        found = (data or {}).get("image")
+        if not isinstance(found, dict):
+            raise DigitalOceanError("DigitalOcean GET /v2/images/%s answered without the object 'image'; it is not "
+                                    "trusted" % image, method="GET", path="/v2/images/%s" % image)
+        return found
 
     # ---- droplets -----------------------------------------------------------------
     def listing(self, path, key, params=None):

@@ -11,7 +11,7 @@ import threading
 import time
 
 from ansible_collections.waldur.site_agent.plugins.module_utils.core.batch import BatchRunner, ItemError, run_batch
-from ansible_collections.waldur.site_agent.plugins.module_utils.core.packed import pack
+from ansible_collections.waldur.site_agent.plugins.module_utils.core.packed import pack, unpack
 from ansible_collections.waldur.site_agent.plugins.module_utils.core.ssh_keys import ssh_key_fingerprint
 from ansible_collections.waldur.site_agent.plugins.module_utils.core.times import parse_time, utc_now
 from ansible_collections.waldur.site_agent.plugins.module_utils.core.uuids import hex_uuid, normalize_uuid
@@ -250,11 +250,64 @@ class Claim:
             return now + PROCESSING_POLL_SECONDS
         return max(settled + [now])
 
+    def turn_down(self, order, reason):
+        """An order whose own input the cloud would refuse, before anything is approved or built: a
+        pending one is rejected (``reject_by_provider``, the reason as ``provider_rejection_comment``,
+        which the customer sees), one already executing (approved by an earlier pass) is erred with
+        the reason. Check mode writes nothing and says what it would write."""
+        entry = self._skipped(order, reason)
+        if order["state"] == "pending-provider":
+            entry["outcome"] = "rejected"
+            if not self.check_mode:
+                try:
+                    self.client.post(order_path(order["uuid"], "reject_by_provider"),
+                                     json={"provider_rejection_comment": reason})
+                except WaldurApiError as exc:
+                    if not exc.conflict:
+                        raise
+                    # it moved meanwhile (approved by another run, cancelled): look again
+                    order = dict(order, state=(self.client.get(order_path(order["uuid"]),
+                                                               params={"field": ["uuid", "state"]}) or {}).get("state"))
+                    if order["state"] != "executing":
+                        return {"skip": self._skipped(order, "order is %s, not pending-provider; not rejected (%s)"
+                                                      % (order["state"], reason))}
+                else:
+                    entry["state"] = "rejected"
+                    return {"rejected": entry}
+        if order["state"] != "executing":
+            return {"rejected": entry}  # check mode: what it would reject
+        entry["outcome"] = "erred"
+        if not self.check_mode:
+            self.client.post(order_path(order["uuid"], "set_state_erred"),
+                             json={"error_message": reason, "error_traceback": ""})
+            entry["state"] = "erred"
+        return {"rejected": entry}
+
     @staticmethod
     def _skipped(order, msg):
         return {"uuid": order["uuid"], "state": order["state"], "type": order.get("type"),
                 "resource_uuid": order.get("marketplace_resource_uuid"),
                 "resource_name": order.get("resource_name") or "", "msg": msg}
+
+
+def _verdicts(module, params):
+    """``{order uuid: reason}`` of O(reject), and the set of O(judged_orders) (None when not given)."""
+    verdicts = {}
+    for index, entry in enumerate(params.get("reject") or []):
+        if not isinstance(entry, dict) or not entry.get("order_uuid") or not entry.get("msg"):
+            module.fail_json(msg="reject[%d] must be a mapping with order_uuid and msg (the reason), got %r"
+                             % (index, entry))
+        verdicts[module.uuid_param(entry["order_uuid"], "reject[%d].order_uuid" % index)] = _one_line(entry["msg"])
+    judged = None
+    if params.get("judged_orders") is not None:
+        try:
+            listed = unpack(params["judged_orders"], "judged_orders")
+        except ValueError as exc:
+            module.fail_json(msg=str(exc))
+        # the UUIDs, or the listed orders themselves (``waldur_orders`` state listed)
+        judged = set(module.uuid_param(entry.get("uuid") if isinstance(entry, dict) else entry,
+                                       "judged_orders[%d]" % index) for index, entry in enumerate(listed))
+    return verdicts, judged
 
 
 def _sort_out(orders, results, skipped, errors, waiting=None):
@@ -275,6 +328,40 @@ def _sort_out(orders, results, skipped, errors, waiting=None):
     return kept
 
 
+def run_list(module, client, offering_uuid, params):
+    """``waldur_orders`` with state listed: the offering's actionable orders (O(order_uuids) only,
+    when given) joined with the provider resources of the Creates and Restores, read only - what
+    the orders name is checked against the cloud's catalogue before the claim approves any."""
+    claim = Claim(module, client, offering_uuid)
+    order_uuids = [module.uuid_param(value, "order_uuids[%d]" % index)
+                   for index, value in enumerate(params["order_uuids"] or [])]
+    try:
+        orders, skipped, errors = claim.candidates(order_uuids, params["max_workers"], params["deadline"])
+        building = [order for order in orders if order["type"] in CREATE_TYPES]
+        listed = find_of_offering(module, client, "marketplace-provider-resources/", offering_uuid,
+                                  [order["marketplace_resource_uuid"] for order in building
+                                   if order["marketplace_resource_uuid"]], IN_FLIGHT_RESOURCE_STATES)
+    except WaldurApiError as exc:
+        module.fail_from_error(exc, msg="could not list the orders of offering %s" % offering_uuid)
+
+    def joined(order):
+        if order["type"] in CREATE_TYPES and order["marketplace_resource_uuid"]:
+            raw = listed.get(order["marketplace_resource_uuid"]) or client.get(
+                provider_resource_path(order["marketplace_resource_uuid"]))
+            order = dict(order, resource=normalize_resource(raw))
+        return {"order": order}
+
+    runner = BatchRunner(module, None, echo=(), on_error=lambda order, exc: {
+        "error": {"uuid": order["uuid"], "msg": error_message(exc)}})
+    kept = _sort_out(orders, runner.run(orders, joined), skipped, errors)
+    result = dict(changed=False, count=len(kept), skipped_orders=skipped, errors=errors)
+    if params["packed"]:
+        result["orders_packed"] = pack(kept)
+    else:
+        result["orders"] = kept
+    module.exit_json(**result)
+
+
 def run_claim(module, client, offering_uuid, params):
     for name in ("order_processing_settle_seconds", "order_processing_wait_seconds"):
         if not 0 <= params[name] <= 3600:
@@ -287,6 +374,31 @@ def run_claim(module, client, offering_uuid, params):
         orders, skipped, errors = claim.candidates(order_uuids, params["max_workers"], params["deadline"])
     except WaldurApiError as exc:
         module.fail_from_error(exc, msg="could not list the orders of offering %s" % offering_uuid)
+    verdicts, judged = _verdicts(module, params)
+    rejected, unjudged = [], []
+    for order in orders:
+        if order["uuid"] in verdicts:
+            rejected.append(order)
+        elif judged is not None and order["state"] == "pending-provider" and order["uuid"] not in judged:
+            skipped.append(claim._skipped(order, "placed after the check against the cloud's catalogue; left "
+                                                 "pending-provider for the next pass"))
+        else:
+            unjudged.append(order)
+    orders = unjudged
+    rejected_orders = []
+    if rejected:
+        # Turned down before anything is approved or built: the cloud would refuse them.
+        turned = BatchRunner(module, None, echo=(), on_error=lambda order, exc: {
+            "error": {"uuid": order["uuid"], "msg": "could not be turned down (%s): %s"
+                      % (verdicts[order["uuid"]], error_message(exc))}}).run(
+            rejected, lambda order: claim.turn_down(order, verdicts[order["uuid"]]))
+        for order, result in zip(rejected, turned):
+            if "rejected" in result:
+                rejected_orders.append(result["rejected"])
+            elif "skip" in result:
+                skipped.append(result["skip"])
+            else:
+                errors.append(result.get("error") or {"uuid": order["uuid"], "msg": result.get("msg")})
 
     ssh_keys = []
     if any(order["type"] in CREATE_TYPES for order in orders):
@@ -338,8 +450,10 @@ def run_claim(module, client, offering_uuid, params):
     claimed.sort(key=lambda order: position.get(order["uuid"], len(position)))  # listing order
 
     approved = [uuid for uuid in (order["uuid"] for order in orders) if uuid in claim.approved]
-    result = dict(changed=bool(approved), ssh_keys=ssh_keys, approved=approved, count=len(claimed),
-                  skipped_orders=skipped, errors=errors, processing_wait=round(waited, 2))
+    turned_down = bool(rejected_orders) and not module.check_mode
+    result = dict(changed=bool(approved) or turned_down, ssh_keys=ssh_keys, approved=approved, count=len(claimed),
+                  skipped_orders=skipped, errors=errors, rejected_orders=rejected_orders,
+                  processing_wait=round(waited, 2))
     if params["packed"]:
         result["orders_packed"] = pack(claimed)
     else:

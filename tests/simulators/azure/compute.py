@@ -20,6 +20,8 @@ from tests.simulators.common import json_response
 COMPUTE = "Microsoft.Compute"
 S = "/subscriptions/<sub>/providers/Microsoft.Compute"
 RG = "/subscriptions/<sub>/resourceGroups/<rg>/providers/Microsoft.Compute"
+# A marketplace image's versions in a location (Virtual Machine Images - List / Get).
+VMIMAGE = "/locations/<loc>/publishers/<pub>/artifacttypes/vmimage/offers/<offer>/skus/<sku>"
 
 # action path -> (operation name, transitional power state, final power state)
 ACTIONS = {
@@ -64,6 +66,8 @@ class ComputeProvider:
             ("GET", S + "/locations/<loc>/virtualMachines", "vms.list_by_location", self._list_vms_by_location),
             ("GET", S + "/locations/<loc>/vmSizes", "vm_sizes.list", self._list_vm_sizes),
             ("GET", S + "/skus", "skus.list", self._list_skus),
+            ("GET", S + VMIMAGE + "/versions", "vm_images.list", self._list_image_versions),
+            ("GET", S + VMIMAGE + "/versions/<version>", "vm_images.get", self._get_image_version),
             ("GET", RG + "/virtualMachines", "vms.list", self._list_vms),
             ("GET", vm, "vms.get", self._get_vm),
             ("PUT", vm, "vms.put", self._put_vm),
@@ -627,6 +631,37 @@ class ComputeProvider:
                     "restrictions": [],
                 })
         return json_response({"value": items})
+
+    # ---- marketplace images ---------------------------------------------------------------
+    def _platform_image(self, loc: str, pub: str, offer: str, sku: str) -> presets.PlatformImage:
+        image = presets.IMAGES.get((pub.lower(), offer.lower(), sku.lower()))
+        if normalize_location(loc) not in presets.LOCATIONS or image is None:
+            raise ArmError(404, "NotFound", "Artifact: VMImage was not found.")
+        return image
+
+    def _image_version_id(self, sub: str, loc: str, image: presets.PlatformImage, version: str) -> str:
+        return (f"/Subscriptions/{sub}/Providers/Microsoft.Compute/Locations/{normalize_location(loc)}/Publishers/"
+                f"{image.publisher}/ArtifactTypes/VMImage/Offers/{image.offer}/Skus/{image.sku}/Versions/{version}")
+
+    def _list_image_versions(self, request: Request, sub: str, loc: str, pub: str, offer: str,
+                             sku: str) -> Response:
+        """A bare JSON list, as ARM answers Virtual Machine Images - List."""
+        image = self._platform_image(loc, pub, offer, sku)
+        return json_response([{"location": normalize_location(loc), "name": version,
+                               "id": self._image_version_id(sub, loc, image, version)} for version in image.versions])
+
+    def _get_image_version(self, request: Request, sub: str, loc: str, pub: str, offer: str, sku: str,
+                           version: str) -> Response:
+        image = self._platform_image(loc, pub, offer, sku)
+        if version not in image.versions:
+            raise ArmError(404, "NotFound", "Artifact: VMImage was not found.")
+        return json_response({
+            "location": normalize_location(loc), "name": version,
+            "id": self._image_version_id(sub, loc, image, version),
+            "properties": {"hyperVGeneration": image.generation, "architecture": "x64",
+                           "osDiskImage": {"operatingSystem": image.os_type, "sizeInGb": image.disk_gb},
+                           "dataDiskImages": [], "automaticOSUpgradeProperties": {"automaticOSUpgradeSupported": False},
+                           "imageDeprecationStatus": {"imageState": "Active"}}})
 
     # ---- disks --------------------------------------------------------------------------
     def _render_disk(self, record: dict) -> dict:

@@ -32,7 +32,8 @@ Operation names (call log and fault injection): ``openid``, ``token``, ``msi.app
 ``{virtual_networks,subnets,public_ips,nsgs,security_rules,nics}.{list,get,put,delete}``,
 ``{virtual_networks,public_ips,nsgs,nics}.list_all`` (the subscription's, as ARM's List All),
 ``vms.{list,list_all,list_by_location,get,put,delete,instance_view,vm_sizes,deallocate,start,power_off,restart}``,
-``vm_sizes.list``, ``skus.list``, ``disks.{list,list_all,get,update,delete}``, ``resources.{list,list_by_group}``.
+``vm_sizes.list``, ``skus.list``, ``vm_images.{list,get}`` (a marketplace image's versions in a location),
+``disks.{list,list_all,get,update,delete}``, ``resources.{list,list_by_group}``.
 
 Paging: every list answers ``page_size`` items a page with an absolute ``nextLink`` (carrying
 ``$skiptoken``) while more remain, as ARM does; 50 is what Compute's List All pages by (the

@@ -24,6 +24,10 @@ Operations (the names the call log records and faults target):
 ``keys.update``             PUT /v2/account/keys/{id or fingerprint} (name)
 ``keys.delete``             DELETE /v2/account/keys/{id or fingerprint} -> 204
 ``sizes.list``              GET /v2/sizes (paged)
+``regions.list``            GET /v2/regions (paged)
+``images.list``             GET /v2/images (``private``, ``type``; paged)
+``images.get``              GET /v2/images/{id or slug}
+``snapshots.list``          GET /v2/snapshots (``resource_type``; paged)
 ``tags.list``               GET /v2/tags (paged)
 ``tags.create``             POST /v2/tags -> 201
 ``tags.get``                GET /v2/tags/{name}
@@ -58,7 +62,12 @@ Behaviour:
   hex); a key already on the account is 422 "SSH Key is already in use on your
   account". Droplet create takes key ids or fingerprints; unknown ones are 422.
   Region, size and image slugs (image also by id) come from ``catalogue``;
-  unknown ones are 422 ("You specified an invalid size for Droplet creation.").
+  unknown ones are 422 ("You specified an invalid size for Droplet creation."), as
+  are a size not offered in the region and an image not in it. The account's own
+  snapshots and custom images (``seed_image``) are private, by id only, in their
+  regions only. ``restrict_region(region, message="Region is not available")`` makes
+  creates there 422 while ``/v2/regions`` still lists the region available, as DigitalOcean
+  does for a region out of capacity: a create the catalogue allows can still be refused.
   Tags named at create are created implicitly.
 * Rate limits: every response carries ``ratelimit-limit``, ``ratelimit-remaining``
   and ``ratelimit-reset`` (epoch seconds, hourly window). ``set_rate_limit`` and
@@ -77,6 +86,7 @@ Presets: ``default`` (no droplets or tags, the two SSH keys of
 
 Python helpers for tests: ``seed_droplet(name, region, size, image, tags,
 status="active", created_at=None)`` (``created_at``, ISO 8601, backdates it),
+``seed_image(name, image_type="snapshot", regions=("ams3",))``, ``restrict_region(region, message)``,
 ``droplets()``, ``droplet(id)`` (the droplet as the API shows it, plus ``user_data`` and
 ``ssh_key_ids`` which the API does not echo),
 ``actions(droplet_id=None)``, ``keys()``, ``tags()``, ``configure(**options)``.

@@ -24,6 +24,9 @@ from tests.simulators.digitalocean import catalogue, presets
 
 NOT_FOUND_MESSAGE = "The resource you were accessing could not be found."
 UNAUTHORIZED_MESSAGE = "Unable to authenticate you."
+# DigitalOcean's answer to a create in a region it listed as available but does not take the
+# account's new droplets in (out of capacity, or kept for accounts already there).
+REGION_UNAVAILABLE = "Region is not available"
 RATE_LIMITED_MESSAGE = "API Rate limit exceeded."
 PENDING_EVENT_MESSAGE = "Droplet already has a pending event."
 RESIZE_WHILE_ON_MESSAGE = "Droplet is currently on. Please power it off to run this event."
@@ -65,6 +68,7 @@ OTHER_ACTIONS = frozenset({"resize", "rename", "enable_backups", "disable_backup
 FIRST_DROPLET_ID = 418_000_001
 FIRST_ACTION_ID = 2_100_000_001
 FIRST_KEY_ID = 512_301
+FIRST_IMAGE_ID = 170_000_001
 
 # Options, their types and defaults. The CLI passes strings, so every value is coerced.
 OPTION_DEFAULTS = {
@@ -174,6 +178,10 @@ class DigitalOceanSimulator(Simulator):
             ("PUT", "/v2/account/keys/<identifier>", "keys.update", api(self.update_key)),
             ("DELETE", "/v2/account/keys/<identifier>", "keys.delete", api(self.delete_key)),
             ("GET", "/v2/sizes", "sizes.list", api(self.list_sizes)),
+            ("GET", "/v2/regions", "regions.list", api(self.list_regions)),
+            ("GET", "/v2/images", "images.list", api(self.list_images)),
+            ("GET", "/v2/images/<identifier>", "images.get", api(self.get_image)),
+            ("GET", "/v2/snapshots", "snapshots.list", api(self.list_snapshots)),
             ("GET", "/v2/tags", "tags.list", api(self.list_tags)),
             ("POST", "/v2/tags", "tags.create", api(self.create_tag)),
             ("GET", "/v2/tags/<tag_name>", "tags.get", api(self.get_tag)),
@@ -207,6 +215,9 @@ class DigitalOceanSimulator(Simulator):
         self._actions: dict[int, dict] = {}
         self._pending: dict[int, dict] = {}  # action id -> {"due": monotonic, "gated": bool, ...}
         self._keys: dict[int, dict] = {}
+        self._images: dict[int, dict] = {}  # the account's snapshots and custom images
+        self._restricted_regions: dict[str, str] = {}  # region -> the create's 422 message
+        self._image_ids = itertools.count(FIRST_IMAGE_ID)
         self._tags: dict[str, dict] = {}  # name -> {"name"}; the droplets say what is tagged
         self._droplet_ids = itertools.count(FIRST_DROPLET_ID)
         self._action_ids = itertools.count(FIRST_ACTION_ID)
@@ -271,6 +282,27 @@ class DigitalOceanSimulator(Simulator):
                 droplet["status"] = status
                 self._assign_networks(droplet)
             return self._droplet_view(droplet)
+
+    def seed_image(self, name: str, image_type: str = "snapshot", regions=("ams3",),
+                   created_at: str = "2026-01-15T10:00:00Z") -> dict:
+        """Add a snapshot (``snapshot``) or custom image (``custom``) to the account: private, by
+        id only, usable in ``regions``."""
+        if image_type not in ("snapshot", "custom"):
+            raise ValueError(f"image_type must be snapshot or custom, not {image_type!r}")
+        with self.lock:
+            image = catalogue.private_image(next(self._image_ids), name, image_type, regions, created_at)
+            self._images[image["id"]] = image
+            return copy.deepcopy(image)
+
+    def restrict_region(self, region: str, message: str = REGION_UNAVAILABLE) -> None:
+        """Refuse droplet creates in ``region`` with 422 ``message`` while the regions listing
+        still shows it ``available`` with its sizes: DigitalOcean does this for a region out of
+        capacity or held for accounts that already have resources there, so a create the
+        catalogue allows can still be refused. Until the next reset."""
+        if region not in catalogue.REGION_NAMES:
+            raise ValueError(f"unknown region {region!r}; known: {', '.join(catalogue.ALL_REGIONS)}")
+        with self.lock:
+            self._restricted_regions[region] = message
 
     def droplets(self) -> list[dict]:
         """Every droplet, as GET shows it plus ``user_data`` and ``ssh_key_ids``."""
@@ -590,7 +622,7 @@ class DigitalOceanSimulator(Simulator):
         size = catalogue.SIZES_BY_SLUG.get(body.get("size")) if isinstance(body.get("size"), str) else None
         if size is None:
             raise ApiError(422, "You specified an invalid size for Droplet creation.")
-        image = catalogue.find_image(body.get("image"))
+        image = catalogue.find_image(body.get("image"), self._images)
         if image is None:
             raise ApiError(422, "You specified an invalid image for Droplet creation.")
         region = body.get("region")
@@ -600,6 +632,10 @@ class DigitalOceanSimulator(Simulator):
             raise ApiError(422, "You specified an invalid region for Droplet creation.")
         if region not in size["regions"]:
             raise ApiError(422, "This size is unavailable in the selected region.")
+        if region not in image["regions"]:
+            raise ApiError(422, "This image is unavailable in the selected region.")
+        if region in self._restricted_regions:
+            raise ApiError(422, self._restricted_regions[region])
         key_ids = self._resolve_keys(body.get("ssh_keys") or [])
         tags = body.get("tags") or []
         if not isinstance(tags, list):
@@ -791,6 +827,38 @@ class DigitalOceanSimulator(Simulator):
     # ---- sizes, tags, account ---------------------------------------------------------
     def list_sizes(self, request: Request) -> Response:
         return self._paged(request, "sizes", copy.deepcopy(catalogue.SIZES), "/v2/sizes")
+
+    def list_regions(self, request: Request) -> Response:
+        return self._paged(request, "regions", catalogue.regions_listing(), "/v2/regions")
+
+    def list_images(self, request: Request) -> Response:
+        """Public images and the account's own; ``private=true`` gives the account's only,
+        ``type`` (distribution, application) filters the public ones (private ones carry no such
+        type and drop out), as DigitalOcean does."""
+        private = _as_bool(request.args.get("private", "false"), "private")
+        kind = request.args.get("type")
+        images = list(self._images.values()) if private else list(catalogue.IMAGES) + list(self._images.values())
+        if kind == "distribution":
+            images = [image for image in images if image["public"]]
+        elif kind == "application":
+            images = []
+        elif kind is not None:
+            raise ApiError(422, "type must be distribution or application.")
+        return self._paged(request, "images", copy.deepcopy(images), "/v2/images")
+
+    def get_image(self, request: Request, identifier: str) -> Response:
+        image = catalogue.find_image(identifier, self._images)
+        if image is None:
+            raise ApiError(404, NOT_FOUND_MESSAGE)
+        return json_response({"image": copy.deepcopy(image)})
+
+    def list_snapshots(self, request: Request) -> Response:
+        kind = request.args.get("resource_type")
+        if kind not in (None, "droplet", "volume"):
+            raise ApiError(422, "resource_type must be droplet or volume.")
+        snapshots = [catalogue.snapshot_object(image) for image in self._images.values()
+                     if image["type"] == "snapshot" and kind != "volume"]
+        return self._paged(request, "snapshots", snapshots, "/v2/snapshots")
 
     def _tag_object(self, name: str) -> dict:
         tagged = [d for d in self._droplets.values() if name in d["tags"]]

@@ -88,6 +88,11 @@ IMAGES_BY_SLUG = {image["slug"]: image for image in IMAGES}
 IMAGES_BY_ID = {image["id"]: image for image in IMAGES}
 
 
+def regions_listing():
+    """``GET /v2/regions``: every region, as DigitalOcean lists them."""
+    return [region_object(slug) for slug in ALL_REGIONS]
+
+
 def region_object(slug):
     """The region object embedded in droplets and actions."""
     return {
@@ -99,14 +104,51 @@ def region_object(slug):
     }
 
 
-def find_image(value):
-    """An image by slug or numeric id (int or digit string); None when unknown."""
+def find_image(value, private=None):
+    """An image by slug or numeric id (int or digit string); None when unknown. ``private``:
+    the account's own images and snapshots by id (they have no slug)."""
+    private = private or {}
     if isinstance(value, bool):
         return None
     if isinstance(value, int):
-        return IMAGES_BY_ID.get(value)
+        return IMAGES_BY_ID.get(value) or private.get(value)
     if isinstance(value, str):
         if value.isdigit():
-            return IMAGES_BY_ID.get(int(value))
+            return IMAGES_BY_ID.get(int(value)) or private.get(int(value))
         return IMAGES_BY_SLUG.get(value)
     return None
+
+
+def private_image(image_id, name, image_type, regions, created_at, min_disk=25, gigabytes=2.5):
+    """A snapshot or custom image of the account: no slug, not public, only in ``regions``."""
+    return {
+        "id": image_id,
+        "name": name,
+        "distribution": "Ubuntu",
+        "slug": None,
+        "public": False,
+        "regions": list(regions),
+        "created_at": created_at,
+        "min_disk_size": min_disk,
+        "type": image_type,
+        "size_gigabytes": gigabytes,
+        "description": "",
+        "tags": [],
+        "status": "available",
+        "error_message": "",
+    }
+
+
+def snapshot_object(image):
+    """The ``/v2/snapshots`` view of a snapshot image (its id is a string there)."""
+    return {
+        "id": str(image["id"]),
+        "name": image["name"],
+        "created_at": image["created_at"],
+        "regions": list(image["regions"]),
+        "resource_id": str(image.get("resource_id") or ""),
+        "resource_type": "droplet",
+        "min_disk_size": image["min_disk_size"],
+        "size_gigabytes": image["size_gigabytes"],
+        "tags": [],
+    }

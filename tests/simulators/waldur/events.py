@@ -493,8 +493,8 @@ class EventingMarketplace(Marketplace):
         super().approve_by_provider(order, user)
         self._published(order)
 
-    def reject_by_provider(self, order: dict, user: dict) -> None:
-        super().reject_by_provider(order, user)
+    def reject_by_provider(self, order: dict, user: dict, comment: str | None = None) -> None:
+        super().reject_by_provider(order, user, comment)
         self._published(order)
 
     def set_state_executing(self, order: dict) -> None:

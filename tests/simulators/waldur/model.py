@@ -393,10 +393,12 @@ class Marketplace:
             raise ValueError("backing state must be ok, creation_scheduled or update_scheduled, not %r" % state)
         resource["backing_state"] = state
 
-    def reject_by_provider(self, order: dict, user: dict) -> None:
+    def reject_by_provider(self, order: dict, user: dict, comment: str | None = None) -> None:
         self._require(order, ("pending-consumer", "pending-provider"))
         order.update(state="rejected", provider_reviewed_by=user["uuid"], provider_reviewed_at=now(),
                      completed_at=now())
+        if comment is not None:  # the reason the consumer sees (OrderProviderRejectionRequest)
+            order["provider_rejection_comment"] = str(comment)
         resource = self._resource_of(order)
         if resource is not None and order["type"] == "Create":
             resource["state"] = "Terminated"
@@ -724,7 +726,8 @@ class Marketplace:
             new_plan_uuid=None, old_cost_estimate=0.0, new_cost_estimate=None,
             can_terminate=False, fixed_price=0.0, activation_price=0.0, termination_comment=None,
             backend_id=order["backend_id"], order_subtype=None, provider_message="", consumer_message="",
-            consumer_rejection_comment="", provider_rejection_comment="", issue=None)
+            consumer_rejection_comment="", provider_rejection_comment=order.get("provider_rejection_comment", ""),
+            issue=None)
         data.update(self._customer_fields(project["customer_uuid"]))
         return data
 

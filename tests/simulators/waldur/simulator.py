@@ -630,8 +630,9 @@ class WaldurSimulator(Simulator):
 
     def orders_reject_by_provider(self, request: Request, user: dict, uuid: str) -> Response:
         order = self._provider_order(user, uuid)
-        self._json(request)
-        self.market.reject_by_provider(order, user)
+        body = self._json(request)
+        comment = body.get("provider_rejection_comment") if isinstance(body, dict) else None
+        self.market.reject_by_provider(order, user, comment)
         return self._transition("Order has been rejected.")
 
     def orders_set_state_executing(self, request: Request, user: dict, uuid: str) -> Response:

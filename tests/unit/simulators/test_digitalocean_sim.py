@@ -129,6 +129,21 @@ def test_droplet_limit_is_enforced(do):
         create_droplet("second")
 
 
+def test_a_restricted_region_is_listed_available_but_refuses_creates_until_reset(do, manager):
+    do.app.restrict_region("sfo3")
+    [listed] = [region for region in api(do, "GET", "/v2/regions").json()["regions"] if region["slug"] == "sfo3"]
+    assert listed["available"] and "s-1vcpu-1gb" in listed["sizes"]
+    with pytest.raises(digitalocean.DataReadError) as raised:
+        create_droplet(region="sfo3")
+    assert str(raised.value) == "Region is not available"
+    create_droplet("elsewhere", region="fra1")
+    assert [droplet.name for droplet in manager.get_all_droplets()] == ["elsewhere"]
+    with pytest.raises(ValueError, match="unknown region 'mars1'"):
+        do.app.restrict_region("mars1")
+    do.app.reset("default")
+    create_droplet(region="sfo3")
+
+
 def test_multi_create_and_delete_by_tag(do):
     response = api(do, "POST", "/v2/droplets/", json={
         "names": ["a-1", "a-2"], "size": "s-1vcpu-1gb", "image": "ubuntu-24-04-x64",

@@ -153,6 +153,20 @@ def test_packed_batch_results_get_the_same_lines(cases):
         assert secret not in run.stdout
 
 
+def test_orders_turned_down_before_approval_get_a_warning_line_each(cases):
+    records = cases[1]
+    task_line, rejected, judged = [r for r in by_task(records, "Claim the orders (two turned down before approval)")
+                                   if "category" not in r]
+    assert task_line["level"] == "info" and "rejected_orders" not in task_line
+    assert rejected == {**rejected, "level": "warning", "outcome": "rejected", "state": "rejected",
+                        "order": "0b5e0000000000000000000000000005", "resource": "9c1f0000000000000000000000000005",
+                        "resource_name": "web-5", "status": "ok", "changed": False}
+    assert rejected["event"] == "DigitalOcean would refuse this droplet: size 'huge-999' is not a DigitalOcean droplet size"
+    # still pending after the claim: check mode, so it is only what would happen
+    assert (judged["outcome"], judged["state"], judged["level"]) == ("would_reject", "pending-provider", "warning")
+    assert "region 'xx9'" in judged["event"]
+
+
 def test_pass_summaries_become_structured_lines(cases):
     records = cases[1]
     summaries = [record for record in records if record["event"] == "pass summary"]

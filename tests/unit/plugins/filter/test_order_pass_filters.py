@@ -32,10 +32,10 @@ def settle():
 
 def test_every_order_is_counted_once_and_named_unless_done():
     report = order_pass_report(claim(), settle())
-    assert report["counts"] == {"done": 1, "erred": 0, "retry": 1, "refused": 1, "failed": 1, "skipped": 1,
-                                "diverged": 0}
+    assert report["counts"] == {"done": 1, "erred": 0, "rejected": 0, "retry": 1, "refused": 1, "failed": 1,
+                                "skipped": 1, "diverged": 0}
     assert report["orders"] == 5 and report["unfinished"] == 2
-    assert report["summary"] == "done=1 erred=0 retry=1 refused=1 failed=1 skipped=1 diverged=0"
+    assert report["summary"] == "done=1 erred=0 rejected=0 retry=1 refused=1 failed=1 skipped=1 diverged=0"
     assert report["lines"] == [
         "skipped: (no name) (order %s): order is erred after approval, not executing" % C,
         "failed: (no name) (order %s): could not be claimed: Waldur GET failed (HTTP 500)" % D,
@@ -48,7 +48,7 @@ def test_check_mode_counts_what_would_be_done():
     results = {"results": [{"order_uuid": A, "outcome": "done", "msg": "would set done"},
                            {"order_uuid": B, "outcome": "erred", "msg": "would set erred: no region"}]}
     report = order_pass_report({"orders": claim()["orders"]}, results, check_mode=True)
-    assert report["summary"] == "would_done=1 would_erred=1 retry=0 refused=0 failed=0 skipped=0 diverged=0"
+    assert report["summary"] == "would_done=1 would_erred=1 would_reject=0 retry=0 refused=0 failed=0 skipped=0 diverged=0"
     assert report["lines"] == ["would_done: web-a (order %s): would set done" % A,
                                "would_erred: web-b (order %s): would set erred: no region" % B]
 

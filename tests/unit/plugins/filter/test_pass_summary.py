@@ -15,13 +15,13 @@ def order_results():
         "claim": {"orders": [{"uuid": "a"}, {"uuid": "b"}], "api_calls": {"reads": 3, "writes": 2, "retries": 4}},
         "act": {"api_calls": 5, "results": [{"changed": True}, {"changed": False}, {"failed": True}]},
         "settle": {"api_calls": {"reads": 1, "writes": 2}},
-        "report": {"orders": 3, "summary": "done=1 erred=1 retry=1 refused=0 failed=0 skipped=0 diverged=0"},
+        "report": {"orders": 3, "summary": "done=1 erred=1 rejected=0 retry=1 refused=0 failed=0 skipped=0 diverged=0"},
     }
 
 
 def test_the_order_line_counts_changed_machines_and_every_call():
     line = pass_summary(order_results(), "order_process", "My DO", 100.0, now=112.34)
-    assert line == ("offering=My DO pass=order_process orders=3 done=1 erred=1 retry=1 refused=0 failed=0 "
+    assert line == ("offering=My DO pass=order_process orders=3 done=1 erred=1 rejected=0 retry=1 refused=0 failed=0 "
                     "skipped=0 diverged=0 machines_changed=1 api_calls=14 seconds=12.3")
 
 

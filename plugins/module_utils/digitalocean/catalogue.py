@@ -1,0 +1,114 @@
+# -*- coding: utf-8 -*-
+# Copyright: Waldur site agent developers
+# MIT License (see LICENSE)
+"""DigitalOcean's catalogue, read once per pass and offering before any order is approved, and the
+verdict on the droplet an order asks for (region, size, image) against it.
+
+``read_catalogue`` makes the calls (two listings and one read per distinct image); everything else
+is a pure function of what it read, so the verdicts are unit-tested without a cloud.
+"""
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+# How many names a message lists before "and N more".
+NAMES_SHOWN = 12
+# The offering's own settings the catalogue checks (provider-side: a miss fails the offering).
+DEFAULT_KEYS = ("default_region", "default_size", "default_image")
+
+
+def _names(names):
+    names = sorted(str(name) for name in names)
+    shown = ", ".join(names[:NAMES_SHOWN])
+    return shown + (" and %d more" % (len(names) - NAMES_SHOWN) if len(names) > NAMES_SHOWN else "")
+
+
+def image_key(image):
+    """How an image is named in the catalogue: a slug, or an id as text."""
+    return str(image).strip()
+
+
+def read_catalogue(client, images):
+    """``{regions, sizes, images}`` of the account: every region (``GET /v2/regions``) and size
+    (``GET /v2/sizes``) with their availability, and each image of ``images`` (one read each, by
+    slug or id: public images, the account's snapshots and custom images), None for one
+    DigitalOcean does not have. A read that fails raises: nothing is judged on half a catalogue."""
+    regions = dict((region.get("slug"), {"available": bool(region.get("available")),
+                                         "sizes": [str(size) for size in region.get("sizes") or []]})
+                   for region in client.listing("regions/", "regions") if isinstance(region, dict))
+    sizes = dict((size.get("slug"), {"available": bool(size.get("available")),
+                                     "regions": [str(region) for region in size.get("regions") or []]})
+                 for size in client.listing("sizes/", "sizes") if isinstance(size, dict))
+    found = {}
+    for image in images:
+        key = image_key(image)
+        if key and key not in found:
+            raw = client.image(key)
+            found[key] = None if raw is None else {
+                "id": raw.get("id"), "slug": raw.get("slug"), "name": raw.get("name") or "",
+                "type": raw.get("type") or "", "public": bool(raw.get("public")),
+                "regions": [str(region) for region in raw.get("regions") or []],
+                "status": raw.get("status") or "available"}
+    return {"regions": regions, "sizes": sizes, "images": found}
+
+
+def region_problem(region, catalogue):
+    regions = catalogue["regions"]
+    if region not in regions:
+        return "region %r is not a DigitalOcean region (regions: %s)" % (region, _names(regions))
+    if not regions[region]["available"]:
+        return "region %r does not take new droplets (DigitalOcean lists it unavailable)" % region
+    return None
+
+
+def size_problem(size, catalogue):
+    sizes = catalogue["sizes"]
+    if size not in sizes:
+        return "size %r is not a DigitalOcean droplet size (sizes: %s)" % (size, _names(sizes))
+    if not sizes[size]["available"]:
+        return "size %r is not available for new droplets" % size
+    return None
+
+
+def image_problem(image, catalogue):
+    key = image_key(image)
+    if catalogue["images"].get(key) is None:
+        return ("image %r is neither a DigitalOcean image nor a snapshot or custom image of the account" % key)
+    if catalogue["images"][key]["status"] not in ("available", ""):
+        return "image %r is %s, not available" % (key, catalogue["images"][key]["status"])
+    return None
+
+
+def droplet_problem(region, size, image, catalogue):
+    """Why DigitalOcean would refuse to create a droplet of ``size`` from ``image`` in ``region``
+    (one sentence per reason, joined), or None when the catalogue holds all three together."""
+    problems = [problem for problem in (region_problem(region, catalogue), size_problem(size, catalogue),
+                                        image_problem(image, catalogue)) if problem]
+    region_ok = region in catalogue["regions"]
+    if region_ok and size in catalogue["sizes"] and region not in catalogue["sizes"][size]["regions"]:
+        problems.append("size %r is not offered in region %r (offered there: %s)" % (
+            size, region, _names(catalogue["regions"][region]["sizes"])))
+    image_found = catalogue["images"].get(image_key(image))
+    if region_ok and image_found and image_found["regions"] and region not in image_found["regions"]:
+        problems.append("image %r is not in region %r (it is in %s)" % (
+            image_key(image), region, _names(image_found["regions"])))
+    return "; ".join(problems) or None
+
+
+def settings_problems(defaults, mapped_sizes, catalogue):
+    """The offering's own settings that name what the catalogue lacks, each naming its key
+    (``backend_settings.default_region``): the provider's to fix, never a customer's order."""
+    problems = []
+    checks = (("default_region", region_problem), ("default_size", size_problem), ("default_image", image_problem))
+    for key, check in checks:
+        value = (defaults or {}).get(key)
+        if value not in (None, ""):
+            problem = check(value, catalogue)
+            if problem:
+                problems.append("backend_settings.%s: %s" % (key, problem))
+    for size in sorted(set(mapped_sizes or [])):
+        problem = size_problem(size, catalogue)
+        if problem:
+            problems.append("backend_settings.size_mapping: %s" % problem)
+    return problems
