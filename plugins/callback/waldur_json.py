@@ -27,6 +27,10 @@ description:
     C(order) and C(resource), at level error when the item failed; one per warning and deprecation; a C(pass summary)
     line for each C(Summarise the pass) task, its C(key=value) pairs as keys; and
     C(playbook finished) with the counts per host and the run time."
+  - "While a batch module of the collection runs longer than 10 seconds, its action plugin adds
+    progress lines in the same format, at least every 30 seconds: C(status) C(running), C(task),
+    C(host), C(offering), C(items), C(items_done), C(items_failed) and C(deadline), the event
+    saying what the batch waits for."
   - A result marked C(no_log) is never printed, only its status. Values of keys named like
     a secret (C(token), C(secret), C(password), C(api_key), C(sentry_dsn), ...) are printed
     as C(********) at any depth, and so is every occurrence of a secret value of the site
@@ -126,7 +130,6 @@ EXAMPLES = r"""
 """
 
 import atexit
-import datetime
 import json
 import os
 import re
@@ -136,6 +139,7 @@ from ansible import context
 from ansible.module_utils.common.text.converters import to_text
 from ansible.plugins.callback import CallbackBase
 
+from ansible_collections.waldur.site_agent.plugins.module_utils.core.log_record import RECORD_KEYS, log_record
 from ansible_collections.waldur.site_agent.plugins.module_utils.core.packed import unpack
 from ansible_collections.waldur.site_agent.plugins.module_utils.core.secrets import (
     collect_secret_values,
@@ -154,7 +158,7 @@ _SUMMARY_KEY = re.compile(r"(?:^|\s)([A-Za-z_][A-Za-z0-9_]*)=")
 _INTEGER = re.compile(r"^-?\d+$")
 _DECIMAL = re.compile(r"^-?\d+\.\d+$")
 _LONG_HEX = re.compile(r"\b(?=[0-9a-fA-F]*\d)[0-9a-fA-F]{12,}\b")
-_RECORD_KEYS = ("event", "level", "logger", "timestamp")
+_RECORD_KEYS = RECORD_KEYS
 # Keys of a batch module's item result that are worth a log line (never free-form data).
 _ITEM_KEYS = ("outcome", "resource_name", "action", "backend_id", "state", "actions", "retry")
 _LONG_TEXT = 4000
@@ -193,11 +197,6 @@ def _task_name(result):
             if name.startswith(prefix):
                 return name[len(prefix):]
     return name
-
-
-def utc_timestamp():
-    """ISO 8601 in UTC with an explicit +00:00, like the upstream agent's structlog lines."""
-    return datetime.datetime.now(datetime.timezone.utc).isoformat()
 
 
 def parse_summary(text):
@@ -305,12 +304,7 @@ class CallbackModule(CallbackBase):
     # Output -------------------------------------------------------------------------------
 
     def _emit(self, event, level="info", **fields):
-        record = {"event": to_text(event), "level": level, "logger": self.get_option("logger_name"),
-                  "timestamp": utc_timestamp()}
-        for key, value in fields.items():
-            if value is not None and key not in record:
-                record[key] = value
-        record = redact(record, self._secrets)
+        record = redact(log_record(to_text(event), level, self.get_option("logger_name"), **fields), self._secrets)
         self._display.display(json.dumps(record, default=to_text))
 
     # Secrets ------------------------------------------------------------------------------
