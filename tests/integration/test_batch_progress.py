@@ -1,4 +1,4 @@
-"""A long batch says how it is getting on while it runs (plugins/action/batch_module.py reading
+"""A long batch says how it is getting on while it runs (plugins/plugin_utils/batch_action.py reading
 the progress the batch engine writes): with the default callback and with the JSON callback.
 The thresholds are lowered through the test-only environment variables (10 s / 30 s by default)."""
 

@@ -18,7 +18,7 @@ import os
 import threading
 import time
 
-# The file a batch module's action plugin (plugins/action/batch_module.py) reads while the module
+# The file a batch module's action plugin (plugins/plugin_utils/batch_action.py) reads while the module
 # runs, to print progress lines on the controller: set only by that plugin.
 PROGRESS_FILE_ENV = "WALDUR_SITE_AGENT_PROGRESS_FILE"
 # How often the file is rewritten: the plugin prints at most every few seconds, so once a second
