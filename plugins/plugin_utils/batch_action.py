@@ -21,14 +21,25 @@ prints the whole result as before.
 
 The modules run on the controller (``connection: local``), where the progress file is; on any
 other connection the module just runs, without progress lines.
+
+A line displayed from the worker is written by the controller's results thread, the thread that
+also hands the workers' results to the play. When the controller's stdout is gone (ansible-runner,
+which ignores SIGHUP, killed with the pty it reads; a closed pipe), that write fails, the thread
+ends without a word and the controller waits for the task's result for ever, holding the pass
+lock. So before each message the watcher looks at the controller's stdout and, once it is gone,
+prints nothing more: the controller then meets the dead stdout on its own main thread, as it does
+without this plugin, and ends. (Left: a terminal that goes in the milliseconds between the look
+and the controller's write, the window ansible-core itself leaves open for a loop's items.)
 """
 
 from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
+import errno
 import json
 import os
+import select
 import tempfile
 import threading
 import time
@@ -68,10 +79,32 @@ def _seconds(name, default):
     return value if value > 0 else default
 
 
-class ProgressWatcher:
-    """Reads the progress file once a second on a thread; prints through ``emit(text, fields)``."""
+def controller_output_gone(controller_pid):
+    """True when the controller's stdout can no longer be written: a terminal hung up (its pty's
+    master closed) or a pipe nobody reads. A worker's own stdout is /dev/null, so this looks at
+    the controller's through /proc; where that cannot tell (no /proc, a socket), the output is
+    taken to be there."""
+    path = "/proc/%d/fd/1" % controller_pid
+    try:
+        descriptor = os.open(path, os.O_WRONLY | os.O_NOCTTY | os.O_NONBLOCK)
+    except OSError as exc:
+        return exc.errno == errno.EIO  # a hung-up terminal cannot be opened again
+    try:
+        poller = select.poll()
+        poller.register(descriptor, select.POLLOUT)
+        return any(mask & (select.POLLHUP | select.POLLERR) for _, mask in poller.poll(0))
+    except (AttributeError, OSError, ValueError):
+        return False
+    finally:
+        os.close(descriptor)
 
-    def __init__(self, path, emit, first_after, every, hide_names=False):
+
+class ProgressWatcher:
+    """Reads the progress file once a second on a thread; prints through ``emit(lines, state)``
+    while ``output_alive()`` says the controller's stdout is there, and never after it was not."""
+
+    def __init__(self, path, emit, first_after, every, hide_names=False, output_alive=lambda: True):
+        self.output_alive = output_alive
         self.hide_names = hide_names
         self.path = path
         self.emit = emit
@@ -110,10 +143,10 @@ class ProgressWatcher:
             if self.hide_names:  # a no_log task: counts only
                 state = dict(state, running=[{"label": "(hidden by no_log)", "since": entry["since"], "waits": None}
                                              for entry in state.get("running") or []][:1])
-            try:
-                if self.last is None:
-                    self.emit(first_line(state), state)
-                self.emit(progress_line(state), state)
+            if not self.output_alive():
+                return  # nobody reads the lines, and a line now could hang the controller
+            try:  # one message: the look at the output above covers all it prints
+                self.emit(([first_line(state)] if self.last is None else []) + [progress_line(state)], state)
             except Exception:  # pylint: disable=broad-except
                 return  # a progress line never costs the task
             self.last = now
@@ -137,7 +170,8 @@ class ActionModule(ActionBase):
             os.unlink(self._progress_path)  # the module creates it when its batch starts
             watcher = ProgressWatcher(self._progress_path, self._emit,
                                       _seconds(FIRST_AFTER_ENV, FIRST_AFTER_SECONDS),
-                                      _seconds(EVERY_ENV, EVERY_SECONDS), hide_names=self._no_log()).start()
+                                      _seconds(EVERY_ENV, EVERY_SECONDS), hide_names=self._no_log(),
+                                      output_alive=self._controller_output_alive).start()
         try:
             result = merge_hash(result, self._execute_module(task_vars=task_vars, wrap_async=wrap_async))
         finally:
@@ -153,6 +187,10 @@ class ActionModule(ActionBase):
         return result
 
     # The progress file ---------------------------------------------------------------------
+
+    @staticmethod
+    def _controller_output_alive():
+        return not controller_output_gone(os.getppid())
 
     def _is_local(self):
         return getattr(self._connection, "transport", None) in ("local", "ansible.builtin.local")
@@ -178,10 +216,10 @@ class ActionModule(ActionBase):
     def _no_log(self):
         return bool(self._task.no_log or getattr(self._play_context, "no_log", False))
 
-    def _emit(self, text, state=None):
-        """One progress line: plain text, or a JSON line when the JSON callback prints stdout."""
+    def _emit(self, lines, state=None):
+        """Progress lines: plain text, or JSON lines when the JSON callback prints stdout."""
         if not self._json:
-            display.display("%s: %s" % (self._task.get_name(), text))
+            display.display("\n".join("%s: %s" % (self._task.get_name(), text) for text in lines))
             return
         fields = {"task": to_text(self._task.get_name()), "host": to_text(self._task_vars.get("inventory_hostname")),
                   "status": "running"}
@@ -192,7 +230,8 @@ class ActionModule(ActionBase):
             fields.update(items=state.get("total"), items_done=state.get("done"),
                           items_failed=state.get("failed"), deadline=state.get("deadline"))
         logger = os.environ.get("WALDUR_SITE_AGENT_LOGGER") or JSON_LOGGER_DEFAULT
-        display.display(json.dumps(log_record(text, "info", logger, **fields), default=to_text))
+        display.display("\n".join(json.dumps(log_record(text, "info", logger, **fields), default=to_text)
+                                  for text in lines))
 
     def _show_items(self, result):
         """At -v and -vv: the items one line each, and the result kept out of the display."""
@@ -202,8 +241,8 @@ class ActionModule(ActionBase):
             items = result["results"] if isinstance(result.get("results"), list) else unpack(result.get("results_packed"))
         except ValueError:
             return
-        if not items:
-            return
+        if not items or not self._controller_output_alive():
+            return  # the default callback's own line comes from the controller's main thread
         # one message: 10,000 items are one hand-over to the controller, not 10,000
         lines = [item_line(item) for item in items if isinstance(item, dict)]
         rest = dict((key, value) for key, value in result.items()

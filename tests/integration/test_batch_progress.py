@@ -5,11 +5,20 @@ The thresholds are lowered through the test-only environment variables (10 s / 3
 from __future__ import annotations
 
 import json
+import os
+import pty
+import signal
+import sys
+import threading
+import time
 from datetime import datetime
+from pathlib import Path
 
 import pytest
 
-from tests.helpers import run_playbook
+from ansible_collections.waldur.site_agent.plugins.module_utils.core.pass_lock import process_alive
+from tests.helpers import REPO, ansible_env, run_playbook
+from tests.integration.passes import ORDER_PASS, hold_calls, process_tree, write_config
 from tests.simulators.digitalocean import presets as P
 
 pytestmark = pytest.mark.integration
@@ -67,3 +76,92 @@ def test_json_callback_prints_progress_records(do_sim):
     assert task, run.stdout
     started = datetime.fromisoformat(counted[0]["timestamp"])
     assert started < datetime.fromisoformat(task[0]["timestamp"])
+
+
+class PassUnderTerminal:
+    """The order pass run as ansible-runner (and so ansible-rulebook and AWX) runs it: on a pty,
+    with SIGHUP ignored, so the pass outlives the terminal it writes to."""
+
+    def __init__(self, env):
+        binary = str(Path(sys.executable).parent / "ansible-playbook")
+        environment = ansible_env(env)
+        self.pid, self.master = pty.fork()
+        if self.pid == 0:  # the child: becomes ansible-playbook
+            signal.signal(signal.SIGHUP, signal.SIG_IGN)
+            os.chdir(REPO)
+            os.execve(binary, [binary, str(ORDER_PASS)], environment)
+        self.output = []
+        self.code = None
+        threading.Thread(target=self._read, daemon=True).start()
+
+    def _read(self):
+        while True:
+            try:
+                data = os.read(self.master, 4096)
+            except OSError:  # the terminal was closed
+                return
+            if not data:
+                return
+            self.output.append(data.decode(errors="replace"))
+
+    def text(self):
+        return "".join(self.output)
+
+    def close_terminal(self):
+        os.close(self.master)
+
+    def wait(self, seconds):
+        """The exit code, or None while it still runs after ``seconds``."""
+        deadline = time.monotonic() + seconds
+        while self.code is None:
+            ended, status = os.waitpid(self.pid, os.WNOHANG)
+            if ended:
+                self.code = os.waitstatus_to_exitcode(status)
+            elif time.monotonic() >= deadline:
+                break
+            else:
+                time.sleep(0.1)
+        return self.code
+
+    def kill(self):
+        for pid in reversed(process_tree(self.pid)):
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+        self.wait(30)
+
+
+def test_a_pass_whose_terminal_goes_away_mid_batch_ends_and_leaves_its_lock_to_the_next(tmp_path, waldur_sim, do_sim):
+    """A progress line is written by the controller's results thread; on a dead terminal that
+    write ended the thread and the controller waited for the batch's result for ever, holding
+    the pass lock (an event-run pass orphaned by a stopped ansible-rulebook). The JSON callback
+    as the rulebook runs the passes; the default callback takes the same path."""
+    config = write_config(tmp_path, waldur_sim, do_sim)
+    locks = tmp_path / "locks"
+    env = dict(QUICK, WALDUR_SITE_AGENT_CONFIG=str(config), WALDUR_SITE_AGENT_LOCK_DIR=str(locks),
+               ANSIBLE_STDOUT_CALLBACK="waldur.site_agent.waldur_json")
+    arrived, release, restore = hold_calls(do_sim.app, "droplets.create")  # the batch runs until released
+    run = PassUnderTerminal(env)
+    try:
+        assert arrived.wait(120), run.text()
+        deadline = time.monotonic() + 30
+        while '"1 items, deadline 900 s' not in run.text():  # the watcher prints while the batch runs
+            assert time.monotonic() < deadline, run.text()
+            time.sleep(0.1)
+        run.close_terminal()
+        time.sleep(2.5)  # the batch goes on for a few more progress lines' time
+        release.set()
+        code = run.wait(20)
+        assert code is not None, "the pass hung after its terminal went away:\n%s" % run.text()
+    finally:
+        restore()
+        if run.wait(0) is None:
+            run.kill()
+    # it ended as ansible-playbook ends on a dead stdout (not 0: its output is lost); its lock
+    # names a controller that is gone, which the next pass takes over
+    assert code != 0
+    [lock] = locks.glob("*.lock")
+    holder = json.loads(lock.read_text())
+    assert holder["pid"] == run.pid and not process_alive(holder["pid"], holder.get("start_time"))
+    assert not [worker for worker in holder.get("workers") or [] if process_alive(worker["pid"], worker.get("start_time"))]
