@@ -44,6 +44,11 @@ description:
     and long hex numbers in the message do not split groups). Events are scrubbed the same way
     before they leave, local variables and personal data are never sent. Without sentry-sdk a
     warning line says so once and the run carries on.
+  - "When the run's stdout goes away (the terminal of ansible-runner, which ignores SIGHUP, is
+    closed; nobody reads the pipe any more), the lines are dropped and the run carries on to its
+    end, releasing its pass lock. Without this, ansible-core's results thread, which prints what
+    the workers send (loop items, warnings, progress lines), ends on the failed write and the
+    run waits for ever."
 requirements:
   - sentry-sdk (only to report failures to Sentry)
 options:
@@ -130,9 +135,11 @@ EXAMPLES = r"""
 """
 
 import atexit
+import errno
 import json
 import os
 import re
+import sys
 import time
 
 from ansible import context
@@ -283,6 +290,47 @@ def _is_batch_item(item):
     return isinstance(item, dict) and ("order_uuid" in item or "resource_uuid" in item) and "ansible_loop_var" not in item
 
 
+class OutputGuard:
+    """The controller's ``sys.stdout`` or ``sys.stderr`` while this callback prints. Once a write
+    finds the output gone (EIO: the terminal hung up; EPIPE: the pipe's reader ended), it and
+    every later write are dropped instead of raised: raised in ansible-core's results thread, the
+    error ends that thread without a word and the controller then waits for ever for the task
+    results it would have handed over, with the pass lock held."""
+
+    def __init__(self, stream):
+        self.stream = stream
+        self.gone = False
+
+    def _guarded(self, operation, *args):
+        if self.gone:
+            return None
+        try:
+            return operation(*args)
+        except OSError as exc:
+            if exc.errno not in (errno.EIO, errno.EPIPE):
+                raise
+            self.gone = True
+            return None
+
+    def write(self, text):
+        written = self._guarded(self.stream.write, text)
+        return len(text) if written is None else written
+
+    def flush(self):
+        self._guarded(self.stream.flush)
+
+    def __getattr__(self, name):
+        return getattr(self.stream, name)
+
+
+def guard_output():
+    """Put an ``OutputGuard`` around ``sys.stdout`` and ``sys.stderr`` (once)."""
+    for name in ("stdout", "stderr"):
+        stream = getattr(sys, name)
+        if stream is not None and not isinstance(stream, OutputGuard):
+            setattr(sys, name, OutputGuard(stream))
+
+
 class CallbackModule(CallbackBase):
     CALLBACK_VERSION = 2.0
     CALLBACK_TYPE = "stdout"
@@ -366,6 +414,7 @@ class CallbackModule(CallbackBase):
     # Playbook and play --------------------------------------------------------------------
 
     def v2_playbook_on_start(self, playbook):
+        guard_output()
         self._started = time.monotonic()
         self._playbook = os.path.basename(to_text(getattr(playbook, "_file_name", "") or "")) or None
         self._loader = playbook.get_loader() if hasattr(playbook, "get_loader") else None

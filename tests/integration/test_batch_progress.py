@@ -18,8 +18,9 @@ import pytest
 
 from ansible_collections.waldur.site_agent.plugins.module_utils.core.pass_lock import process_alive
 from tests.helpers import REPO, ansible_env, run_playbook
-from tests.integration.passes import ORDER_PASS, hold_calls, process_tree, write_config
+from tests.integration.passes import ORDER_PASS, assert_done, hold_calls, process_tree, write_config
 from tests.simulators.digitalocean import presets as P
+from tests.simulators.waldur import presets as W
 
 pytestmark = pytest.mark.integration
 
@@ -132,36 +133,47 @@ class PassUnderTerminal:
         self.wait(30)
 
 
-def test_a_pass_whose_terminal_goes_away_mid_batch_ends_and_leaves_its_lock_to_the_next(tmp_path, waldur_sim, do_sim):
-    """A progress line is written by the controller's results thread; on a dead terminal that
-    write ended the thread and the controller waited for the batch's result for ever, holding
-    the pass lock (an event-run pass orphaned by a stopped ansible-rulebook). The JSON callback
-    as the rulebook runs the passes; the default callback takes the same path."""
+def pass_losing_its_terminal_mid_batch(tmp_path, waldur_sim, do_sim, env):
+    """The order pass on a pty closed while its batch prints progress lines; the batch goes on
+    for a few more lines' time. Returns the pass (ended) and its lock file's holder, if any."""
     config = write_config(tmp_path, waldur_sim, do_sim)
     locks = tmp_path / "locks"
-    env = dict(QUICK, WALDUR_SITE_AGENT_CONFIG=str(config), WALDUR_SITE_AGENT_LOCK_DIR=str(locks),
-               ANSIBLE_STDOUT_CALLBACK="waldur.site_agent.waldur_json")
+    env = dict(QUICK, WALDUR_SITE_AGENT_CONFIG=str(config), WALDUR_SITE_AGENT_LOCK_DIR=str(locks), **env)
     arrived, release, restore = hold_calls(do_sim.app, "droplets.create")  # the batch runs until released
     run = PassUnderTerminal(env)
     try:
         assert arrived.wait(120), run.text()
         deadline = time.monotonic() + 30
-        while '"1 items, deadline 900 s' not in run.text():  # the watcher prints while the batch runs
+        while "1 items, deadline 900 s" not in run.text():  # the watcher prints while the batch runs
             assert time.monotonic() < deadline, run.text()
             time.sleep(0.1)
         run.close_terminal()
-        time.sleep(2.5)  # the batch goes on for a few more progress lines' time
+        time.sleep(2.5)
         release.set()
-        code = run.wait(20)
-        assert code is not None, "the pass hung after its terminal went away:\n%s" % run.text()
+        assert run.wait(20) is not None, "the pass hung after its terminal went away:\n%s" % run.text()
     finally:
         restore()
         if run.wait(0) is None:
             run.kill()
-    # it ended as ansible-playbook ends on a dead stdout (not 0: its output is lost); its lock
-    # names a controller that is gone, which the next pass takes over
-    assert code != 0
-    [lock] = locks.glob("*.lock")
-    holder = json.loads(lock.read_text())
+    return run, [json.loads(lock.read_text()) for lock in locks.glob("*.lock")]
+
+
+def test_a_pass_whose_terminal_goes_away_mid_batch_ends_and_leaves_its_lock_to_the_next(tmp_path, waldur_sim, do_sim):
+    """A progress line is written by the controller's results thread; on a dead terminal that
+    write ended the thread and the controller waited for the batch's result for ever, holding
+    the pass lock (an event-run pass orphaned by a stopped ansible-rulebook). With the default
+    callback the pass now ends as ansible-playbook ends on a dead stdout: not 0 (its output is
+    lost), its lock naming a controller that is gone, which the next pass takes over."""
+    run, [holder] = pass_losing_its_terminal_mid_batch(tmp_path, waldur_sim, do_sim, {})
+    assert run.code != 0
     assert holder["pid"] == run.pid and not process_alive(holder["pid"], holder.get("start_time"))
     assert not [worker for worker in holder.get("workers") or [] if process_alive(worker["pid"], worker.get("start_time"))]
+
+
+def test_with_the_json_callback_a_pass_whose_terminal_goes_away_finishes_its_work(tmp_path, waldur_sim, do_sim):
+    """The JSON callback (as ansible-rulebook runs the passes) drops the lines nobody can read and
+    the pass carries on: the order is done, the lock released, the exit code 0."""
+    run, holders = pass_losing_its_terminal_mid_batch(tmp_path, waldur_sim, do_sim,
+                                                      {"ANSIBLE_STDOUT_CALLBACK": "waldur.site_agent.waldur_json"})
+    assert run.code == 0 and holders == []
+    assert_done(waldur_sim, W.DO_ORDER_UUID)
