@@ -92,7 +92,7 @@ def controller_output_gone(controller_pid):
     try:
         poller = select.poll()
         poller.register(descriptor, select.POLLOUT)
-        return any(mask & (select.POLLHUP | select.POLLERR) for _, mask in poller.poll(0))
+        return any(mask & (select.POLLHUP | select.POLLERR) for _descriptor, mask in poller.poll(0))
     except (AttributeError, OSError, ValueError):
         return False
     finally:

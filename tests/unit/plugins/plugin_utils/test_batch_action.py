@@ -53,7 +53,7 @@ def test_a_terminal_is_there_until_its_master_closes():
 
 def test_a_pipe_is_there_while_it_is_read(tmp_path):
     read_end, write_end = os.pipe()
-    pid, _ = stand_in(write_end, close=(read_end,))
+    pid = stand_in(write_end, close=(read_end,))[0]
     os.close(write_end)
     try:
         time.sleep(0.2)
@@ -66,7 +66,7 @@ def test_a_pipe_is_there_while_it_is_read(tmp_path):
 
 def test_a_file_and_a_missing_process_are_taken_to_be_there(tmp_path):
     with open(tmp_path / "out.log", "w") as log:
-        pid, _ = stand_in(log.fileno())
+        pid = stand_in(log.fileno())[0]
     try:
         time.sleep(0.2)
         assert not controller_output_gone(pid)
