@@ -29,6 +29,10 @@ description:
     C(rejected) and the reason as the event); one per warning and deprecation; a C(pass summary)
     line for each C(Summarise the pass) task, its C(key=value) pairs as keys; and
     C(playbook finished) with the counts per host and the run time."
+  - "While a batch module of the collection runs longer than 10 seconds, its action plugin adds
+    progress lines in the same format, at least every 30 seconds: C(status) C(running), C(task),
+    C(host), C(offering), C(items), C(items_done), C(items_failed) and C(deadline), the event
+    saying what the batch waits for."
   - A result marked C(no_log) is never printed, only its status. Values of keys named like
     a secret (C(token), C(secret), C(password), C(api_key), C(sentry_dsn), ...) are printed
     as C(********) at any depth, and so is every occurrence of a secret value of the site
@@ -42,6 +46,11 @@ description:
     and long hex numbers in the message do not split groups). Events are scrubbed the same way
     before they leave, local variables and personal data are never sent. Without sentry-sdk a
     warning line says so once and the run carries on.
+  - "When the run's stdout goes away (the terminal of ansible-runner, which ignores SIGHUP, is
+    closed; nobody reads the pipe any more), the lines are dropped and the run carries on to its
+    end, releasing its pass lock. Without this, ansible-core's results thread, which prints what
+    the workers send (loop items, warnings, progress lines), ends on the failed write and the
+    run waits for ever."
 requirements:
   - sentry-sdk (only to report failures to Sentry)
 options:
@@ -128,16 +137,18 @@ EXAMPLES = r"""
 """
 
 import atexit
-import datetime
+import errno
 import json
 import os
 import re
+import sys
 import time
 
 from ansible import context
 from ansible.module_utils.common.text.converters import to_text
 from ansible.plugins.callback import CallbackBase
 
+from ansible_collections.waldur.site_agent.plugins.module_utils.core.log_record import RECORD_KEYS, log_record
 from ansible_collections.waldur.site_agent.plugins.module_utils.core.packed import unpack
 from ansible_collections.waldur.site_agent.plugins.module_utils.core.secrets import (
     collect_secret_values,
@@ -156,7 +167,7 @@ _SUMMARY_KEY = re.compile(r"(?:^|\s)([A-Za-z_][A-Za-z0-9_]*)=")
 _INTEGER = re.compile(r"^-?\d+$")
 _DECIMAL = re.compile(r"^-?\d+\.\d+$")
 _LONG_HEX = re.compile(r"\b(?=[0-9a-fA-F]*\d)[0-9a-fA-F]{12,}\b")
-_RECORD_KEYS = ("event", "level", "logger", "timestamp")
+_RECORD_KEYS = RECORD_KEYS
 # Keys of a batch module's item result that are worth a log line (never free-form data).
 _ITEM_KEYS = ("outcome", "resource_name", "action", "backend_id", "state", "actions", "retry")
 _LONG_TEXT = 4000
@@ -195,11 +206,6 @@ def _task_name(result):
             if name.startswith(prefix):
                 return name[len(prefix):]
     return name
-
-
-def utc_timestamp():
-    """ISO 8601 in UTC with an explicit +00:00, like the upstream agent's structlog lines."""
-    return datetime.datetime.now(datetime.timezone.utc).isoformat()
 
 
 def parse_summary(text):
@@ -307,6 +313,47 @@ def _is_batch_item(item):
     return isinstance(item, dict) and ("order_uuid" in item or "resource_uuid" in item) and "ansible_loop_var" not in item
 
 
+class OutputGuard:
+    """The controller's ``sys.stdout`` or ``sys.stderr`` while this callback prints. Once a write
+    finds the output gone (EIO: the terminal hung up; EPIPE: the pipe's reader ended), it and
+    every later write are dropped instead of raised: raised in ansible-core's results thread, the
+    error ends that thread without a word and the controller then waits for ever for the task
+    results it would have handed over, with the pass lock held."""
+
+    def __init__(self, stream):
+        self.stream = stream
+        self.gone = False
+
+    def _guarded(self, operation, *args):
+        if self.gone:
+            return None
+        try:
+            return operation(*args)
+        except OSError as exc:
+            if exc.errno not in (errno.EIO, errno.EPIPE):
+                raise
+            self.gone = True
+            return None
+
+    def write(self, text):
+        written = self._guarded(self.stream.write, text)
+        return len(text) if written is None else written
+
+    def flush(self):
+        self._guarded(self.stream.flush)
+
+    def __getattr__(self, name):
+        return getattr(self.stream, name)
+
+
+def guard_output():
+    """Put an ``OutputGuard`` around ``sys.stdout`` and ``sys.stderr`` (once)."""
+    for name in ("stdout", "stderr"):
+        stream = getattr(sys, name)
+        if stream is not None and not isinstance(stream, OutputGuard):
+            setattr(sys, name, OutputGuard(stream))
+
+
 class CallbackModule(CallbackBase):
     CALLBACK_VERSION = 2.0
     CALLBACK_TYPE = "stdout"
@@ -328,12 +375,7 @@ class CallbackModule(CallbackBase):
     # Output -------------------------------------------------------------------------------
 
     def _emit(self, event, level="info", **fields):
-        record = {"event": to_text(event), "level": level, "logger": self.get_option("logger_name"),
-                  "timestamp": utc_timestamp()}
-        for key, value in fields.items():
-            if value is not None and key not in record:
-                record[key] = value
-        record = redact(record, self._secrets)
+        record = redact(log_record(to_text(event), level, self.get_option("logger_name"), **fields), self._secrets)
         self._display.display(json.dumps(record, default=to_text))
 
     # Secrets ------------------------------------------------------------------------------
@@ -395,6 +437,7 @@ class CallbackModule(CallbackBase):
     # Playbook and play --------------------------------------------------------------------
 
     def v2_playbook_on_start(self, playbook):
+        guard_output()
         self._started = time.monotonic()
         self._playbook = os.path.basename(to_text(getattr(playbook, "_file_name", "") or "")) or None
         self._loader = playbook.get_loader() if hasattr(playbook, "get_loader") else None

@@ -31,5 +31,8 @@ attributes:
       - Reads are made, nothing is created, changed or deleted, and each result says what would change.
   diff_mode:
     description: Returns details on what has changed (or would change in check mode) with C(--diff).
-    support: none
+    support: full
+    details:
+      - Each machine created, deleted, resized, powered on or off (or that would be) has a diff of
+        its backend id, power state and size, headed by its resource; RV(diff) lists them all.
 """

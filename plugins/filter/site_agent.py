@@ -146,10 +146,11 @@ def api_call_count(results):
     return total
 
 
-def change_lines(steps, resources=None):
+def change_lines(steps, resources=None, limit=None):
     """Registered results of batch modules -> one line per item that changed (or, in check mode,
     would change): ``<name> (resource <uuid>): <msg>``, the name from the item or ``resources``.
-    A dry run is read for what it would do, and the modules' results cross the pass packed."""
+    A dry run is read for what it would do, and the modules' results cross the pass packed.
+    With ``limit``, more lines than that end as the first ``limit`` and ``and N more``."""
     if isinstance(steps, dict):
         steps = [steps]
     if not isinstance(steps, (list, tuple)):
@@ -166,6 +167,8 @@ def change_lines(steps, resources=None):
             name = item.get("resource_name") or names.get(hex_uuid(uuid))
             what = "%s (resource %s)" % (name, uuid) if name else "resource %s" % uuid
             lines.append("%s: %s" % (what, " ".join(str(item["msg"]).split())))
+    if limit is not None and len(lines) > int(limit):
+        lines = lines[:int(limit)] + ["and %d more" % (len(lines) - int(limit))]
     return lines
 
 

@@ -241,6 +241,18 @@ EXAMPLES = r"""
 """
 
 RETURN = r"""
+diff:
+  description:
+    - With C(--diff), one entry per machine that changed (or would change), for Ansible's diff
+      output; C(before_header) and C(after_header) name the machine.
+  returned: with C(--diff), when a machine changed
+  type: list
+  elements: dict
+  sample:
+    - before: {backend_id: "/subscriptions/.../virtualMachines/vm-1", power: running}
+      after: {backend_id: "/subscriptions/.../virtualMachines/vm-1", power: deallocated}
+      before_header: resource 5f0f2b4c9a8e4d3f8a1b2c3d4e5f6a7b
+      after_header: resource 5f0f2b4c9a8e4d3f8a1b2c3d4e5f6a7b
 msg:
   description: How many machines ended how.
   returned: always
@@ -341,6 +353,7 @@ from ansible_collections.waldur.site_agent.plugins.module_utils.core.batch impor
     BatchRunner,
     api_call_counts,
     batch_argument_spec,
+    machine_diff,
     batch_option_problem,
 )
 from ansible_collections.waldur.site_agent.plugins.module_utils.core.packed import list_option
@@ -411,6 +424,9 @@ def main():
         result.setdefault("backend_id", item.get("backend_id") or chain.accepted_vms.get(item["resource_uuid"]))
         result.setdefault("action", "none")
         result.setdefault("backend_metadata", None)
+        diff = machine_diff(result, ("running", "deallocated"), size=item.get("size")) if module._diff and result.get("changed") else None
+        if diff:
+            result["diff"] = diff
     runner.finish(results, msg=summary(results), packed=module.params["packed"], fail_msg=lambda failures, results: "%d of %d machine(s) failed: %s" % (
         len(failures), len(results), failures[0]["msg"]))
 

@@ -228,6 +228,18 @@ EXAMPLES = r"""
 """
 
 RETURN = r"""
+diff:
+  description:
+    - With C(--diff), one entry per machine that changed (or would change), for Ansible's diff
+      output; C(before_header) and C(after_header) name the machine.
+  returned: with C(--diff), when a machine changed
+  type: list
+  elements: dict
+  sample:
+    - before: {backend_id: "418000001", power: active}
+      after: {backend_id: "418000001", power: "off"}
+      before_header: vm-1 (resource 5f0f2b4c9a8e4d3f8a1b2c3d4e5f6a7b)
+      after_header: vm-1 (resource 5f0f2b4c9a8e4d3f8a1b2c3d4e5f6a7b)
 results_packed:
   description: RV(results) packed, as one JSON text of the same results.
   returned: when O(packed) is true
@@ -379,6 +391,7 @@ from ansible_collections.waldur.site_agent.plugins.module_utils.core.batch impor
     BatchRunner,
     api_call_counts,
     batch_argument_spec,
+    machine_diff,
 )
 from ansible_collections.waldur.site_agent.plugins.module_utils.core.packed import list_option
 from ansible_collections.waldur.site_agent.plugins.module_utils.digitalocean.client import client_from_module, digitalocean_argument_spec
@@ -453,6 +466,14 @@ def main():
     # items cut off by the deadline come back without their keys: base_result gives them
     results = worker.finish_waits(items, runner.run(items), batch_deadline)
     results = [dict(base_result(item), **result) for item, result in zip(items, results)]
+    if module._diff:
+        for item, result in zip(items, results):
+            diff = machine_diff(result, ("active", "off"), size=item.get("size")) if result.get("changed") else None
+            name = (result.get("droplet") or {}).get("name") or item.get("name")
+            if diff and name:  # membership items carry no name: the droplet's names the machine
+                diff["before_header"] = diff["after_header"] = "%s (resource %s)" % (name, result.get("resource_uuid"))
+            if diff:
+                result["diff"] = diff
     if not module.params["return_facts"]:
         for result in results:
             result.pop("droplet", None)

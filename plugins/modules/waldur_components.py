@@ -45,6 +45,8 @@ attributes:
   diff_mode:
     description: Returns details on what has changed (or would change in check mode) with C(--diff).
     support: full
+    details:
+      - RV(diff) lists each component and plan that changed, with its fields before and after.
 options:
   offering_uuid:
     description:
@@ -90,6 +92,19 @@ EXAMPLES = r"""
 """
 
 RETURN = r"""
+diff:
+  description:
+    - With C(--diff), one entry per component created or updated and per plan whose prices changed
+      (or would change), for Ansible's diff output; C(before_header) and C(after_header) name the
+      offering and the component or plan.
+  returned: with C(--diff), when something changed
+  type: list
+  elements: dict
+  sample:
+    - before: {price: "0.50"}
+      after: {price: "0.75"}
+      before_header: offering 0b5e5f2a9d3c4e7f8a1b2c3d4e5f6a7b plan Basic (6c1f2e3d4c5b4a69788796a5b4c3d2e1) prices
+      after_header: offering 0b5e5f2a9d3c4e7f8a1b2c3d4e5f6a7b plan Basic (6c1f2e3d4c5b4a69788796a5b4c3d2e1) prices
 results:
   description: One result per configured component, sorted by type.
   returned: always
@@ -384,13 +399,13 @@ def main():
                     if isinstance(component, dict))
     plans = [plan for plan in offering.get("plans") or [] if isinstance(plan, dict) and plan.get("uuid")]
 
-    results, diffs = [], {"before": {}, "after": {}}
+    results, diffs = [], []
     for component_type, body in bodies:
         current = existing.get(component_type)
         result = {"type": component_type, "changed": False, "failed": False}
         if current is None:
             result.update(action="created", changed=True, msg="created")
-            diffs["after"][component_type] = body
+            diff = {"before": {}, "after": body}
             call = ("create_offering_component", body)
         else:
             if "limit_period" not in body and current.get("limit_period"):
@@ -400,8 +415,8 @@ def main():
                 results.append(dict(result, action="unchanged", msg="unchanged"))
                 continue
             result.update(action="updated", changed=True, changes=changes, msg="updated: %s" % ", ".join(changes))
-            diffs["before"][component_type] = dict((field, change["before"]) for field, change in changes.items())
-            diffs["after"][component_type] = dict((field, change["after"]) for field, change in changes.items())
+            diff = {"before": dict((field, change["before"]) for field, change in changes.items()),
+                    "after": dict((field, change["after"]) for field, change in changes.items())}
             call = ("update_offering_component", dict(body, uuid=current.get("uuid")))
         if module.check_mode:
             result["msg"] = "would be " + result["msg"]
@@ -410,6 +425,9 @@ def main():
                 client.post(provider_offering_path(offering_uuid, call[0]), json=call[1])
             except WaldurApiError as exc:
                 result.update(changed=False, failed=True, msg="%s failed: %s" % (call[0], exc))
+        if result["changed"]:
+            header = "offering %s component %s" % (offering_uuid, component_type)
+            diffs.append(dict(diff, before_header=header, after_header=header))
         results.append(result)
 
     # Components Waldur has after this run (a refused creation is not one).
@@ -417,16 +435,16 @@ def main():
     plan_results = price_plans(module, client, plans, component_types, configured)
     for plan in plan_results:
         if plan["changed"]:
-            diffs["before"].setdefault("plans", {})[plan["uuid"]] = dict(
-                (key, change["before"]) for key, change in plan["changes"].items())
-            diffs["after"].setdefault("plans", {})[plan["uuid"]] = dict(
-                (key, change["after"]) for key, change in plan["changes"].items())
+            header = "offering %s plan %s (%s) prices" % (offering_uuid, plan.get("name"), plan["uuid"])
+            diffs.append({"before": dict((key, change["before"]) for key, change in plan["changes"].items()),
+                          "after": dict((key, change["after"]) for key, change in plan["changes"].items()),
+                          "before_header": header, "after_header": header})
 
     failures = ["component %s: %s" % (r["type"], r["msg"]) for r in results if r["failed"]]
     failures += ["plan %s (%s): %s" % (r["name"], r["uuid"], r["msg"]) for r in plan_results if r["failed"]]
     summary = dict(changed=any(result["changed"] for result in results + plan_results), results=results,
                    plans=plan_results)
-    if module._diff:
+    if module._diff and diffs:
         summary["diff"] = diffs
     if failures:
         module.fail_json(msg="; ".join(failures), **summary)

@@ -79,6 +79,18 @@ EXAMPLES = r"""
 """
 
 RETURN = r"""
+diff:
+  description:
+    - With C(--diff), one entry per resource that changed (or would change), for Ansible's diff
+      output; C(before_header) and C(after_header) name the resource.
+  returned: with C(--diff), when backend metadata changed (or would change)
+  type: list
+  elements: dict
+  sample:
+    - before: {power_state: running}
+      after: {power_state: "off"}
+      before_header: resource 7b1e0c9d8a7f4e3d2c1b0a9f8e7d6c5b
+      after_header: resource 7b1e0c9d8a7f4e3d2c1b0a9f8e7d6c5b
 results_packed:
   description: RV(results) packed, as one JSON text of the same results.
   returned: when O(packed) is true

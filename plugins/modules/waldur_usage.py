@@ -133,6 +133,18 @@ EXAMPLES = r"""
 """
 
 RETURN = r"""
+diff:
+  description:
+    - With C(--diff), one entry per resource that changed (or would change), for Ansible's diff
+      output; C(before_header) and C(after_header) name the resource.
+  returned: with C(--diff), when usage was (or would be) sent
+  type: list
+  elements: dict
+  sample:
+    - before: {cpu: "1.00"}
+      after: {cpu: "2.00", ram: "4096.00"}
+      before_header: vm-1 (resource 7b1e0c9d8a7f4e3d2c1b0a9f8e7d6c5b)
+      after_header: vm-1 (resource 7b1e0c9d8a7f4e3d2c1b0a9f8e7d6c5b)
 results_packed:
   description: RV(results) packed, as one JSON text of the same results.
   returned: when O(packed) is true

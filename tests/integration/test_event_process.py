@@ -25,9 +25,10 @@ from pathlib import Path
 import pytest
 import yaml
 
+from ansible_collections.waldur.site_agent.plugins.module_utils.core.pass_lock import process_alive, process_start_time
 from tests.helpers import ansible_env, run_playbook, simulator_site_config
 from tests.integration import broker
-from tests.integration.passes import MEMBERSHIP_PASS, ORDER_PASS, order_machine, run_pass, set_flag
+from tests.integration.passes import MEMBERSHIP_PASS, ORDER_PASS, order_machine, process_tree, run_pass, set_flag
 from tests.simulators.common import SimulatorServer
 from tests.simulators.waldur import presets as P
 from tests.simulators.waldur import WaldurSimulator
@@ -283,13 +284,24 @@ class Rulebook:
             raise AssertionError(f"{exc}\n--- rulebook output ---\n{self.log()[-4000:]}") from None
 
     def stop(self) -> None:
-        if self.proc.poll() is None:
-            os.killpg(self.proc.pid, signal.SIGINT)
-            try:
-                self.proc.wait(timeout=30)
-            except subprocess.TimeoutExpired:
-                os.killpg(self.proc.pid, signal.SIGKILL)
-                self.proc.wait(timeout=10)
+        """Stop the rulebook, then kill what it started and left running: ansible-runner starts
+        each pass on a pty in a session of its own (outside the rulebook's process group) and
+        ignoring SIGHUP, so a pass running at the stop would outlive the test, holding its lock."""
+        if self.proc.poll() is not None:
+            return
+        started = [(pid, process_start_time(pid)) for pid in process_tree(self.proc.pid)[1:]]
+        os.killpg(self.proc.pid, signal.SIGINT)
+        try:
+            self.proc.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            os.killpg(self.proc.pid, signal.SIGKILL)
+            self.proc.wait(timeout=10)
+        for pid, start_time in started:
+            if start_time is not None and process_alive(pid, start_time):
+                try:
+                    os.kill(pid, signal.SIGKILL)
+                except ProcessLookupError:
+                    pass
 
 
 PLAYBOOK_FINISHED = '"event": "playbook finished"'

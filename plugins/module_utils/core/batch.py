@@ -17,6 +17,7 @@ import traceback
 
 from ansible_collections.waldur.site_agent.plugins.module_utils.core import pass_guard
 from ansible_collections.waldur.site_agent.plugins.module_utils.core.packed import pack
+from ansible_collections.waldur.site_agent.plugins.module_utils.core.progress import Progress, current
 
 
 class ItemError(Exception):
@@ -29,7 +30,7 @@ def _default_error(item, exc):
             "exception": "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))}
 
 
-def run_batch(items, worker, max_workers=8, deadline_seconds=None, on_error=None):
+def run_batch(items, worker, max_workers=8, deadline_seconds=None, on_error=None, progress=None):
     """Call ``worker(item)`` for every item; return a list of results in input order.
 
     A worker returns a dict. If it raises, the item's result is
@@ -43,6 +44,9 @@ def run_batch(items, worker, max_workers=8, deadline_seconds=None, on_error=None
     Once the pass that started this run has ended (``core/pass_guard.py``: its controller was
     killed), no further item is started, and every item not finished well by then ends
     ``{"failed": True, "retry": True, "msg": "the pass that started this run ... has ended ..."}``.
+
+    ``progress``: a ``Progress`` told of every item started and finished (and of what it waits
+    for, through ``note``).
     """
     items = list(items)
     results = [None] * len(items)
@@ -61,6 +65,9 @@ def run_batch(items, worker, max_workers=8, deadline_seconds=None, on_error=None
                 index = state["next"]
                 state["next"] += 1
             result, ended = None, pass_guard.ended()
+            if progress is not None:
+                progress.start(index)
+                current.progress, current.index = progress, index
             if ended is None:
                 try:
                     result = worker(items[index])
@@ -78,6 +85,8 @@ def run_batch(items, worker, max_workers=8, deadline_seconds=None, on_error=None
                 if state["closed"]:  # the deadline passed; this result arrives too late
                     return
                 results[index] = result
+                if progress is not None:
+                    progress.finish(index, result)
                 state["finished"] += 1
                 if state["finished"] == len(items):
                     all_done.set()
@@ -126,6 +135,49 @@ def count_results(results, **predicates):
     return dict((name, sum(1 for result in results if predicate(result))) for name, predicate in predicates.items())
 
 
+def item_name(result):
+    """How a diff header names an item: ``vm-1 (resource <uuid>)``, else what is known of it."""
+    name = result.get("resource_name") or result.get("name")
+    uuid = result.get("resource_uuid") or result.get("order_uuid")
+    if name and uuid:
+        return "%s (resource %s)" % (name, uuid)
+    return str(name or ("resource %s" % uuid if uuid else "item"))
+
+
+def machine_diff(result, powers, size=None):
+    """The ``diff`` of a machine's result, from its ``action``: power ``powers`` = (on, off) words
+    (``("active", "off")`` for a droplet); created/deleted as absent and present; a resize as the
+    size it got. None when the action changed nothing a person would diff."""
+    on, off = powers
+    machine = {"backend_id": result.get("backend_id")}
+    action = result.get("action")
+    if action == "powered_off":
+        return {"before": dict(machine, power=on), "after": dict(machine, power=off)}
+    if action == "powered_on":
+        return {"before": dict(machine, power=off), "after": dict(machine, power=on)}
+    if action == "created":
+        return {"before": {}, "after": dict(machine, power=on)}
+    if action == "deleted":
+        return {"before": machine, "after": {}}
+    if action == "resized" and size:
+        return {"before": machine, "after": dict(machine, size=size)}
+    return None
+
+
+def headed_diffs(results):
+    """The items' diffs as one list for Ansible's ``--diff`` output (the default callback prints a
+    task's top-level ``diff``, a dict or a list of them): each changed result's ``diff`` with
+    ``before_header``/``after_header`` naming the item."""
+    diffs = []
+    for result in results:
+        diff = result.get("diff") if isinstance(result, dict) and result.get("changed") else None
+        if isinstance(diff, dict) and "before" in diff and "after" in diff:
+            name = item_name(result)
+            diffs.append(dict(diff, before_header=diff.get("before_header") or name,
+                              after_header=diff.get("after_header") or name))
+    return diffs
+
+
 class BatchRunner:
     """Runs a batch module: checks the batch options, works on the items concurrently, shapes
     every result the same way and exits (``fail_on_item_error`` applied, ``api_calls`` one shape).
@@ -142,6 +194,7 @@ class BatchRunner:
         self.echo = tuple(echo)
         self.on_error = on_error
         self.api_calls = api_calls
+        self.progress = None
         problem = batch_option_problem(module.params)
         if problem:
             self.fail(problem)
@@ -160,8 +213,12 @@ class BatchRunner:
     def run(self, items, worker=None):
         """One shaped result per item, in input order."""
         items = list(items)
+        self._stop_progress()
+        # kept until the module exits: a module may still wait for the cloud after the batch
+        self.progress = Progress.from_environment(items, self.module.params["deadline"])
         raw = run_batch(items, worker or self.worker, max_workers=self.max_workers,
-                        deadline_seconds=self.module.params["deadline"], on_error=self.on_error)
+                        deadline_seconds=self.module.params["deadline"], on_error=self.on_error,
+                        progress=self.progress)
         return [self.shape(item, result) for item, result in zip(items, raw)]
 
     def failure_summary(self, failures, results):
@@ -174,7 +231,14 @@ class BatchRunner:
             result["api_calls"] = self.api_calls()
         return result
 
+    def _stop_progress(self):
+        if self.progress is not None:
+            self.progress.settle()
+            self.progress.stop()
+            self.progress = None
+
     def fail(self, msg, **result):
+        self._stop_progress()
         self.module.fail_json(msg=msg, **self._calls(result))
 
     def finish(self, results, failed=None, fail_msg=None, packed=False, **extra):
@@ -182,10 +246,15 @@ class BatchRunner:
         when ``fail_on_item_error`` and any result is failed (``failed(result)`` decides). With
         ``packed``, the results go back as one JSON text, ``results_packed`` (``core/packed``), and
         the failed ones as ``failures`` too, so that they can be named without unpacking."""
+        self._stop_progress()
         failed = failed or (lambda result: result.get("failed"))
         summary = dict(extra)
         summary.setdefault("changed", any(result.get("changed") for result in results))
         failures = [result for result in results if failed(result)]
+        if getattr(self.module, "_diff", False) and "diff" not in summary:
+            diffs = headed_diffs(results)
+            if diffs:
+                summary["diff"] = diffs
         if packed:
             summary.update(results_packed=pack(results), failures=failures)
         else:

@@ -237,7 +237,9 @@ def usage_worker(module, client, components, stored, date, period):
                   "changed": bool(sent), "failed": False, "closed": False,
                   "sent": sent, "unchanged": unchanged, "refused": refused, "omitted": omitted}
         if sent and module._diff:
-            result["diff"] = usage_diff(stored.get(item["resource_uuid"], {}), sent)
+            header = "usage of %s for %s" % (resource_label(item), period)
+            result["diff"] = dict(usage_diff(stored.get(item["resource_uuid"], {}), sent),
+                                  before_header=header, after_header=header)
         if not sent or module.check_mode:
             result["msg"] = summary_message(sent, unchanged, refused, omitted,
                                             "would send" if module.check_mode else "sent")

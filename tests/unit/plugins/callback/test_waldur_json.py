@@ -400,3 +400,34 @@ def test_a_bad_dsn_turns_sentry_off_once_and_the_run_goes_on(callback):
     assert len(attempts) == 1 and fake.events == []
     [line] = [json.loads(line) for line in plugin._display.lines]
     assert line["event"] == "Sentry reporting is off: Unsupported scheme 'ftp'" and line["level"] == "warning"
+
+
+def test_output_that_is_gone_is_dropped_and_other_errors_still_raise():
+    """The guard around the controller's stdout/stderr: once nobody reads the pipe (or the
+    terminal hung up), writes are dropped instead of raised; a full disk is still an error."""
+    import errno
+    import os
+
+    read_end, write_end = os.pipe()
+    stream = os.fdopen(write_end, "w", buffering=1)
+    guard = waldur_json.OutputGuard(stream)
+    try:
+        guard.write("one\n")
+        assert os.read(read_end, 16) == b"one\n" and not guard.gone
+        os.close(read_end)
+        assert guard.write("two\n") == 4 and guard.gone
+        guard.write("three\n")
+        guard.flush()
+        assert guard.fileno() == write_end  # the rest is the stream's
+    finally:
+        try:
+            stream.close()
+        except OSError:
+            pass
+
+    class FullDisk:
+        def write(self, text):
+            raise OSError(errno.ENOSPC, "No space left on device")
+
+    with pytest.raises(OSError):
+        waldur_json.OutputGuard(FullDisk()).write("line\n")

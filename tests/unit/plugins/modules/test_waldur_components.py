@@ -50,7 +50,8 @@ def test_components_are_created_and_updated_then_left_alone(waldur_sim, capsys):
     assert stored["gpu"]["billing_type"] == "usage" and stored["gpu"]["description"] == "A100 hours"
     assert stored["gpu"]["limit_period"] == "month" and stored["gpu"]["unit_factor"] == 1
     assert stored["licence"]["is_prepaid"] is True
-    assert result["diff"]["after"]["gpu"]["name"] == "GPU"
+    gpu = [diff for diff in result["diff"] if diff["after_header"].endswith("component gpu")]
+    assert gpu[0]["before"] == {} and gpu[0]["after"]["name"] == "GPU"  # one headed entry per component
     assert "unit_factor" not in str(result["diff"]) and "backend_name" not in str(result["diff"])
 
     since = len(waldur_sim.app.calls)
@@ -115,7 +116,8 @@ def test_every_plan_prices_every_component_then_is_left_alone(waldur_sim, capsys
     prices = plan_prices(waldur_sim)
     assert prices["cpu"] == "5" and prices["gpu"] == "0" and prices["licence"] == "0"
     assert prices["ram"] == before["ram"] and prices["disk"] == before["disk"]
-    assert result["diff"]["after"]["plans"][P.DO_PLAN_UUID]["gpu"] == 0.0
+    priced = [diff for diff in result["diff"] if diff["before_header"].endswith("(%s) prices" % P.DO_PLAN_UUID)]
+    assert priced[0]["before"]["cpu"] == 4.0 and priced[0]["after"]["gpu"] == 0.0
     assert len(waldur_sim.app.calls_of("plans.update_prices")) == 1
     assert len(waldur_sim.app.calls_of("offering.get")) == 1  # components and plans in one read
     # the plan to price, for its future prices, and after the write, for where Waldur put them

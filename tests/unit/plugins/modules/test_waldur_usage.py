@@ -228,15 +228,20 @@ def test_diff_mode_gives_the_stored_amounts_before_and_after(waldur_sim, capsys,
     result = run(waldur_sim, capsys, _ansible_diff=True, usages=[
         {"resource_uuid": vms[0], "usages": {"cpu": 3, "ram": 1024}},
         {"resource_uuid": vms[1], "usages": {}}])
-    assert result["results"][0]["diff"] == {"before": {"cpu": "2.00"}, "after": {"cpu": "3.00", "ram": "1024.00"}}
+    header = "usage of %s for %s" % (vms[0], this_month())
+    assert result["results"][0]["diff"] == {"before": {"cpu": "2.00"}, "after": {"cpu": "3.00", "ram": "1024.00"},
+                                            "before_header": header, "after_header": header}
     assert "diff" not in result["results"][1]  # nothing sent
+    # the top-level list Ansible's --diff output prints: only the resource whose usage was sent
+    assert result["diff"] == [result["results"][0]["diff"]]
     assert stored(waldur_sim, vms[0]) == {"cpu": "3.00", "ram": "1024.00"}
 
 
 def test_diff_in_check_mode_says_what_would_change_and_sends_nothing(waldur_sim, capsys, vms):
     result = run(waldur_sim, capsys, _ansible_diff=True, _ansible_check_mode=True,
                  usages=[{"resource_uuid": vms[0], "usages": {"cpu": 2}}])
-    assert result["results"][0]["diff"] == {"before": {}, "after": {"cpu": "2.00"}}
+    assert result["results"][0]["diff"]["before"] == {} and result["results"][0]["diff"]["after"] == {"cpu": "2.00"}
+    assert len(result["diff"]) == 1
     assert waldur_sim.app.write_calls() == []
     assert "diff" not in run(waldur_sim, capsys, usages=[{"resource_uuid": vms[0], "usages": {"cpu": 2}}])["results"][0]
 

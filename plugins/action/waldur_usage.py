@@ -1,0 +1,11 @@
+# -*- coding: utf-8 -*-
+# Copyright: Waldur site agent developers
+# MIT License (see LICENSE)
+"""The batch module waldur_usage runs through the collection's batch action plugin: progress lines while
+it runs, its items one line each at -v (plugins/plugin_utils/batch_action.py)."""
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+from ansible_collections.waldur.site_agent.plugins.plugin_utils.batch_action import ActionModule  # noqa: F401 pylint: disable=unused-import
