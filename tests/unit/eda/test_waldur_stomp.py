@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import socket
 import threading
 from collections import namedtuple
 
@@ -304,10 +305,13 @@ def test_transient_and_permanent_failures(plugin, status, transient):
 
 
 def test_unreachable_waldur_is_transient(plugin):
-    with ScriptedWaldur({}) as server:
-        url = server.url
-    with pytest.raises(plugin.WaldurApiError) as caught:
-        api_for(plugin, url, request_timeout=2).register()
+    # A port bound but never listening refuses connections, and no other test can take it
+    # meanwhile (a closed server's port could be reused by a parallel test's server).
+    with socket.socket() as held:
+        held.bind(("127.0.0.1", 0))
+        url = "http://127.0.0.1:%d" % held.getsockname()[1]
+        with pytest.raises(plugin.WaldurApiError) as caught:
+            api_for(plugin, url, request_timeout=2).register()
     assert caught.value.transient and str(caught.value).startswith("cannot reach Waldur at %s/api/" % url)
 
 
