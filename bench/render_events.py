@@ -41,7 +41,7 @@ def event_side_lines(side: dict | None) -> list[str]:
     lines += ["| %s |" % " | ".join(_row(run)) for run in side.get("runs", [])]
     if side.get("targets"):
         lines += ["", "| event target (issue 26) | limit, s | ours, s | upstream, s | met |", "|---|---|---|---|---|"]
-        lines += ["| %s | %s | %s | %s | %s |" % (row["target"], _s(row["limit_s"]), _s(row["ours_s"]),
-                                                _s(row["upstream_s"]), "yes" if row["met"] else "**no**")
-                  for row in side["targets"]]
+        lines += ["| %s | %s | %s | %s | %s |" % (
+            row["target"], _s(row["limit_s"]), _s(row["ours_s"]), _s(row["upstream_s"]),
+            "yes" if row["met"] else "**no**") for row in side["targets"]]
     return lines

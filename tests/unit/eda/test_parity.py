@@ -48,7 +48,7 @@ def run_file(path, env=None, cwd="/"):
     environ.update(env or {})
     environ.setdefault("HOME", "/nonexistent")
     return subprocess.run([sys.executable, "-I", "-c", LOAD, str(path)], capture_output=True, text=True,
-                          env=environ, cwd=cwd, timeout=60)
+                          env=environ, cwd=cwd, timeout=60, check=False)
 
 
 def test_loads_from_the_installed_collection_as_ansible_rulebook_runs_it():
