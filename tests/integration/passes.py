@@ -211,3 +211,12 @@ def kill_pass_during(simulator, config: Path, operation: str) -> None:
     finally:
         release.set()
         del simulator.app.__dict__["_injected"]
+
+
+def order_form_with(waldur, offering_uuid: str, *fields: str) -> None:
+    """Give the offering an order form in Waldur with these text fields: orders may then carry
+    them, so create_gaps finds a source for each (a provider's form, as Waldur returns it)."""
+    waldur.app.set_order_form(offering_uuid, {
+        "order": list(fields),
+        "options": {field: {"type": "string", "label": field.replace("_", " ").capitalize(), "required": False}
+                    for field in fields}})

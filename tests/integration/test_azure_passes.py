@@ -15,7 +15,7 @@ from tests.integration.azure_state import (
     all_vms, arm, arm_ids, arm_writes, dedicated_group, network, owned, vm_id)
 from tests.integration.passes import (
     MEMBERSHIP_PASS, ORDER_PASS, REPORT_PASS, assert_done, assert_erred, call_waldur, edit_config, kill_pass_during,
-    log_lines, order_machine, run_pass, set_flag, terminate, update_limits, waldur_writes, write_config)
+    log_lines, order_form_with, order_machine, run_pass, set_flag, terminate, update_limits, waldur_writes, write_config)
 from tests.simulators.azure import presets as AZ
 from tests.simulators.waldur import presets as W
 
@@ -253,6 +253,8 @@ def test_orders_that_cannot_be_built_are_erred_before_any_write(tmp_path, waldur
     waldur, azure = waldur_sim, azure_sim
     waldur.app.reset("empty")
     config = write_config(tmp_path, waldur, azure=azure, default_location=None)
+    # The order form has a location field (create_gaps): what is missing is each order's own input.
+    order_form_with(waldur, W.AZURE_OFFERING_UUID, "location")
     refused = [
         (order_vm(waldur, "keyless", location="westeurope"), "the order carries no SSH key"),
         (order_vm(waldur, "stranger", location="westeurope", ssh_key="e00000000000000000000000000000ff"),

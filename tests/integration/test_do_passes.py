@@ -18,7 +18,7 @@ import requests
 from tests.helpers import assert_verbose_module_output, run_playbook
 from tests.integration.passes import (
     MEMBERSHIP_PASS, ORDER_PASS, REPORT_PASS, assert_done, assert_erred, hold_calls, kill_tree, log_lines,
-    order_machine, run_pass, set_flag, start_pass, terminate, update_limits, waldur_writes, write_config)
+    order_form_with, order_machine, run_pass, set_flag, start_pass, terminate, update_limits, waldur_writes, write_config)
 from tests.simulators.digitalocean import presets as DO
 from tests.simulators.waldur import presets as W
 
@@ -362,6 +362,9 @@ def test_orders_without_region_image_or_size_err_and_create_nothing(tmp_path, wa
     waldur, do = waldur_sim, do_sim
     waldur.app.reset("empty")
     config = write_config(tmp_path, waldur, do, default_region=None, default_image=None, default_size=None)
+    # The order form has the fields, so the provider's settings can build a droplet (create_gaps):
+    # what is missing is each order's own input.
+    order_form_with(waldur, W.DO_OFFERING_UUID, "region", "image", "size")
     refused = {
         "region": order_droplet(waldur, "nowhere", image="debian-12-x64", size="s-1vcpu-1gb"),
         "image": order_droplet(waldur, "blank", region="ams3", size="s-1vcpu-1gb"),
