@@ -7,7 +7,7 @@ import pytest
 import yaml
 
 from tests.helpers import REPO, run_playbook
-from tests.integration.passes import ORDER_PASS, write_config
+from tests.integration.passes import ORDER_PASS, order_form_with, write_config
 from tests.simulators.waldur import presets as W
 
 pytestmark = pytest.mark.integration
@@ -20,21 +20,25 @@ def run(playbook, config, check=False):
     return run_playbook(playbook, extra_vars={"agent_pass_config": str(config)}, check=check)
 
 
+def assert_refused_everywhere(config, problem, waldur, do):
+    """The order pass, health and diagnostics all fail naming ``problem``; the order stays pending
+    and nothing is written anywhere. Returns the order pass's run."""
+    order_pass = run(ORDER_PASS, config)
+    for played in (order_pass, run(HEALTH, config), run(DIAGNOSTICS, config)):
+        assert played.rc != 0 and problem in played.output, played.output[-3000:]
+    assert waldur.app.order(W.DO_ORDER_UUID)["state"] == "pending-provider"
+    assert waldur.app.write_calls() == [] and do.app.write_calls() == []
+    return order_pass
+
+
 def test_a_misspelt_setting_leaves_the_order_pending_and_nothing_green(tmp_path, waldur_sim, do_sim):
     waldur, do = waldur_sim, do_sim
     config = write_config(tmp_path, waldur, do, default_region=None, default_regoin="ams3")
     problem = ("offerings[0].backend_settings.default_regoin: unknown digitalocean setting; did you mean "
                "default_region? (as written it would be ignored)")
 
-    order_pass = run(ORDER_PASS, config)
-    health = run(HEALTH, config)
-    diagnostics = run(DIAGNOSTICS, config)
-
-    for played in (order_pass, health, diagnostics):
-        assert played.rc != 0 and problem in played.output, played.output[-3000:]
     # before: a warning, a green health and diagnostics, and the customer's order erred
-    assert waldur.app.order(W.DO_ORDER_UUID)["state"] == "pending-provider"
-    assert waldur.app.write_calls() == [] and do.app.write_calls() == []
+    assert_refused_everywhere(config, problem, waldur, do)
 
 
 def test_a_waldur_api_url_of_another_service_is_named_not_the_offering(tmp_path, waldur_sim, do_sim):
@@ -63,19 +67,11 @@ def test_an_offering_that_cannot_build_a_machine_fails_before_approving(tmp_path
     gap = ("backend_settings.default_region is not set and the offering's order form in Waldur has no region "
            "field (backend_region_id or region)")
 
-    order_pass = run(ORDER_PASS, config)
-    health = run(HEALTH, config)
-    diagnostics = run(DIAGNOSTICS, config)
-
-    for played in (order_pass, health, diagnostics):
-        assert played.rc != 0 and gap in played.output, played.output[-3000:]
-    assert "cannot build a machine" in order_pass.output
     # before: the order was approved and then erred "DigitalOcean droplet region is not specified"
-    assert waldur.app.order(W.DO_ORDER_UUID)["state"] == "pending-provider"
-    assert waldur.app.write_calls() == [] and do.app.write_calls() == []
+    order_pass = assert_refused_everywhere(config, gap, waldur, do)
+    assert "cannot build a machine" in order_pass.output
 
     # The evidence is the order form: once it has a region field, the offering is ready again.
-    waldur.app.set_order_form(W.DO_OFFERING_UUID, {"order": ["region"], "options": {
-        "region": {"type": "select_string", "label": "Region", "required": True, "choices": ["ams3", "fra1"]}}})
+    order_form_with(waldur, W.DO_OFFERING_UUID, "region")
     health = run(HEALTH, config)
     assert health.rc == 0 and gap not in health.output, health.output[-3000:]
