@@ -116,6 +116,14 @@ options:
         returned in RV(skipped_orders).
     type: list
     elements: str
+  with_pending:
+    description:
+      - With O(order_uuids), also every other C(pending-provider) and C(executing) order of the offering (one
+        listing). The event rulebook sets it so that the run an order's event starts also takes the orders of the
+        same burst placed while it started, instead of leaving them to the next run; with O(state=claimed) and
+        O(judged_orders), an order placed after the listing still waits for the next pass.
+    type: bool
+    default: false
   reject:
     description:
       - With O(state=claimed), orders to turn down before any is approved, each C(order_uuid) and C(msg) (the
@@ -516,6 +524,7 @@ def main():
         state=dict(type="str", default="claimed", choices=["listed", "claimed", "settled"]),
         offering_uuid=dict(type="str", required=True),
         order_uuids=dict(type="list", elements="str"),
+        with_pending=dict(type="bool", default=False),
         reject=dict(type="list", elements="dict"),
         judged_orders=dict(type="raw"),
         outcomes=dict(type="list", elements="dict"),

@@ -76,9 +76,12 @@ class Claim:
         self.raw_orders = {}
         self._lock = threading.Lock()
 
-    def candidates(self, order_uuids, max_workers, deadline):
-        """Actionable raw orders of the offering, plus the ones set aside as skipped/errors."""
+    def candidates(self, order_uuids, max_workers, deadline, with_pending=False):
+        """Actionable raw orders of the offering, plus the ones set aside as skipped/errors.
+        ``with_pending``: the named orders and every other actionable order the listing finds
+        (an event's run takes the orders of a burst that were placed while it started)."""
         skipped, errors = [], []
+        raws = []
         if order_uuids:
             def read(uuid):
                 try:
@@ -90,7 +93,6 @@ class Claim:
                     raise
             fetched = run_batch(order_uuids, read, max_workers=max_workers, deadline_seconds=deadline,
                                 on_error=lambda uuid, exc: {"failed": True, "msg": error_message(exc)})
-            raws = []
             for uuid, result in zip(order_uuids, fetched):
                 if result.get("failed"):
                     errors.append({"uuid": uuid, "msg": result["msg"]})
@@ -98,9 +100,11 @@ class Claim:
                     skipped.append(result["skip"])
                 else:
                     raws.append(result["order"])
-        else:
-            raws = self.client.list("marketplace-orders/", params={
+        if not order_uuids or with_pending:
+            named = set(order_uuids)
+            raws += [raw for raw in self.client.list("marketplace-orders/", params={
                 "offering_uuid": self.offering_uuid, "state": list(ACTIONABLE_ORDER_STATES)})
+                if hex_uuid(raw.get("uuid")) not in named]
         orders = []
         seen = set()
         for raw in raws:
@@ -336,7 +340,8 @@ def run_list(module, client, offering_uuid, params):
     order_uuids = [module.uuid_param(value, "order_uuids[%d]" % index)
                    for index, value in enumerate(params["order_uuids"] or [])]
     try:
-        orders, skipped, errors = claim.candidates(order_uuids, params["max_workers"], params["deadline"])
+        orders, skipped, errors = claim.candidates(order_uuids, params["max_workers"], params["deadline"],
+                                                   with_pending=params["with_pending"])
         building = [order for order in orders if order["type"] in CREATE_TYPES]
         listed = find_of_offering(module, client, "marketplace-provider-resources/", offering_uuid,
                                   [order["marketplace_resource_uuid"] for order in building
@@ -371,7 +376,8 @@ def run_claim(module, client, offering_uuid, params):
     order_uuids = [module.uuid_param(value, "order_uuids[%d]" % index)
                    for index, value in enumerate(params["order_uuids"] or [])]
     try:
-        orders, skipped, errors = claim.candidates(order_uuids, params["max_workers"], params["deadline"])
+        orders, skipped, errors = claim.candidates(order_uuids, params["max_workers"], params["deadline"],
+                                                   with_pending=params["with_pending"])
     except WaldurApiError as exc:
         module.fail_from_error(exc, msg="could not list the orders of offering %s" % offering_uuid)
     verdicts, judged = _verdicts(module, params)

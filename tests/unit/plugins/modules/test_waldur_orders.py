@@ -130,6 +130,18 @@ def test_claim_only_the_named_orders(waldur_sim, capsys, offering_with_orders):
     assert waldur_sim.app.calls_of("orders.list") == []
 
 
+def test_claim_the_named_orders_and_every_other_pending_one_with_pending(waldur_sim, capsys, offering_with_orders):
+    result = run(waldur_sim, capsys, state="claimed", with_pending=True,
+                 order_uuids=[offering_with_orders["terminate"], offering_with_orders["done"]])
+
+    claimed = sorted(order["uuid"] for order in result["orders"])
+    # the named one, and the pending Create and the executing Update of the offering
+    assert claimed == sorted([offering_with_orders["terminate"], P.DO_ORDER_UUID, offering_with_orders["update"]])
+    skipped = {entry["uuid"]: entry["msg"] for entry in result["skipped_orders"]}
+    assert "not pending-provider or executing" in skipped[offering_with_orders["done"]]
+    assert waldur_sim.app.calls_of("orders.list")  # the offering's orders listed, beside the named reads
+
+
 class StubClient:
     """Waldur answering approve_by_provider with 409 (someone approved or cancelled it meanwhile)."""
 
