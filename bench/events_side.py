@@ -5,7 +5,7 @@ upstream's ``waldur_site_agent -m event_process``, on the same private RabbitMQ 
 ``python -m bench.events_side [--agents ours,upstream] [--scenarios isolated,burst,...]
 [--json PATH]``. Scenarios (:data:`SCENARIOS`):
 
-* ``isolated``: orders several seconds apart, droplets active at once;
+* ``isolated``: orders 15 s apart (one order per run), droplets active at once;
 * ``burst``: 20 orders within one second, droplets active at once;
 * ``burst-boot10`` / ``burst-boot30``: the same burst, droplets booting 10 s / 30 s
   (the DigitalOcean simulator's ``boot_seconds``);
@@ -45,7 +45,8 @@ from tests.simulators.waldur import WaldurSimulator
 
 # name -> (orders, seconds between two orders, droplet boot seconds, backend)
 SCENARIOS = {
-    "isolated": (10, 5.0, 0.0, "digitalocean"),
+    # far enough apart that ours finishes one order's run before the next order (about 10 s a run here)
+    "isolated": (10, 15.0, 0.0, "digitalocean"),
     "burst": (20, 0.04, 0.0, "digitalocean"),
     "burst-boot10": (20, 0.04, 10.0, "digitalocean"),
     "burst-boot30": (20, 0.04, 30.0, "digitalocean"),
@@ -60,9 +61,12 @@ FINAL = ("done", "erred")
 class Watch(threading.Thread):
     """Polls the simulators every 0.1 s: when an order turns final, whether its machine runs."""
 
-    def __init__(self, waldur, cloud, backend, orders):
+    def __init__(self, waldur, cloud, backend, orders, expected):
         super().__init__(daemon=True)
         self.waldur, self.cloud, self.backend, self.orders = waldur, cloud, backend, orders
+        # the orders are placed while it watches: it runs until all of them, not the ones
+        # placed so far, are final
+        self.expected = expected
         self.final: dict[str, tuple[str, float, bool | None]] = {}
         self.stop = threading.Event()
 
@@ -77,7 +81,7 @@ class Watch(threading.Thread):
         return False
 
     def run(self):
-        while not self.stop.is_set() and len(self.final) < len(self.orders):
+        while not self.stop.is_set() and len(self.final) < self.expected:
             for order_uuid, resource_uuid in list(self.orders.items()):
                 if order_uuid in self.final:
                     continue
@@ -151,12 +155,56 @@ def summarise(created, finished, watch):
     }
 
 
+# Where an order run's time goes: each task of the order pass falls in the first phase whose
+# words its name contains; the rest (configuration, lock, summary) is "other tasks".
+PHASES = (
+    ("offering check (Waldur)", ("offering exists",)),
+    ("backend probe", ("Probe the backend", "Prove the")),
+    ("listing and catalogue check", ("List the orders", "catalogue")),
+    ("claim (approval, Waldur's processing)", ("Claim",)),
+    ("create and wait (cloud)", ("Carry out", "Plan the orders", "Say what the orders", "Name the orders settled")),
+    ("settle (Waldur)", ("Settle the orders",)),
+)
+OTHER_TASKS = "other tasks (configuration, lock, accounting, summary)"
+
+
+def phase_split(profile_path: Path) -> dict | None:
+    """Median seconds per phase over the order runs that did work (a task of the claim and of
+    the create ran), from the bench_profile callback's lines; ``outside tasks`` is the rest of
+    a run after the callback loaded (ansible's own start-up before it is not in it)."""
+    if not profile_path.exists():
+        return None
+    splits = []
+    for line in profile_path.read_text().splitlines():
+        record = json.loads(line)
+        if not any("Carry out the orders on" in task["name"] and set(task["statuses"]) - {"skipped"}
+                   for task in record["tasks"]):
+            continue  # a run with no order to carry out
+        phases = dict.fromkeys([name for name, _words in PHASES] + [OTHER_TASKS], 0.0)
+        for task in record["tasks"]:
+            seconds = task["end"] - task["start"]
+            phase = next((name for name, words in PHASES if any(word in task["name"] for word in words)), OTHER_TASKS)
+            phases[phase] += seconds
+        run_seconds = record["ended"] - record["playbook_started"]
+        phases["outside tasks"] = max(0.0, run_seconds - sum(phases.values()))
+        phases["run"] = run_seconds
+        splits.append(phases)
+    if not splits:
+        return None
+    return {name: round(statistics.median(split[name] for split in splits), 2) for name in splits[0]} | {
+        "runs": len(splits)}
+
+
 def run_scenario(agent: str, scenario: str, workdir: Path, settle_timeout_s: float = 300.0) -> dict:
     orders, gap_s, boot_s, backend = SCENARIOS[scenario]
     workdir.mkdir(parents=True, exist_ok=True)
     broker = RabbitBroker(workdir / "broker").start()
     waldur = cloud = runner = None
     env = {"WALDUR_SITE_AGENT_LOCK_DIR": str(workdir / "locks")}
+    profile_path = workdir / "profile.jsonl"
+    if agent == "ours":  # per-task times of every run, for the phase split
+        env.update(ANSIBLE_CALLBACK_PLUGINS=str(Path(__file__).parent / "callback_plugins"),
+                   ANSIBLE_CALLBACKS_ENABLED="bench_profile", BENCH_PROFILE_PATH=str(profile_path))
     try:
         waldur = SimulatorServer(WaldurSimulator(preset="empty", broker=broker)).start()
         if backend == "digitalocean":
@@ -191,7 +239,7 @@ def run_scenario(agent: str, scenario: str, workdir: Path, settle_timeout_s: flo
         cloud_before = len(cloud.app.calls)
         created, resources = {}, {}
         order = order_droplet if backend == "digitalocean" else order_vm
-        watch = Watch(waldur, cloud, backend, resources)
+        watch = Watch(waldur, cloud, backend, resources, orders)
         for index in range(orders):
             if index:
                 time.sleep(gap_s)
@@ -211,7 +259,13 @@ def run_scenario(agent: str, scenario: str, workdir: Path, settle_timeout_s: flo
                       cloud_calls=len(cloud.app.calls) - cloud_before, load_before=load_before,
                       load_after=load_average(), broker=broker_version())
         if agent == "ours":
+            # the last run sets its orders done before its summary tasks: let it finish
+            deadline = time.monotonic() + 60
+            while time.monotonic() < deadline and runner.log().count('"event": "playbook started"') > \
+                    runner.log().count(PLAYBOOK_FINISHED):
+                time.sleep(0.3)
             result["passes"] = pass_runs(runner.json_lines())
+            result["phases"] = phase_split(profile_path)
         return result
     finally:
         if runner is not None:

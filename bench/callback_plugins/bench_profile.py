@@ -18,8 +18,8 @@ name: bench_profile
 type: aggregate
 short_description: Task timings for the benchmark harness
 description:
-  - Writes one JSON line per task (name, action, start, end, status, result count) to the file named
-    by E(BENCH_PROFILE_PATH).
+  - Writes the playbook's tasks (name, action, start, end, status, result count) to the file named
+    by E(BENCH_PROFILE_PATH); a path ending in C(.jsonl) gets one line per playbook run, appended.
 requirements:
   - enable in callbacks_enabled
 """
@@ -87,5 +87,10 @@ class CallbackModule(CallbackBase):
         self._close_current()
         if not self._path:
             return
+        record = {"playbook_started": self._started, "ended": _now(), "tasks": self._tasks}
+        if self._path.endswith(".jsonl"):  # many runs (the event bench): one line each
+            with open(self._path, "a") as handle:
+                handle.write(json.dumps(record) + "\n")
+            return
         with open(self._path, "w") as handle:
-            json.dump({"playbook_started": self._started, "ended": _now(), "tasks": self._tasks}, handle)
+            json.dump(record, handle)

@@ -182,3 +182,35 @@ def test_a_rate_limited_miss_is_explained_with_the_floor_of_digitaloceans_limit(
     # (1,861 - the burst of 250) / 250 per minute = 386.6 s at least
     assert "no less than 387 s" in row[3] or "no less than 386.6 s" in row[3]
     assert "upstream not measured" in row[1]
+
+
+def test_azure_wall_targets_carry_the_ratio_to_the_idle_pass_of_the_same_run():
+    runs = [_run("ours", "report", "azure", 0, wall=4.0),
+            _run("ours", "report", "azure", 1000, "steady", wall=7.0, waldur=42, backend_calls=43)]
+    row = [row for row in render.targets(runs) if row[0].startswith("Azure report, 1,000 VMs, steady")][0]
+    assert "7.00 s (1.8× the idle pass)" in row[1], row
+    assert row[2] is False and "within 2× the idle pass of the same run" in row[3]
+
+
+def test_event_phase_split_is_the_median_of_the_runs_that_carried_out_orders(tmp_path):
+    import json
+
+    from bench.events_side import OTHER_TASKS, phase_split
+
+    def record(claim, create, carried_out=True):
+        tasks = [{"name": "agent_pass : Read and validate the site agent configuration", "start": 0.0, "end": 0.5,
+                  "statuses": {"ok": 1}},
+                 {"name": "order_process : Claim the pending and executing orders", "start": 0.5, "end": 0.5 + claim,
+                  "statuses": {"ok": 1}},
+                 {"name": "order_process : Carry out the orders on DigitalOcean", "start": 0.5 + claim,
+                  "end": 0.5 + claim + create, "statuses": {"changed": 1} if carried_out else {"skipped": 1}}]
+        return json.dumps({"playbook_started": 0.0, "ended": tasks[-1]["end"] + 1.0, "tasks": tasks})
+
+    path = tmp_path / "profile.jsonl"
+    path.write_text("\n".join([record(1.0, 2.0), record(3.0, 4.0), record(9.0, 9.0, carried_out=False)]) + "\n")
+    split = phase_split(path)
+    assert split["runs"] == 2  # the run that carried out nothing is left out
+    assert split["claim (approval, Waldur's processing)"] == 2.0
+    assert split["create and wait (cloud)"] == 3.0
+    assert split[OTHER_TASKS] == 0.5 and split["outside tasks"] == 1.0
+    assert phase_split(tmp_path / "missing.jsonl") is None
