@@ -67,7 +67,7 @@ def extra_vars(rule, variables, event_data):
     return substitute_variables(rule["action"]["run_playbook"]["extra_vars"], context)
 
 
-def test_order_event_runs_the_order_pass_for_that_order_only(plugin, rulebook):
+def test_order_event_runs_the_order_pass_for_that_order_and_the_offerings_pending_ones(plugin, rulebook):
     rule = rule_named(rulebook, "Order event")
     assert rule["condition"] == 'event.waldur.type == "order"'
     assert rule["action"]["run_playbook"]["name"] == "waldur.site_agent.order_process"
@@ -75,7 +75,9 @@ def test_order_event_runs_the_order_pass_for_that_order_only(plugin, rulebook):
     rendered = extra_vars(rule, dict(CONFIG_VARS), order)
     assert rendered == {"waldur_site_agent_hosts": "localhost",
                         "agent_pass_config": CONFIG_VARS["waldur_site_agent_config"],
-                        "waldur_offering_name": OFFERING_UUID, "order_process_order_uuids": [ORDER_UUID]}
+                        "waldur_offering_name": OFFERING_UUID, "order_process_order_uuids": [ORDER_UUID],
+                        # the rest of a burst placed while the run started is taken by that run
+                        "order_process_with_pending": True}
 
 
 def test_a_batch_event_runs_one_order_pass_for_all_its_orders(plugin, rulebook):
