@@ -169,8 +169,8 @@ OTHER_TASKS = "other tasks (configuration, lock, accounting, summary)"
 
 
 def phase_split(profile_path: Path) -> dict | None:
-    """Median seconds per phase over the order runs that did work (a task of the claim and of
-    the create ran), from the bench_profile callback's lines; ``outside tasks`` is the rest of
+    """Median seconds per phase over the order runs that carried out orders (their backend
+    task ran, not skipped), from the bench_profile callback's lines; ``outside tasks`` is the rest of
     a run after the callback loaded (ansible's own start-up before it is not in it)."""
     if not profile_path.exists():
         return None

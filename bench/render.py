@@ -473,13 +473,16 @@ def targets(runs, events=None):
         idle = find(runs, run["agent"], run["pass_name"], run["backend"], 0)
         return run["wall_s"] / idle["wall_s"] if idle and idle["wall_s"] else None
 
+    def idle_text(ratio):
+        return "" if ratio is None else " (%.1f× the idle pass)" % ratio
+
     def azure_report(run, limit, cycle):
         wall_ok = run["wall_s"] <= limit
         calls_ok = cycle != "steady" or arm_calls(run) <= 60
         writes_ok = cycle != "steady" or writes(run) == 0
         ratio = idle_ratio(run)
         measured = "%s s%s, %s ARM + %s Waldur calls, %s writes (%s)" % (
-            seconds(run["wall_s"]), "" if ratio is None else " (%.1f× the idle pass)" % ratio,
+            seconds(run["wall_s"]), idle_text(ratio),
             count(arm_calls(run)), count(waldur_calls(run)), count(writes(run)), load_of(run))
         why = []
         if not wall_ok:
@@ -514,9 +517,7 @@ def targets(runs, events=None):
                 parts.append("%s %s" % (label, NOT_MEASURED))
                 met = None if met is not False else False
                 continue
-            ratio = idle_ratio(run)
-            parts.append("%s %s s%s, %s (%s)" % (label, seconds(run["wall_s"]),
-                                                 "" if ratio is None else " (%.1f× the idle pass)" % ratio,
+            parts.append("%s %s s%s, %s (%s)" % (label, seconds(run["wall_s"]), idle_text(idle_ratio(run)),
                                                  calls_text(run), load_of(run)))
             if run["wall_s"] > 5.0:
                 met = False

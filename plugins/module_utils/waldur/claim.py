@@ -101,10 +101,9 @@ class Claim:
                 else:
                     raws.append(result["order"])
         if not order_uuids or with_pending:
-            named = set(order_uuids)
-            raws += [raw for raw in self.client.list("marketplace-orders/", params={
+            # a named order the listing finds again is dropped below, as a repeat
+            raws += self.client.list("marketplace-orders/", params={
                 "offering_uuid": self.offering_uuid, "state": list(ACTIONABLE_ORDER_STATES)})
-                if hex_uuid(raw.get("uuid")) not in named]
         orders = []
         seen = set()
         for raw in raws:
