@@ -58,6 +58,7 @@ from ansible_collections.waldur.site_agent.plugins.module_utils.core.progress im
     item_line,
     progress_line,
 )
+from ansible_collections.waldur.site_agent.plugins.plugin_utils.in_process import InProcessModule
 
 display = Display()
 
@@ -152,7 +153,7 @@ class ProgressWatcher:
             self.last = now
 
 
-class ActionModule(ActionBase):
+class ActionModule(InProcessModule, ActionBase):
     _supports_check_mode = True
     _supports_async = True
 

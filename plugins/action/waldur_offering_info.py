@@ -1,0 +1,11 @@
+# -*- coding: utf-8 -*-
+# Copyright: Waldur site agent developers
+# MIT License (see LICENSE)
+"""The module waldur_offering_info runs in the task's worker process, not a new Python
+(plugins/plugin_utils/in_process.py)."""
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+from ansible_collections.waldur.site_agent.plugins.plugin_utils.module_action import ActionModule  # noqa: F401 pylint: disable=unused-import
