@@ -418,10 +418,14 @@ def time_why(run, limit, runs=None) -> str:
     idle = find(runs, run["agent"], run["pass_name"], run["backend"], 0) if runs else None
     if idle is not None:
         why += ("; the same pass with nothing to do (N = 0) takes %s s here: ansible-playbook's start %s s, then "
-                "%d module runs of %s s each on average (Python, ansible's module_utils, requests%s)" % (
+                "%d module runs of %s s each on average (%s, requests%s)" % (
                     seconds(idle["wall_s"]), seconds(idle.get("startup_s")), len(idle.get("modules") or []),
                     seconds(sum(module["seconds"] for module in idle.get("modules") or [])
                             / max(1, len(idle.get("modules") or []))),
+                    # modules measured as processes ran the usual way; from the task profile, in the worker
+                    "a Python, ansible's module_utils" if any((module.get("cpu_s") is not None)
+                                                              for module in idle.get("modules") or [])
+                    else "the task's worker fork",
                     ", the Azure SDK" if run["backend"] == "azure" else ""))
     return why
 
@@ -987,12 +991,14 @@ def render_markdown(results) -> str:
     lines += [
         "## Where our time goes",
         "",
-        "*ansible* is the wall time not spent inside a module process (start-up of `ansible-playbook`,",
-        "parsing, templating the module arguments and the filters, forking a worker per task, the",
-        "callbacks). The module columns are the lifetimes of the module processes (Python start-up,",
-        "imports, the API calls). *PSS* is the largest sum of proportional set sizes over the whole",
-        "process tree (`ansible-playbook`, its forked workers, the module processes) at one instant;",
-        "*max RSS* is the largest single process.",
+        "*ansible* is the wall time outside the module tasks (start-up of `ansible-playbook`, parsing,",
+        "the tasks that only template facts and filters, the callbacks). The module columns are the",
+        "module tasks from the per-task callback: the collection's modules run inside the task's worker",
+        "(`plugins/plugin_utils/in_process.py`), so each is the worker's fork, the templating of its",
+        "arguments, its imports and its API calls (run with `waldur_site_agent_in_process: false`, they",
+        "are the lifetimes of the module processes instead). *PSS* is the largest sum of proportional",
+        "set sizes over the whole process tree (`ansible-playbook` and its forked workers) at one",
+        "instant; *max RSS* is the largest single process.",
         "",
     ]
     lines += dominance_lines(runs)
@@ -1039,7 +1045,7 @@ def render_markdown(results) -> str:
         "* Ours: `ansible-playbook playbooks/<pass>.yml` (order_process, report, membership_sync, audit) with the site agent",
         "  configuration of that one offering, default settings (8 machines at a time). A small callback",
         "  (`bench/callback_plugins/bench_profile.py`) records the tasks; `/proc` is sampled every 50 ms",
-        "  for the memory of the process tree and the module processes (`bench/measure.py`).",
+        "  for the memory of the process tree (`bench/measure.py`).",
         "* Upstream: installed into `.cache/bench-upstream-venv` (`pip install --pre` of the three packages), the",
         "  same configuration file, DigitalOcean through `DIGITALOCEAN_END_POINT`. One cycle is run by",
         "  `bench/upstream_once.py`: the agent's real entry point with only the mode's endless",

@@ -46,9 +46,8 @@ import traceback
 
 from ansible import constants as C
 from ansible.module_utils.common.text.converters import to_bytes, to_text
-from ansible.module_utils.parsing.convert_bool import boolean
-
 from ansible.module_utils.common.json import AnsibleJSONEncoder
+from ansible.module_utils.parsing.convert_bool import boolean
 
 try:  # ansible-core 2.19 and later: arguments carry a serialization profile
     from ansible.module_utils.common.json import Direction, get_module_encoder
@@ -121,7 +120,8 @@ def _environment(variables):
 
 
 def run_module(import_name, arguments, profile, environment):
-    """Run module ``import_name`` here as AnsiballZ runs it; ``(rc, stdout, stderr)``."""
+    """Run module ``import_name`` here as AnsiballZ runs it; what running its process would have
+    returned (``rc``, ``stdout``, ``stderr`` and their lines)."""
     from ansible.module_utils import basic  # pylint: disable=import-outside-toplevel
 
     stdout, stderr, handlers = io.StringIO(), io.StringIO(), []

@@ -96,7 +96,9 @@ def test_another_python_runs_the_module_the_usual_way(tmp_path, waldur_sim):
     other.parent.mkdir()
     other.symlink_to(sys.executable)  # outside the venv: the venv's packages are not on its path
     result, _saved, started = run(tmp_path, waldur_sim, "other", {"ansible_python_interpreter": str(other)})
-    assert started == ["AnsiballZ_waldur_offering_info.py"]
-    assert result.rc == 2
-    assert "Failed to import the required Python library (requests) on" in result.stdout
-    assert str(other) in result.stdout
+    if result.rc == 0:  # that Python has the packages as well (a system Python with python3-requests)
+        assert started == ["AnsiballZ_waldur_offering_info.py"] * 2 + ["AnsiballZ_waldur_orders.py"]
+    else:  # the module ran under that Python, which lacks what this venv has
+        assert started == ["AnsiballZ_waldur_offering_info.py"]
+        assert "Failed to import the required Python library (requests) on" in result.stdout
+        assert str(other) in result.stdout
