@@ -19,8 +19,9 @@ prints one line per item instead (resource, action, message) and keeps the resul
 the display; the registered result is untouched, so the tasks that read it are too. ``-vvv``
 prints the whole result as before.
 
-The modules run on the controller (``connection: local``), where the progress file is; on any
-other connection the module just runs, without progress lines.
+The modules run on the controller (``connection: local``), where the progress file is, inside
+the task's worker (``plugin_utils/in_process.py``); on any other connection the module just runs
+the usual way, without progress lines.
 
 A line displayed from the worker is written by the controller's results thread, the thread that
 also hands the workers' results to the play. When the controller's stdout is gone (ansible-runner,
