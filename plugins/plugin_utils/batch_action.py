@@ -194,9 +194,6 @@ class ActionModule(InProcessModule, ActionBase):
     def _controller_output_alive():
         return not controller_output_gone(os.getppid())
 
-    def _is_local(self):
-        return getattr(self._connection, "transport", None) in ("local", "ansible.builtin.local")
-
     def _compute_environment_string(self, raw_environment_out=None):
         """The task's environment plus the progress file's path, for the module's batch engine."""
         environment = {}

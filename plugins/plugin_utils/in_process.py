@@ -165,14 +165,13 @@ class InProcessModule(object):
     def _in_process_wanted(self, module_name, task_vars, wrap_async):
         if wrap_async or self._task.async_val or self._play_context.become:
             return False
-        if getattr(self._connection, "transport", None) not in LOCAL_CONNECTIONS:
+        if not self._is_local() or not self._module_fqcn(module_name).startswith(COLLECTION):
             return False
-        if not self._module_fqcn(module_name).startswith(COLLECTION):
-            return False
-        try:
-            return boolean((task_vars or {}).get(SWITCH, True), strict=False)
-        except TypeError:
-            return True
+        return boolean((task_vars or {}).get(SWITCH, True), strict=False)
+
+    def _is_local(self):
+        """Whether the task runs on the controller itself (``connection: local``)."""
+        return getattr(self._connection, "transport", None) in LOCAL_CONNECTIONS
 
     def _module_fqcn(self, module_name):
         # resolved_action: a task may name the module by its short name under a play's ``collections``
