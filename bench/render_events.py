@@ -19,8 +19,9 @@ def _row(run):
 
 WHERE_THE_TIME_GOES = (
     "Each phase but *other tasks* is one or two module tasks. The collection's modules run inside the task's "
-    "worker (`plugins/plugin_utils/in_process.py`), so a module task costs a few tenths of a second here: the "
-    "worker's fork, the task's templating, requests and the collection's client imported from cached bytecode. "
+    "worker (`plugins/plugin_utils/in_process.py`), so a module task costs about a tenth of a second here: the "
+    "worker's fork and the task's templating; requests, the SDKs and the collection's client were imported by "
+    "the controller once, before it forked the worker. "
     "Run the usual way, each was a Python of its own at about 0.9 s (AnsiballZ's zip built, unpacked and "
     "compiled again every run), and an isolated order took 12 s. The API calls take milliseconds against the "
     "simulators. What is left is ansible's own cost per task: the twenty-odd tasks of configuration, lock, "

@@ -96,3 +96,5 @@ def test_every_module_has_an_action_plugin_that_runs_it_in_the_worker():
         action = REPO / "plugins" / "action" / module.name
         assert action.is_file(), "%s has no action plugin: add plugins/action/%s" % (module.stem, module.name)
         assert any(runner in action.read_text() for runner in runners), action
+        # its imports, once in the controller: a worker would otherwise import requests or the SDKs again
+        assert "\npreload(__name__)" in action.read_text(), "%s does not preload its module's imports" % action

@@ -8,6 +8,7 @@ from __future__ import annotations
 import atexit
 import json
 import os
+import sys
 
 import pytest
 from ansible.module_utils import basic
@@ -117,3 +118,22 @@ def test_this_python_is_its_own_path_or_its_binary_outside_any_venv(tmp_path, mo
     (venv / "pyvenv.cfg").write_text("home = %s\n" % system.parent)
     (venv / "bin" / "python").symlink_to(system)
     assert not in_process.is_this_python(str(venv / "bin" / "python"))  # the same binary, the venv's packages
+
+
+def test_preload_imports_what_the_module_imports_but_not_the_module(monkeypatch):
+    """The controller imports a module's dependencies once, for every worker forked after it; the
+    module itself stays out of ``sys.modules``, where ``runpy`` would warn about it in the worker."""
+    module = "ansible_collections.waldur.site_agent.plugins.modules.do_account_info"
+    dependency = "ansible_collections.waldur.site_agent.plugins.module_utils.digitalocean.client"
+    monkeypatch.delitem(sys.modules, dependency, raising=False)
+    monkeypatch.delitem(sys.modules, module, raising=False)
+    in_process.preload("ansible_collections.waldur.site_agent.plugins.action.do_account_info")
+    assert dependency in sys.modules
+    assert module not in sys.modules
+
+
+def test_preload_leaves_a_module_that_cannot_be_imported_to_its_worker(monkeypatch):
+    module = "ansible_collections.waldur.site_agent.plugins.modules.no_such_module"
+    in_process.preload("ansible_collections.waldur.site_agent.plugins.action.no_such_module")  # no error here
+    in_process.preload("some_other_package.action_plugin")  # not a collection's action plugin: nothing to do
+    assert module not in sys.modules
