@@ -33,6 +33,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 from bench import render
+from bench.measure import cpu_times, stolen_share
 from bench.harness import (AZURE_LRO_SECONDS, LATENCY, MEMBERSHIP_CHANGED_SHARE, RESULTS_DIR, VARIANTS, BenchError,
                            SimulatorSet, ensure_upstream, run_ours, run_upstream, upstream_import_footprint)
 from tests.helpers import REPO
@@ -138,6 +139,7 @@ def run_plan(plan: list[Step], results: dict, out_path: Path, sims: SimulatorSet
             if cycle == "changes":
                 seeded["paused"] = sims.pause_some(step.backend, max(1, int(step.n * MEMBERSHIP_CHANGED_SHARE)))
             load = os.getloadavg()[0]
+            cpu_before = cpu_times()
             if step.agent == "upstream":
                 result = run_upstream(sims, step.pass_name, step.backend, step.n, cycle, logs=logs,
                                       variant=step.variant)
@@ -149,6 +151,7 @@ def run_plan(plan: list[Step], results: dict, out_path: Path, sims: SimulatorSet
                 check_outcome(result, seeded)
             data = result.as_dict()
             data["load_before"] = round(load, 2)
+            data["steal_pct"] = stolen_share(cpu_before, cpu_times())
             data["measured_at"] = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%SZ")
             results["runs"].append(data)
             out_path.write_text(results_text(results))
@@ -269,6 +272,7 @@ def main(argv=None) -> int:
         results["upstream_import"] = upstream_import_footprint()
     print("bench: %d scenarios, results in %s" % (len(plan), out_path), flush=True)
     started = time.monotonic()
+    cpu_at_start = cpu_times()
     try:
         with SimulatorSet() as sims:
             run_plan(plan, results, out_path, sims, log=lambda line: print(line, flush=True))
@@ -282,8 +286,10 @@ def main(argv=None) -> int:
         results["events_side"] = events_side.run_all(log=lambda line: print(line, flush=True))
         out_path.write_text(results_text(results))
     results["duration_s"] = round(time.monotonic() - started, 1)
+    results["steal_pct"] = stolen_share(cpu_at_start, cpu_times())
     out_path.write_text(results_text(results))
-    print("bench: finished in %.0f s; results %s" % (results["duration_s"], out_path))
+    print("bench: finished in %.0f s (%s%% of the CPU time stolen by the host); results %s"
+          % (results["duration_s"], results["steal_pct"], out_path))
     if render_docs:
         SUMMARY.write_text(results_text(results))
         written = render.write_docs(results)

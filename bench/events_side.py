@@ -36,6 +36,7 @@ from pathlib import Path
 
 from bench.events import broker_version, load_average, pass_runs, percentile
 from bench.harness import UPSTREAM_VENV, ensure_upstream
+from bench.measure import cpu_times, stolen_share
 from tests.integration.broker import RabbitBroker
 from tests.integration.test_event_process import (PLAYBOOK_FINISHED, Rulebook, order_droplet, order_vm,
                                                   stomp_site_config, write_site_config)
@@ -235,6 +236,7 @@ def run_scenario(agent: str, scenario: str, workdir: Path, settle_timeout_s: flo
             time.sleep(3.0)  # its STOMP subscription follows the registration
         ready_s = time.monotonic() - started
         load_before = load_average()
+        cpu_before = cpu_times()
         calls_before = len(waldur.app.calls)
         cloud_before = len(cloud.app.calls)
         created, resources = {}, {}
@@ -257,7 +259,8 @@ def run_scenario(agent: str, scenario: str, workdir: Path, settle_timeout_s: flo
         result.update(agent=agent, scenario=scenario, boot_s=boot_s, gap_s=gap_s, backend=backend,
                       ready_s=round(ready_s, 1), waldur_calls=len(waldur.app.calls) - calls_before,
                       cloud_calls=len(cloud.app.calls) - cloud_before, load_before=load_before,
-                      load_after=load_average(), broker=broker_version())
+                      load_after=load_average(), steal_pct=stolen_share(cpu_before, cpu_times()),
+                      broker=broker_version())
         if agent == "ours":
             # the last run sets its orders done before its summary tasks: let it finish
             deadline = time.monotonic() + 60
@@ -306,6 +309,7 @@ def targets(runs: list[dict]) -> list[dict]:
 
 def run_all(agents=("ours", "upstream"), scenarios=tuple(SCENARIOS), log=print) -> dict:
     results = {"runs": [], "load_start": load_average()}
+    cpu_at_start = cpu_times()
     if "upstream" in agents:
         results["upstream_versions"] = ensure_upstream(log=log)
     with tempfile.TemporaryDirectory(prefix="bench-events-side-") as tmp:
@@ -322,6 +326,7 @@ def run_all(agents=("ours", "upstream"), scenarios=tuple(SCENARIOS), log=print) 
                 log("events: %s" % json.dumps(shown))
                 results["runs"].append(run)
     results["load_end"] = load_average()
+    results["steal_pct"] = stolen_share(cpu_at_start, cpu_times())
     results["targets"] = targets([run for run in results["runs"] if "error" not in run])
     return results
 

@@ -31,6 +31,26 @@ _CLK_TCK = os.sysconf("SC_CLK_TCK")
 _MODULE = re.compile(r"AnsiballZ_([A-Za-z0-9_]+)\.py")
 
 
+def cpu_times() -> tuple[int, int] | None:
+    """``(all, stolen)`` CPU time of the machine so far, in ticks, from ``/proc/stat``. On a
+    virtual machine the host may run other guests on our CPUs: that time is *steal*, which the
+    load average does not show, and a bench figure taken while much is stolen is slower than
+    the code."""
+    try:
+        fields = [int(value) for value in Path("/proc/stat").read_text().splitlines()[0].split()[1:]]
+    except (OSError, ValueError, IndexError):
+        return None
+    # user nice system idle iowait irq softirq steal (guest time is already counted in user)
+    return sum(fields[:8]), (fields[7] if len(fields) > 7 else 0)
+
+
+def stolen_share(before: tuple[int, int] | None, after: tuple[int, int] | None) -> float | None:
+    """The percentage of the machine's CPU time the host took between two :func:`cpu_times`."""
+    if not before or not after or after[0] <= before[0]:
+        return None
+    return round(100.0 * (after[1] - before[1]) / (after[0] - before[0]), 1)
+
+
 def now() -> float:
     """Seconds on the clock ``/proc/<pid>/stat`` start times use (boot time)."""
     return time.clock_gettime(time.CLOCK_BOOTTIME)

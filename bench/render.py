@@ -151,8 +151,10 @@ def comparison_rows(runs):
 
 
 def load_text(*runs) -> str:
-    """The load average before each run: figures measured on a busy machine are noisy."""
-    loads = ["%.1f" % run["load_before"] for run in runs if run and run.get("load_before") is not None]
+    """The load average before each run, and the CPU time the host stole during it where known:
+    figures measured on a busy machine are noisy."""
+    loads = ["%.1f%s" % (run["load_before"], "" if run.get("steal_pct") is None else " (%.0f%% stolen)" % run["steal_pct"])
+             for run in runs if run and run.get("load_before") is not None]
     return " / ".join(loads) or "—"
 
 
@@ -403,8 +405,29 @@ def writes(run) -> int:
             - (backend["by_operation"].get("token", 0) if run["backend"] == "azure" else 0))
 
 
+def steal_lines(results: dict, runs: list) -> list[str]:
+    """The quiet-machine note's second half: how much CPU time the host took (a virtual machine's
+    *steal*, which its load average does not show), over the whole run and per run."""
+    shares = [run["steal_pct"] for run in runs if run.get("steal_pct") is not None]
+    if not shares and results.get("steal_pct") is None:
+        return ["* CPU time stolen by the host (a virtual machine's *steal*) was not measured for these runs."]
+    whole = results.get("steal_pct")
+    text = "* the host took %s of this machine's CPU time during the runs (*steal*: other guests on our CPUs, which" % (
+        "%.0f%%" % whole if whole is not None else "an unknown share")
+    lines = [text, "  the load average does not show)"]
+    if shares:
+        lines[-1] += "; per run %.0f%% to %.0f%%, in the results file (`steal_pct`) and beside each target's load." % (
+            min(shares), max(shares))
+    else:
+        lines[-1] += "."
+    return lines
+
+
 def load_of(run) -> str:
-    return "load %.1f" % run["load_before"] if run.get("load_before") is not None else "load unknown"
+    text = "load %.1f" % run["load_before"] if run.get("load_before") is not None else "load unknown"
+    if run.get("steal_pct") is not None:
+        text += ", %.0f%% of the CPU time stolen by the host" % run["steal_pct"]
+    return text
 
 
 def time_why(run, limit, runs=None) -> str:
@@ -415,6 +438,8 @@ def time_why(run, limit, runs=None) -> str:
            "on 2 CPUs when it started" % (seconds(run["wall_s"] - limit), seconds(limit),
                                           seconds(run.get("ansible_overhead_s")), seconds(modules),
                                           run.get("load_before") or 0))
+    if run.get("steal_pct") is not None:
+        why += ", and the host took %.0f%% of the CPU time during it" % run["steal_pct"]
     idle = find(runs, run["agent"], run["pass_name"], run["backend"], 0) if runs else None
     if idle is not None:
         why += ("; the same pass with nothing to do (N = 0) takes %s s here: ansible-playbook's start %s s, then "
@@ -927,6 +952,7 @@ def render_markdown(results) -> str:
             ", here %.1f to %.1f" % (min(r.get("load_before", 0) for r in runs),
                                      max(r.get("load_before", 0) for r in runs)) if runs else ""),
     ]
+    lines += steal_lines(results, runs)
     lines += remeasured_lines(results)
     lines += [
         "",

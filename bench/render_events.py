@@ -14,7 +14,9 @@ def _row(run):
     running = "%d of %d" % (run["done_running"], run["done"]) if run["backend"] == "digitalocean" else "-"
     return [run["scenario"], run["agent"], "%d / %d" % (run["done"], run["orders"]),
             "%s / %s / %s" % (_s(run["median_s"]), _s(run["p95_s"]), _s(run["max_s"])), _s(run["last_done_s"]),
-            running, str(run["waldur_calls"]), str(run["cloud_calls"]), run.get("load_before", "?")]
+            running, str(run["waldur_calls"]), str(run["cloud_calls"]),
+            "%s%s" % (run.get("load_before", "?"),
+                      "" if run.get("steal_pct") is None else ", %.0f%% stolen" % run["steal_pct"])]
 
 
 WHERE_THE_TIME_GOES = (
@@ -49,8 +51,9 @@ def event_side_lines(side: dict | None) -> list[str]:
         "*Running at done*: of the orders set done, how many had an `active` droplet at that moment.",
         "Upstream sets `done` right after it has asked DigitalOcean for the droplet (the droplet is",
         "requested, often still `new`); ours sets `done` once the droplet is `active` and its metadata",
-        "recorded (the droplet runs). Load average %s at the start, %s at the end (2 CPUs, shared)."
-        % (side.get("load_start", "?"), side.get("load_end", "?")),
+        "recorded (the droplet runs). Load average %s at the start, %s at the end (2 CPUs, shared)%s."
+        % (side.get("load_start", "?"), side.get("load_end", "?"),
+           "" if side.get("steal_pct") is None else "; the host took %.0f%% of the CPU time" % side["steal_pct"]),
         "",
         "| scenario | agent | done | median / p95 / max, s | last done, s | running at done | Waldur calls "
         "| cloud calls | load before |",

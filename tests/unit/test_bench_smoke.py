@@ -16,7 +16,7 @@ import pytest
 from bench import render
 from bench.__main__ import Step, build_plan, run_plan
 from bench.harness import SimulatorSet, run_ours
-from bench.measure import _module_of, run_measured
+from bench.measure import _module_of, run_measured, stolen_share
 
 NO_LATENCY = {"waldur": 0.0, "digitalocean": 0.0, "azure": 0.0}
 
@@ -128,6 +128,7 @@ def test_membership_scenario_runs_end_to_end_and_renders_the_page_and_its_plots(
     assert cycles["steady"]["calls"]["waldur"]["writes"] == cycles["steady"]["calls"]["digitalocean"]["writes"] == 0
     assert cycles["changes"]["outcome"]["machines"] == {"active": 2, "off": 1}
     assert all(run["load_before"] >= 0 and run["measured_at"] for run in results["runs"])
+    assert all(0 <= run["steal_pct"] <= 100 for run in results["runs"])  # what the host took, beside the load
 
     plots = {metric: tmp_path / ("%s.png" % metric) for metric in render.PLOTS}
     written = render.write_docs(results, tmp_path / "performance.md", plots)
@@ -214,3 +215,16 @@ def test_event_phase_split_is_the_median_of_the_runs_that_carried_out_orders(tmp
     assert split["create and wait (cloud)"] == 3.0
     assert split[OTHER_TASKS] == 0.5 and split["outside tasks"] == 1.0
     assert phase_split(tmp_path / "missing.jsonl") is None
+
+
+def test_the_host_s_share_of_cpu_time_is_told_beside_the_load():
+    """A virtual machine's steal (CPU time the host gave other guests) slows every figure and the
+    load average does not show it: each run and the whole run say how much it was."""
+    assert stolen_share((1000, 10), (2000, 310)) == 30.0
+    assert stolen_share(None, (2000, 310)) is None and stolen_share((2000, 10), (2000, 10)) is None
+    run = _run("ours", "order", "digitalocean", 0, steal_pct=42.0)
+    assert render.load_of(run) == "load 3.5, 42% of the CPU time stolen by the host"
+    assert render.load_text(run) == "3.5 (42% stolen)"
+    assert render.steal_lines({"steal_pct": 25.0}, [run])[0].startswith("* the host took 25% of this machine's CPU")
+    assert "per run 42% to 42%" in render.steal_lines({"steal_pct": 25.0}, [run])[1]
+    assert "not measured" in render.steal_lines({}, [_run("ours", "order", "digitalocean", 0)])[0]
