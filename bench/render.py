@@ -153,7 +153,7 @@ def comparison_rows(runs):
 def load_text(*runs) -> str:
     """The load average before each run, and the CPU time the host stole during it where known:
     figures measured on a busy machine are noisy."""
-    loads = ["%.1f%s" % (run["load_before"], "" if run.get("steal_pct") is None else " (%.0f%% stolen)" % run["steal_pct"])
+    loads = ["%.1f%s" % (run["load_before"], "" if run.get("steal_pct") is None else ", %.0f%% stolen" % run["steal_pct"])
              for run in runs if run and run.get("load_before") is not None]
     return " / ".join(loads) or "—"
 
@@ -412,12 +412,13 @@ def steal_lines(results: dict, runs: list) -> list[str]:
     if not shares and results.get("steal_pct") is None:
         return ["* CPU time stolen by the host (a virtual machine's *steal*) was not measured for these runs."]
     whole = results.get("steal_pct")
-    text = "* the host took %s of this machine's CPU time during the runs (*steal*: other guests on our CPUs, which" % (
+    text = "* the host took %s of this machine's CPU time during the latest measurement (*steal*: other guests on" % (
         "%.0f%%" % whole if whole is not None else "an unknown share")
-    lines = [text, "  the load average does not show)"]
+    lines = [text, "  our CPUs, which the load average does not show)"]
     if shares:
-        lines[-1] += "; per run %.0f%% to %.0f%%, in the results file (`steal_pct`) and beside each target's load." % (
-            min(shares), max(shares))
+        lines[-1] += ("; per run %.0f%% to %.0f%% over the %d of %d runs that measured it, in the results file"
+                      " (`steal_pct`) and beside each target's load." % (min(shares), max(shares), len(shares),
+                                                                          len(runs)))
     else:
         lines[-1] += "."
     return lines
@@ -443,15 +444,15 @@ def time_why(run, limit, runs=None) -> str:
     idle = find(runs, run["agent"], run["pass_name"], run["backend"], 0) if runs else None
     if idle is not None:
         why += ("; the same pass with nothing to do (N = 0) takes %s s here: ansible-playbook's start %s s, then "
-                "%d module runs of %s s each on average (%s, requests%s)" % (
+                "%d module runs of %s s each on average (%s%s)" % (
                     seconds(idle["wall_s"]), seconds(idle.get("startup_s")), len(idle.get("modules") or []),
                     seconds(sum(module["seconds"] for module in idle.get("modules") or [])
                             / max(1, len(idle.get("modules") or []))),
                     # modules measured as processes ran the usual way; from the task profile, in the worker
-                    "a Python, ansible's module_utils" if any((module.get("cpu_s") is not None)
-                                                              for module in idle.get("modules") or [])
-                    else "the task's worker fork",
-                    ", the Azure SDK" if run["backend"] == "azure" else ""))
+                    "a Python, ansible's module_utils, requests" if any((module.get("cpu_s") is not None)
+                                                                        for module in idle.get("modules") or [])
+                    else "the task's worker fork and its API calls; the controller imported requests",
+                    " and the Azure SDK" if run["backend"] == "azure" else ""))
     return why
 
 
@@ -901,7 +902,7 @@ def remeasured_lines(results):
             if not cycles:
                 continue
             lines.append("* %s, %s: %s" % (entry["started"], label, ", ".join(
-                "%s %s s (load %.1f)" % (run["cycle"], seconds(run["wall_s"]), run.get("load_before") or 0)
+                "%s %s s (load %s)" % (run["cycle"], seconds(run["wall_s"]), load_text(run))
                 for run in cycles)))
     if not lines:
         return []

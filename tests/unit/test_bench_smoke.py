@@ -224,7 +224,8 @@ def test_the_host_s_share_of_cpu_time_is_told_beside_the_load():
     assert stolen_share(None, (2000, 310)) is None and stolen_share((2000, 10), (2000, 10)) is None
     run = _run("ours", "order", "digitalocean", 0, steal_pct=42.0)
     assert render.load_of(run) == "load 3.5, 42% of the CPU time stolen by the host"
-    assert render.load_text(run) == "3.5 (42% stolen)"
+    assert render.load_text(run) == "3.5, 42% stolen"
     assert render.steal_lines({"steal_pct": 25.0}, [run])[0].startswith("* the host took 25% of this machine's CPU")
-    assert "per run 42% to 42%" in render.steal_lines({"steal_pct": 25.0}, [run])[1]
+    assert "per run 42% to 42% over the 1 of 2 runs" in render.steal_lines(
+        {"steal_pct": 25.0}, [run, _run("ours", "order", "digitalocean", 10)])[1]
     assert "not measured" in render.steal_lines({}, [_run("ours", "order", "digitalocean", 0)])[0]
