@@ -10,7 +10,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from tests.helpers import REPO
-from bench.render_events import event_side_lines
+from bench.render_events import event_side_lines, stolen_text
 
 DOC = REPO / "docs" / "performance.md"
 PLOT = REPO / "docs" / "performance.png"
@@ -153,7 +153,7 @@ def comparison_rows(runs):
 def load_text(*runs) -> str:
     """The load average before each run, and the CPU time the host stole during it where known:
     figures measured on a busy machine are noisy."""
-    loads = ["%.1f%s" % (run["load_before"], "" if run.get("steal_pct") is None else ", %.0f%% stolen" % run["steal_pct"])
+    loads = ["%.1f%s" % (run["load_before"], stolen_text(run.get("steal_pct")))
              for run in runs if run and run.get("load_before") is not None]
     return " / ".join(loads) or "—"
 
@@ -416,19 +416,17 @@ def steal_lines(results: dict, runs: list) -> list[str]:
         "%.0f%%" % whole if whole is not None else "an unknown share")
     lines = [text, "  our CPUs, which the load average does not show)"]
     if shares:
+        figures = (min(shares), max(shares), len(shares), len(runs))
         lines[-1] += ("; per run %.0f%% to %.0f%% over the %d of %d runs that measured it, in the results file"
-                      " (`steal_pct`) and beside each target's load." % (min(shares), max(shares), len(shares),
-                                                                          len(runs)))
+                      " (`steal_pct`) and beside each target's load." % figures)
     else:
         lines[-1] += "."
     return lines
 
 
 def load_of(run) -> str:
-    text = "load %.1f" % run["load_before"] if run.get("load_before") is not None else "load unknown"
-    if run.get("steal_pct") is not None:
-        text += ", %.0f%% of the CPU time stolen by the host" % run["steal_pct"]
-    return text
+    load = "load %.1f" % run["load_before"] if run.get("load_before") is not None else "load unknown"
+    return load + stolen_text(run.get("steal_pct"), long=True)
 
 
 def time_why(run, limit, runs=None) -> str:
@@ -438,9 +436,7 @@ def time_why(run, limit, runs=None) -> str:
     why = ("%s s over %s s: %s s outside modules (ansible), %s s in modules; the machine's load average was %.1f "
            "on 2 CPUs when it started" % (seconds(run["wall_s"] - limit), seconds(limit),
                                           seconds(run.get("ansible_overhead_s")), seconds(modules),
-                                          run.get("load_before") or 0))
-    if run.get("steal_pct") is not None:
-        why += ", and the host took %.0f%% of the CPU time during it" % run["steal_pct"]
+                                          run.get("load_before") or 0)) + stolen_text(run.get("steal_pct"), long=True)
     idle = find(runs, run["agent"], run["pass_name"], run["backend"], 0) if runs else None
     if idle is not None:
         why += ("; the same pass with nothing to do (N = 0) takes %s s here: ansible-playbook's start %s s, then "

@@ -4,6 +4,13 @@ ours and upstream's ``event_process`` side by side, and issue 26's event targets
 from __future__ import annotations
 
 
+def stolen_text(share, long=False) -> str:
+    """``", 42% stolen"`` (or, ``long``, the whole phrase) for a run's steal; empty where unmeasured."""
+    if share is None:
+        return ""
+    return ", %.0f%% of the CPU time stolen by the host" % share if long else ", %.0f%% stolen" % share
+
+
 def _s(value):
     return "-" if value is None else "%.2f" % value
 
@@ -15,8 +22,7 @@ def _row(run):
     return [run["scenario"], run["agent"], "%d / %d" % (run["done"], run["orders"]),
             "%s / %s / %s" % (_s(run["median_s"]), _s(run["p95_s"]), _s(run["max_s"])), _s(run["last_done_s"]),
             running, str(run["waldur_calls"]), str(run["cloud_calls"]),
-            "%s%s" % (run.get("load_before", "?"),
-                      "" if run.get("steal_pct") is None else ", %.0f%% stolen" % run["steal_pct"])]
+            "%s%s" % (run.get("load_before", "?"), stolen_text(run.get("steal_pct")))]
 
 
 WHERE_THE_TIME_GOES = (
@@ -53,7 +59,7 @@ def event_side_lines(side: dict | None) -> list[str]:
         "requested, often still `new`); ours sets `done` once the droplet is `active` and its metadata",
         "recorded (the droplet runs). Load average %s at the start, %s at the end (2 CPUs, shared)%s."
         % (side.get("load_start", "?"), side.get("load_end", "?"),
-           "" if side.get("steal_pct") is None else "; the host took %.0f%% of the CPU time" % side["steal_pct"]),
+           stolen_text(side.get("steal_pct"), long=True)),
         "",
         "| scenario | agent | done | median / p95 / max, s | last done, s | running at done | Waldur calls "
         "| cloud calls | load before |",

@@ -93,7 +93,7 @@ def preload(action_plugin_name):
     ``runpy`` runs it afresh in the worker, and warns about a module already imported by its own
     name. A module that cannot be imported here fails in its worker, with ansible's usual message.
     """
-    package, _sep, name = to_text(action_plugin_name).rpartition(".plugins.action.")
+    package, _sep, name = action_plugin_name.rpartition(".plugins.action.")
     if not package.startswith("ansible_collections.") or not name:
         return
     module_name = "%s.plugins.modules.%s" % (package, name)
