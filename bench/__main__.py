@@ -128,6 +128,24 @@ def collection_version() -> str:
     return "unknown"
 
 
+def collection_commit() -> str | None:
+    """The commit measured (``git describe``'s short hash), marked when the tree held uncommitted
+    changes: a figure is only worth as much as knowing which code it came from."""
+    def git(*args):
+        try:
+            done = subprocess.run(["git", "-C", str(REPO)] + list(args), capture_output=True, text=True, check=False)
+        except OSError:
+            return None
+        return done.stdout.strip() if done.returncode == 0 else None
+
+    commit = git("rev-parse", "--short", "HEAD")
+    if commit is None:
+        return None
+    # bench/results/ is written by the bench itself while it runs
+    changed = git("status", "--porcelain", "--untracked-files=no", "--", ".", ":(exclude)bench/results")
+    return commit + (" with uncommitted changes" if changed else "")
+
+
 def run_plan(plan: list[Step], results: dict, out_path: Path, sims: SimulatorSet, log=print) -> None:
     logs = out_path.with_suffix("")
     logs.mkdir(parents=True, exist_ok=True)
@@ -259,13 +277,14 @@ def main(argv=None) -> int:
         labels = {step.label() for step in plan}
         results["runs"] = [run for run in results["runs"] if run_label(run) not in labels]
         results.setdefault("appended", []).append({"started": stamp, "only": args.only, "include": args.include,
+                                                   "commit": collection_commit(),
                                                    "scenarios": len(plan), "labels": sorted(labels)})
     else:
         out_path = RESULTS_DIR / ("%s.json" % stamp)
         results = {
             "started": stamp, "quick": args.quick, "only": args.only, "host": host_info(),
             "latency_s": LATENCY, "azure_lro_s": AZURE_LRO_SECONDS, "collection_version": collection_version(),
-            "upstream_versions": None, "variants": VARIANTS, "runs": [],
+            "collection_commit": collection_commit(), "upstream_versions": None, "variants": VARIANTS, "runs": [],
         }
     if any(step.agent == "upstream" for step in plan):
         results["upstream_versions"] = ensure_upstream()
@@ -280,6 +299,8 @@ def main(argv=None) -> int:
         print("bench: %s" % exc, file=sys.stderr)
         return 1
     if run_events(args, plan_filtered=bool(args.quick or args.only or args.include)):
+        if args.append:
+            results["appended"][-1]["events"] = True
         results["events"] = measure_events()
         from bench import events_side  # ours and upstream's event_process side by side
 

@@ -880,7 +880,9 @@ def appended_text(results) -> str:
     for entry in results.get("appended") or []:
         what = ", ".join(filter(None, ["%s only" % entry["only"] if entry.get("only") else "",
                                        "scenarios matching '%s'" % entry["include"] if entry.get("include") else ""]))
-        parts.append("%s (%s, %d scenarios)" % (entry["started"], what or "all", entry["scenarios"]))
+        measured = "%d scenarios" % entry["scenarios"] + (" and the event benches" if entry.get("events") else "")
+        parts.append("%s (%s, %s%s)" % (entry["started"], what or "all", measured,
+                                        ", commit %s" % entry["commit"] if entry.get("commit") else ""))
     return "; scenarios measured again since: " + "; ".join(parts) if parts else ""
 
 
@@ -935,8 +937,9 @@ def render_markdown(results) -> str:
         "* machine: %s CPUs (%s), %s, Python %s, %s." % (
             host.get("cpus"), host.get("cpu_model") or "unknown CPU", host.get("platform"), host.get("python"),
             host.get("ansible") or "ansible unknown"),
-        "* versions: collection %s; upstream %s." % (
+        "* versions: collection %s%s; upstream %s." % (
             results.get("collection_version"),
+            " at commit %s" % results["collection_commit"] if results.get("collection_commit") else "",
             ", ".join("%s %s" % item for item in sorted(versions.items())) or "not run"),
         "* latency injected into every API call: Waldur %.0f ms, DigitalOcean %.0f ms, Azure ARM %.0f ms; every"
         % (1000 * latency.get("waldur", 0), 1000 * latency.get("digitalocean", 0), 1000 * latency.get("azure", 0)),

@@ -9,14 +9,18 @@ the page's headlines and targets say what was measured and nothing else.
 
 from __future__ import annotations
 
+import os
+import re
+import subprocess
 import sys
 
 import pytest
 
 from bench import render
-from bench.__main__ import Step, build_plan, run_plan
+from bench.__main__ import Step, build_plan, collection_commit, run_plan
 from bench.harness import SimulatorSet, run_ours
 from bench.measure import _module_of, run_measured, stolen_share
+from tests.helpers import REPO
 
 NO_LATENCY = {"waldur": 0.0, "digitalocean": 0.0, "azure": 0.0}
 
@@ -229,3 +233,33 @@ def test_the_host_s_share_of_cpu_time_is_told_beside_the_load():
     assert "per run 42% to 42% over the 1 of 2 runs" in render.steal_lines(
         {"steal_pct": 25.0}, [run, _run("ours", "order", "digitalocean", 10)])[1]
     assert "not measured" in render.steal_lines({}, [_run("ours", "order", "digitalocean", 0)])[0]
+
+
+def test_the_page_names_the_commit_it_measured():
+    """A figure is only worth as much as knowing which code it came from: the full run and every
+    scenario measured again since name their commit, and the bench reads it from git."""
+    run = _run("ours", "order", "digitalocean", 0)
+    page = render.render_markdown({
+        "runs": [run], "latency_s": NO_LATENCY, "started": "20261204T000000Z", "collection_version": "0.1.0",
+        "collection_commit": "abc1234",
+        "appended": [{"started": "20261204T010000Z", "only": "ours", "include": None, "scenarios": 1,
+                      "labels": [], "commit": "def5678 with uncommitted changes"},
+                     {"started": "20261204T020000Z", "only": None, "include": "events", "scenarios": 0,
+                      "labels": [], "commit": "fed8765", "events": True}]})
+    assert "* versions: collection 0.1.0 at commit abc1234;" in page
+    assert "(ours only, 1 scenarios, commit def5678 with uncommitted changes)" in page
+    assert "(scenarios matching 'events', 0 scenarios and the event benches, commit fed8765)" in page
+    assert " at commit" not in render.render_markdown({"runs": [run], "latency_s": NO_LATENCY})
+    if not (REPO / ".git").exists():
+        return  # a source tree without its history: nothing to read the commit from
+    commit = collection_commit()
+    assert commit is not None and re.fullmatch(r"[0-9a-f]{7,}( with uncommitted changes)?", commit)
+
+
+def test_the_event_benches_import_outside_pytest():
+    """``make bench`` runs ``python -m bench`` without tests/conftest.py: the event benches import the
+    integration tests' helpers, and those the collection as ``ansible_collections.waldur.site_agent``."""
+    env = {key: value for key, value in os.environ.items() if key not in ("PYTHONPATH", "ANSIBLE_COLLECTIONS_PATH")}
+    imported = subprocess.run([sys.executable, "-c", "import bench.events, bench.events_side"], cwd=REPO, env=env,
+                              capture_output=True, text=True, check=False)
+    assert imported.returncode == 0, imported.stderr
