@@ -487,8 +487,28 @@ def _target(target, runs_needed, measure):
     return (target,) + tuple(measure(*runs_needed))
 
 
+IDLE_LIMIT_S = 2.5
+IDLE_TARGET = ("Ansible's own time per pass (outside modules) ≤ 2 s at every N; whole idle pass (N = 0) ≤ 2.5 s "
+               "(issue 26; issue 14 asked 1.5 s)")
+
+
+def idle_list(runs) -> str:
+    return ", ".join("%s %s %s s (%s)" % (run["pass_name"], BACKEND_SHORT[run["backend"]], seconds(run["wall_s"]),
+                                          load_of(run)) for run in runs)
+
+
+def module_split(run) -> str:
+    """The run's module tasks by module, the slowest first."""
+    by_module = {}
+    for module in run.get("modules") or []:
+        by_module[module["module"]] = by_module.get(module["module"], 0.0) + module["seconds"]
+    return ", ".join("%s %s s" % (name, seconds(spent))
+                     for name, spent in sorted(by_module.items(), key=lambda item: -item[1])) or "none recorded"
+
+
 def targets(runs, events=None):
-    """``(target, measured, met, why)`` for each target row of issue 14; ``met`` is None when
+    """``(target, measured, met, why)`` for each target row of issues 14 and 26 (in issue 26's form
+    where it restated one); ``met`` is None when
     the scenario was not measured. ``why`` says, for a missed one, by how much and what
     bounds it."""
     out = []
@@ -507,22 +527,27 @@ def targets(runs, events=None):
         calls_ok = cycle != "steady" or arm_calls(run) <= 60
         writes_ok = cycle != "steady" or writes(run) == 0
         ratio = idle_ratio(run)
+        # Issue 26: the steady cycle within 2× the idle pass, the load-independent form of "5 s".
+        ratio_ok = cycle != "steady" or ratio is None or ratio <= 2
         measured = "%s s%s, %s ARM + %s Waldur calls, %s writes (%s)" % (
             seconds(run["wall_s"]), idle_text(ratio),
             count(arm_calls(run)), count(waldur_calls(run)), count(writes(run)), load_of(run))
         why = []
-        if not wall_ok:
+        if not wall_ok or not ratio_ok:
             if cycle == "steady" and ratio is not None:
                 why.append("%s 2× the idle pass of the same run" % ("within" if ratio <= 2 else "over"))
-            why.append(time_why(run, limit, runs))
+            idle = find(runs, run["agent"], run["pass_name"], run["backend"], 0)
+            why.append(time_why(run, limit if not wall_ok else 2 * idle["wall_s"], runs))
+            why.append("by module: " + module_split(run))
         if not calls_ok:
             why.append("%s ARM calls; made once per VM or more: %s" % (count(arm_calls(run)),
                                                                        per_resource_operations(run, run["n"])))
         if not writes_ok:
             why.append("%d writes in a steady cycle" % writes(run))
-        return measured, wall_ok and calls_ok and writes_ok, "; ".join(why)
+        return measured, wall_ok and ratio_ok and calls_ok and writes_ok, "; ".join(why)
 
-    out.append(_target("Azure report, 1,000 VMs, steady: ≤ 5 s, ≤ 60 ARM calls, 0 writes",
+    out.append(_target("Azure report, 1,000 VMs, steady: ≤ 5 s and ≤ 2× the idle report pass of the same run, "
+                       "≤ 60 ARM calls, 0 writes",
                        [find(runs, "ours", "report", "azure", 1000, "steady")],
                        lambda run: azure_report(run, 5.0, "steady")))
     out.append(_target("Azure report, 1,000 VMs, first cycle: ≤ 8 s",
@@ -629,12 +654,13 @@ def targets(runs, events=None):
     fixed = [run for run in runs if run["agent"] == "ours" and run.get("ansible_overhead_s") is not None
              and not run.get("variant")]
     if not fixed:
-        out.append(("Ansible's own time per pass (outside modules) ≤ 2 s at every N; whole idle pass (N = 0) ≤ 1.5 s",
+        out.append((IDLE_TARGET,
                     NOT_MEASURED, None, ""))
     else:
         worst = max(fixed, key=lambda run: run["ansible_overhead_s"])
         zero = [run for run in fixed if run["n"] == 0]
-        slow_zero = [run for run in zero if run["wall_s"] > 1.5]
+        slow_zero = [run for run in zero if run["wall_s"] > IDLE_LIMIT_S]
+        over_issue_14 = [run for run in zero if IDLE_LIMIT_S >= run["wall_s"] > 1.5]
         ok = worst["ansible_overhead_s"] <= 2.0 and not slow_zero
         why = []
         if worst["ansible_overhead_s"] > 2.0:
@@ -643,19 +669,18 @@ def targets(runs, events=None):
                 seconds(worst["ansible_overhead_s"] - 2.0), worst["n"], load_of(worst),
                 seconds(base and base["ansible_overhead_s"])))
         if slow_zero:
-            why.append("idle passes over 1.5 s: " + ", ".join(
-                "%s %s %s s (%s)" % (run["pass_name"], BACKEND_SHORT[run["backend"]], seconds(run["wall_s"]), load_of(run))
-                for run in slow_zero))
+            why.append("idle passes over %s s: " % seconds(IDLE_LIMIT_S) + idle_list(slow_zero))
         growth = overhead_growth(fixed)
         if growth:
             why.append("outside modules, from N = 0 to the largest N of each pass (steady cycle where there is "
                        "one): " + growth)
-        out.append(("Ansible's own time per pass (outside modules) ≤ 2 s at every N; whole idle pass (N = 0) ≤ 1.5 s",
+        out.append((IDLE_TARGET,
                     "at most %s s outside modules (%s %s N=%d %s, %s); idle passes: %s" % (
                         seconds(worst["ansible_overhead_s"]), worst["pass_name"], BACKEND_SHORT[worst["backend"]],
                         worst["n"], worst["cycle"], load_of(worst),
                         ", ".join("%s %s %s s" % (run["pass_name"], BACKEND_SHORT[run["backend"]], seconds(run["wall_s"]))
-                                  for run in zero) or NOT_MEASURED),
+                                  for run in zero) or NOT_MEASURED)
+                    + ("; over issue 14's 1.5 s: " + idle_list(over_issue_14) if over_issue_14 else ""),
                     ok, "; ".join(why)))
 
     target = "Event path: order created → done (instant backend, 50 orders, rulebook and a real broker): median ≤ 2 s, p95 ≤ 4 s"
@@ -1004,7 +1029,8 @@ def render_markdown(results) -> str:
         "",
     ]
     lines += [
-        "Each target of issue 14, from this results file; a scenario it does not hold says *not measured*.",
+        "Each target of issues 14 and 26 (in issue 26's form where it restated one), from this results file;",
+        "a scenario it does not hold says *not measured*.",
         "Wall times carry the load average the run started under (2 CPUs, shared).",
         "",
     ]

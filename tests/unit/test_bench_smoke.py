@@ -196,6 +196,24 @@ def test_azure_wall_targets_carry_the_ratio_to_the_idle_pass_of_the_same_run():
     assert "7.00 s (1.8× the idle pass)" in row[1], row
     assert row[2] is False and "within 2× the idle pass of the same run" in row[3]
 
+    # Within 5 s but over 2× the idle pass: issue 26 counts that as missed, and says where the time went.
+    runs = [_run("ours", "report", "azure", 0, wall=1.3),
+            _run("ours", "report", "azure", 1000, "steady", wall=3.9, waldur=42, backend_calls=43,
+                 modules=[{"module": "azure_vm_chain_info", "seconds": 1.5}, {"module": "waldur_usage", "seconds": 0.9}])]
+    row = [row for row in render.targets(runs) if row[0].startswith("Azure report, 1,000 VMs, steady")][0]
+    assert row[2] is False and "over 2× the idle pass of the same run" in row[3], row
+    assert "by module: azure_vm_chain_info 1.50 s, waldur_usage 0.90 s" in row[3], row
+
+
+def test_an_idle_pass_within_issue_26s_limit_is_met_and_names_those_over_issue_14s():
+    runs = [_run("ours", "order", "digitalocean", 0, wall=1.55, ansible_overhead_s=1.3),
+            _run("ours", "report", "digitalocean", 0, wall=1.1, ansible_overhead_s=1.0)]
+    row = [row for row in render.targets(runs) if row[0].startswith("Ansible's own time")][0]
+    assert row[2] is True and "over issue 14's 1.5 s: order DO 1.55 s" in row[1], row
+    runs[1]["wall_s"] = 2.6
+    row = [row for row in render.targets(runs) if row[0].startswith("Ansible's own time")][0]
+    assert row[2] is False and "idle passes over 2.50 s: report DO 2.60 s" in row[3], row
+
 
 def test_event_phase_split_is_the_median_of_the_runs_that_carried_out_orders(tmp_path):
     import json
