@@ -971,8 +971,8 @@ def render_markdown(results) -> str:
         "  Azure create/delete is a long-running operation that stays `InProgress` for %.0f s (polled with"
         % results.get("azure_lro_s", 0),
         "  `Retry-After: 1`).",
-        "* the machine is shared with other work, and short passes vary with its load (the same N = 0 order",
-        "  pass took about 2 s on the quiet machine and up to 6 s with both CPUs busy); the load average",
+        "* the machine is shared with other work, and short passes vary with its load (an idle pass is",
+        "  mostly ansible's start and forks, which slow down when both CPUs are busy); the load average",
         "  before each run is in the results file (`load_before`%s)." % (
             ", here %.1f to %.1f" % (min(r.get("load_before", 0) for r in runs),
                                      max(r.get("load_before", 0) for r in runs)) if runs else ""),
@@ -1039,7 +1039,8 @@ def render_markdown(results) -> str:
                      for target, measured, ok, why in targets(all_runs, results.get("events"))])
     lines += [""] + rate_limit_lines(all_runs)
     lines += catalogue_lines(all_runs)
-    lines += event_side_lines(results.get("events_side")) + [""]
+    start_gap_s = ((results.get("events") or {}).get("passes") or {}).get("start_gap_median_s")
+    lines += event_side_lines(results.get("events_side"), start_gap_s) + [""]
     lines += [
         "## Where our time goes",
         "",

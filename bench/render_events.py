@@ -25,26 +25,31 @@ def _row(run):
             "%s%s" % (run.get("load_before", "?"), stolen_text(run.get("steal_pct")))]
 
 
-WHERE_THE_TIME_GOES = (
-    "Each phase but *other tasks* is one or two module tasks. The collection's modules run inside the task's "
-    "worker (`plugins/plugin_utils/in_process.py`), so a module task costs about a tenth of a second here: the "
-    "worker's fork and the task's templating; requests, the SDKs and the collection's client were imported by "
-    "the controller once, before it forked the worker. "
-    "Run the usual way, each was a Python of its own at about 0.9 s (AnsiballZ's zip built, unpacked and "
-    "compiled again every run), and an isolated order took 12 s. The API calls take milliseconds against the "
-    "simulators. What is left is ansible's own cost per task: the twenty-odd tasks of configuration, lock, "
-    "accounting and summary (*other tasks*), each a fork and a template, and ansible-playbook's start (*outside "
-    "tasks*). Before a run starts, the message goes from the broker through the source to `ansible-rulebook`, "
-    "which starts `ansible-runner` and `ansible-playbook` (about 1.4 s, *start gap* in the runs' JSON lines). "
-    "Below that floor only a resident worker would go, keeping the pass loaded between events instead of one "
-    "playbook run per event; neither the pass lock nor the evidence rules (the catalogue check and Waldur's "
-    "processing before anything is built) would change. A burst is one run: the run an order's event starts "
-    "also takes every other order of the offering pending when it lists them (`order_process_with_pending`); "
-    "the event for the rest of the burst then finds them done.")
+def where_the_time_goes(start_gap_s=None) -> str:
+    """What the phase table means, with the start gap the 50-order event bench measured, when it ran."""
+    gap = (" (%s s from one run's end to the next one's start, median of the 50-order event bench)" % _s(start_gap_s)
+           if start_gap_s is not None else "")
+    return (
+        "Each phase but *other tasks* is one or two module tasks. The collection's modules run inside the task's "
+        "worker (`plugins/plugin_utils/in_process.py`), so a module task costs about a tenth of a second here: the "
+        "worker's fork and the task's templating; requests, the SDKs and the collection's client were imported by "
+        "the controller once, before it forked the worker. "
+        "Run the usual way (`waldur_site_agent_in_process: false`), each module task is a Python of its own "
+        "(AnsiballZ's zip built, unpacked and compiled again every run). The API calls take milliseconds against the "
+        "simulators. What is left is ansible's own cost per task: the twenty-odd tasks of configuration, lock, "
+        "accounting and summary (*other tasks*), each a fork and a template, and ansible-playbook's start (*outside "
+        "tasks*). Before a run starts, the message goes from the broker through the source to `ansible-rulebook`, "
+        "which starts `ansible-runner` and `ansible-playbook`%s. "
+        "Below that floor only a resident worker would go, keeping the pass loaded between events instead of one "
+        "playbook run per event; neither the pass lock nor the evidence rules (the catalogue check and Waldur's "
+        "processing before anything is built) would change. A burst is one run: the run an order's event starts "
+        "also takes every other order of the offering pending when it lists them (`order_process_with_pending`); "
+        "the event for the rest of the burst then finds them done." % gap)
 
 
-def event_side_lines(side: dict | None) -> list[str]:
-    """The section's lines; none when the run measured no event scenarios."""
+def event_side_lines(side: dict | None, start_gap_s=None) -> list[str]:
+    """The section's lines; none when the run measured no event scenarios. ``start_gap_s``: the
+    event bench's median gap between runs (``results["events"]["passes"]``), when it ran."""
     if not side:
         return []
     lines = [
@@ -78,7 +83,7 @@ def event_side_lines(side: dict | None) -> list[str]:
         lines += ["| %s | %d | %s | %s |" % (run["scenario"], run["phases"]["runs"], _s(run["phases"]["run"]),
                                              " | ".join(_s(run["phases"].get(name)) for name in names))
                   for run in phased]
-        lines += ["", WHERE_THE_TIME_GOES]
+        lines += ["", where_the_time_goes(start_gap_s)]
     if side.get("targets"):
         lines += ["", "| event target (issue 26) | limit, s | ours, s | upstream, s | met |", "|---|---|---|---|---|"]
         lines += ["| %s | %s | %s | %s | %s |" % (

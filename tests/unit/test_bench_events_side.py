@@ -39,3 +39,10 @@ def test_both_agents_are_rendered_with_how_many_done_orders_had_a_running_drople
     assert "| burst: last of 20 done | 4.00 | 3.50 | - | yes |" in text
     assert "Load average 5.0 at the start, 6.0 at the end" in text
     assert event_side_lines(None) == []
+
+
+def test_the_phase_note_gives_the_start_gap_of_the_same_run():
+    phased = dict(run("ours", "isolated", 1.5, 1.7), phases={"claim": 0.1, "run": 1.3, "runs": 10})
+    text = "\n".join(event_side_lines({"runs": [phased]}, start_gap_s=0.61))
+    assert "`ansible-playbook` (0.61 s from one run's end to the next one's start" in text
+    assert "0.61 s" not in "\n".join(event_side_lines({"runs": [phased]}))
