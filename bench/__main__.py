@@ -129,7 +129,7 @@ def collection_version() -> str:
 
 
 def collection_commit() -> str | None:
-    """The commit measured (``git describe``'s short hash), marked when the tree held uncommitted
+    """The commit measured (``git rev-parse --short HEAD``), marked when the tree held uncommitted
     changes: a figure is only worth as much as knowing which code it came from."""
     def git(*args):
         try:
