@@ -5,10 +5,8 @@ and shows the figures of the last full run. Not part of ``make test``; a tiny sm
 the harness is (``tests/unit/test_bench_smoke.py``).
 """
 
-import sys
-
-from tests.helpers import collection_path
+from tests.helpers import import_collection_from_checkout
 
 # The event benches reuse the integration tests' helpers, which import the collection's
-# module_utils as ``ansible_collections.waldur.site_agent``: the path tests/conftest.py adds.
-sys.path.insert(0, str(collection_path()))
+# module_utils; outside pytest nothing else puts the checkout on the path.
+import_collection_from_checkout()

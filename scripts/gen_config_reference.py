@@ -42,10 +42,9 @@ FILTER = REPO / "plugins" / "filter" / "backend_items.py"
 if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
 
-from tests.helpers import collection_path  # noqa: E402  (needs REPO on sys.path)
+from tests.helpers import import_collection_from_checkout  # noqa: E402  (needs REPO on sys.path)
 
-if str(collection_path()) not in sys.path:
-    sys.path.insert(0, str(collection_path()))
+import_collection_from_checkout()
 
 from ansible_collections.waldur.site_agent.plugins.module_utils.azure import clients as azure_clients  # noqa: E402
 from ansible_collections.waldur.site_agent.plugins.module_utils.digitalocean import client as digitalocean  # noqa: E402

@@ -2,17 +2,14 @@
 
 from __future__ import annotations
 
-import sys
-
 import pytest
 
-from tests.helpers import collection_path
+from tests.helpers import import_collection_from_checkout
 from tests.simulators import simulator_class
 from tests.simulators.common import SimulatorServer
 
-
 # `ansible_collections.waldur.site_agent.*` imports resolve to this checkout.
-sys.path.insert(0, str(collection_path()))
+import_collection_from_checkout()
 
 
 def _start(name, tmp_path_factory, tls=False, **options):

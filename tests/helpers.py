@@ -31,6 +31,14 @@ def collection_path() -> Path:
     return COLLECTIONS_ROOT
 
 
+def import_collection_from_checkout() -> None:
+    """Make ``ansible_collections.waldur.site_agent.*`` imports in this Python resolve to this
+    checkout (the tests, the bench and the doc generators import the collection's module_utils)."""
+    root = str(collection_path())
+    if root not in sys.path:
+        sys.path.insert(0, root)
+
+
 def copy_working_tree(dest: Path) -> Path:
     """The files the next commit would hold (tracked, plus new files git does not ignore),
     leaving out any virtualenv lying around untracked."""
