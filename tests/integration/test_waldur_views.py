@@ -95,7 +95,7 @@ def test_a_spoilt_listing_fails_the_offering_naming_the_call_and_nothing_is_writ
 
     waldur.app.exchanges.clear()  # the spoilt answers break the schema on purpose
     assert run.rc != 0, run.output[-4000:]
-    assert "Waldur GET %s failed (HTTP 200): answered %s" % (path, SHOWN[kind]) in run.output, run.output[-4000:]
+    assert "Waldur GET %s (HTTP 200) is not proof: answered %s" % (path, SHOWN[kind]) in run.output, run.output[-4000:]
     assert "The %s pass failed for: %s" % (PASS_NAMES.get(name, name), NAMES[backend]) in run.output, run.output[-3000:]
     assert waldur_writes(waldur, since) == []  # no approve, no set_usage, no set_as_ok
     assert do_sim.app.write_calls() == [] and azure_sim.app.write_calls() == []  # nothing deleted either
@@ -116,7 +116,7 @@ def test_a_listing_of_the_wrong_shape_or_that_does_not_add_up_is_no_view_either(
 
     waldur.app.exchanges.clear()
     assert run.rc != 0
-    assert "Waldur GET /api/marketplace-provider-resources/ failed (HTTP 200): " in run.output
+    assert "Waldur GET /api/marketplace-provider-resources/ (HTTP 200) is not proof: " in run.output
     assert SHOWN[kind] in run.output
     assert waldur_writes(waldur) == []
 

@@ -44,6 +44,7 @@ from ansible.module_utils.basic import missing_required_lib
 from ansible.module_utils.parsing.convert_bool import BOOLEANS_FALSE, BOOLEANS_TRUE
 
 from ansible_collections.waldur.site_agent.plugins.module_utils.core.batch import ItemError
+from ansible_collections.waldur.site_agent.plugins.module_utils.core.evidence import ProvenList, ProvenObject, Unproven
 from ansible_collections.waldur.site_agent.plugins.module_utils.core.pass_guard import check_write
 from ansible_collections.waldur.site_agent.plugins.module_utils.core.http import (
     DONE,
@@ -61,6 +62,7 @@ from ansible_collections.waldur.site_agent.plugins.module_utils.core.secrets imp
 from ansible_collections.waldur.site_agent.plugins.module_utils.core.uuids import hex_uuid
 from ansible_collections.waldur.site_agent.plugins.module_utils.waldur.errors import (  # noqa: F401 (re-exported)
     WaldurApiError,
+    WaldurUnproven,
     _error_text,
     describe_connection_error,
 )
@@ -176,11 +178,24 @@ class WaldurClient:
         return urlsplit(self.url(path)).path
 
     # ---- calls ------------------------------------------------------------------------
-    def get(self, path, params=None, expect=dict):
+    def get(self, path, params=None, expect=dict, shape=None):
         """One JSON value of the type ``expect`` (``dict``: one object, ``list``: a bare list,
-        None: any JSON). Any other 2xx answer (empty, HTML, truncated JSON, the wrong shape) raises
-        a :class:`WaldurApiError` naming the call and what came back: never "nothing"."""
-        return self.request("GET", path, params=params, expect=expect)
+        None: any JSON), of ``shape`` (an ``evidence.Shape``: the fields the caller reads, of their
+        types) when given. Any other 2xx answer (empty, HTML, truncated JSON, the wrong shape) raises
+        :class:`WaldurUnproven` naming the call and what came back: never "nothing". An object comes
+        back as ``ProvenObject`` (a list as ``ProvenList``)."""
+        body = self.request("GET", path, params=params, expect=expect)
+        source = "GET %s" % self.api_path(path)
+        if shape is not None:
+            values = body if isinstance(body, list) else [body]
+            problem = shape.first_problem(values, _asked(params))
+            if problem:
+                raise WaldurUnproven(200, "GET", self.api_path(path), "answered JSON of another shape (%s)" % problem)
+        if isinstance(body, dict):
+            return ProvenObject(body, source)
+        if isinstance(body, list):
+            return ProvenList(body, source)
+        return body
 
     def post(self, path, json=None, params=None, idempotent=True, expect=dict):
         """POST; an empty 200/201 body (older Waldur transitions) comes back as ``{}``; any other
@@ -188,20 +203,22 @@ class WaldurClient:
         body = self.request("POST", path, params=params, json=json, idempotent=idempotent, expect=expect)
         return {} if body is None else body
 
-    def list(self, path, params=None):
-        """Every item of a paged listing, following ``Link: <...>; rel="next"``."""
-        items = []
-        for page in self.pages(path, params):
+    def list(self, path, params=None, shape=None):
+        """Every item of a paged listing, following ``Link: <...>; rel="next"``, as a
+        ``ProvenList`` (see :meth:`pages`)."""
+        items = ProvenList(source="GET %s" % self.api_path(path))
+        for page in self.pages(path, params, shape=shape):
             items.extend(page)
         return items
 
-    def pages(self, path, params=None):
+    def pages(self, path, params=None, shape=None):
         """The pages of a listing, one list of items (objects) each, fetched as the caller asks
-        for them. A page that is not a JSON list of objects raises a :class:`WaldurApiError`, and
-        so does a listing whose pages, read to the end, do not add up to Waldur's
-        ``X-Result-Count``: an incomplete view is never taken for the whole."""
+        for them. A page that is not a JSON list of objects (of ``shape``, when given), a page
+        without Waldur's ``X-Result-Count`` and a listing whose pages, read to the end, do not add
+        up to it raise :class:`WaldurUnproven`: an incomplete view is never taken for the whole."""
         query = dict(params or {})
         query.setdefault("page_size", DEFAULT_PAGE_SIZE)
+        asked = _asked(params)
         seen_pages = set()
         listed = 0
         for _page in range(MAX_PAGES):
@@ -213,9 +230,14 @@ class WaldurClient:
                 items = body
             if not isinstance(items, list) or not all(isinstance(item, dict) for item in items):
                 raise self._malformed(response, "GET", path, _LISTING)
+            problem = shape.first_problem(items, asked) if shape is not None else None
+            if problem:
+                raise WaldurUnproven(response.status_code, "GET", self.api_path(path),
+                                     "a page of the listing holds JSON of another shape (%s)" % problem)
             count = self._result_count(response, path)
             listed += len(items)
-            yield items
+            source = "GET %s" % self.api_path(path)
+            yield [ProvenObject(item, source) for item in items]
             next_url = (response.links.get("next") or {}).get("url")
             if next_url:
                 # Re-issue our own path with the next page's query: a proxy may put the wrong scheme
@@ -225,27 +247,29 @@ class WaldurClient:
                 if "page" in query and marker not in seen_pages:
                     seen_pages.add(marker)
                     continue
-            if count is not None and count != listed:
-                raise WaldurApiError(response.status_code, "GET", self.api_path(path), (
+            if count != listed:
+                raise WaldurUnproven(response.status_code, "GET", self.api_path(path), (
                     "the listing's pages hold %d item(s) but its X-Result-Count says %d: an incomplete view, "
                     "not used (did the listing change while it was read?)" % (listed, count)))
             return
 
     def _result_count(self, response, path):
-        """Waldur's ``X-Result-Count`` of a listing as a number, None when it sends none."""
+        """Waldur's ``X-Result-Count`` of a listing as a number. Every paged listing of Waldur
+        carries it; one without it (a proxy's answer, a cache) cannot be proven whole."""
         value = response.headers.get("X-Result-Count")
         if value is None:
-            return None
+            raise WaldurUnproven(response.status_code, "GET", self.api_path(path),
+                                 "the listing carries no X-Result-Count, so whether it is whole cannot be proven")
         try:
             count = int(str(value).strip())
         except ValueError:
             count = -1
         if count < 0:
-            raise WaldurApiError(response.status_code, "GET", self.api_path(path),
+            raise WaldurUnproven(response.status_code, "GET", self.api_path(path),
                                  "X-Result-Count is %r, not a count" % self._scrub(str(value)[:40]))
         return count
 
-    def find(self, path, uuids, params=None):
+    def find(self, path, uuids, params=None, shape=None):
         """``{uuid: item}`` for the items of a paged listing whose ``uuid`` is one of ``uuids``.
 
         Worth it for two or more (one item is one read). The listing stops once every one is seen,
@@ -256,7 +280,7 @@ class WaldurClient:
         found = {}
         if len(wanted) < 2:
             return found
-        for number, page in enumerate(self.pages(path, params), 1):
+        for number, page in enumerate(self.pages(path, params, shape=shape), 1):
             for item in page:
                 uuid = hex_uuid(item.get("uuid")) if isinstance(item, dict) else None
                 if uuid in wanted:
@@ -411,11 +435,19 @@ class WaldurClient:
     def _malformed(self, response, method, path, wanted):
         """The error for a 2xx answer that is not ``wanted``: its content type and first characters,
         on one line, never its headers."""
-        return WaldurApiError(response.status_code, method, self.api_path(path), "answered %s instead of %s"
+        return WaldurUnproven(response.status_code, method, self.api_path(path), "answered %s instead of %s"
                               % (describe_body(response, self._scrub), wanted))
 
     def close(self):
         self.session.close()
+
+
+def _asked(params):
+    """The fields a call asked Waldur for (``field=``), or None when it asked for all."""
+    fields = (params or {}).get("field")
+    if fields is None:
+        return None
+    return set([fields] if isinstance(fields, str) else fields)
 
 
 def error_message(exc):

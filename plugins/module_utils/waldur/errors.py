@@ -10,6 +10,7 @@ __metaclass__ = type
 
 import re
 
+from ansible_collections.waldur.site_agent.plugins.module_utils.core.evidence import Unproven
 from ansible_collections.waldur.site_agent.plugins.module_utils.core.retry import RETRYABLE_STATUSES
 
 try:
@@ -76,11 +77,40 @@ class WaldurApiError(Exception):
 
     @property
     def not_found(self):
-        return self.status == 404
+        """Waldur's own not-found: a 404 whose body is Waldur's JSON error (``{"detail": ...}``). A 404
+        that is an HTML page (a proxy's, a wrong ``api_url``) or empty proves nothing about the object."""
+        return self.status == 404 and isinstance(self.body, dict)
 
     @property
     def conflict(self):
         return self.status == 409
+
+    @property
+    def unproven(self):
+        """True for an answer that proves nothing (``WaldurUnproven``)."""
+        return False
+
+
+class WaldurUnproven(WaldurApiError, Unproven):
+    """A 2xx answer of Waldur that is not proof (not JSON, the wrong shape, a listing whose pages do
+    not add up to its ``X-Result-Count``): the item it was for is left as it is, never erred."""
+
+    def __init__(self, status, method, path, message, body=None):
+        WaldurApiError.__init__(self, status, method, path, message, body=body)
+        self.message = message  # Unproven's constructor, reached through super(), set it to the whole text
+        self.call = "%s %s" % (method, path)
+        self.args = (str(self),)
+
+    def __str__(self):
+        return "Waldur %s %s (HTTP %s) is not proof: %s" % (self.method, self.path, self.status, self.message)
+
+    @property
+    def transient(self):
+        return False
+
+    @property
+    def unproven(self):
+        return True
 
 
 _ERRNO_TEXT = re.compile(r"\[Errno -?\d+\] ([^'\")\]]+)")

@@ -138,9 +138,9 @@ def test_list_follows_link_next_and_keeps_repeated_params(server):
     path = "/api/marketplace-orders/"
     link = '<{base}%s?page=%d&page_size=100&state=pending-provider&state=executing>; rel="next"'
     server.on(path,
-              (200, {"Link": link % (path, 2)}, [{"uuid": "1"}, {"uuid": "2"}]),
-              (200, {"Link": link % (path, 3)}, [{"uuid": "3"}]),
-              (200, {}, [{"uuid": "4"}]))
+              (200, {"Link": link % (path, 2), "X-Result-Count": "4"}, [{"uuid": "1"}, {"uuid": "2"}]),
+              (200, {"Link": link % (path, 3), "X-Result-Count": "4"}, [{"uuid": "3"}]),
+              (200, {"X-Result-Count": "4"}, [{"uuid": "4"}]))
     client = make_client(server)
     items = client.list("marketplace-orders/", params={"state": ["pending-provider", "executing"]})
     assert [item["uuid"] for item in items] == ["1", "2", "3", "4"]
@@ -155,15 +155,16 @@ def test_list_stays_on_api_url_when_link_names_another_host(server):
     # a TLS-terminating proxy may emit links with the wrong scheme or host; the token must not follow them
     path = "/api/marketplace-provider-resources/"
     server.on(path,
-              (200, {"Link": '<http://elsewhere.invalid:9%s?page=2&page_size=100>; rel="next"' % path}, [{"uuid": "a"}]),
-              (200, {}, [{"uuid": "b"}]))
+              (200, {"Link": '<http://elsewhere.invalid:9%s?page=2&page_size=100>; rel="next"' % path,
+                     "X-Result-Count": "2"}, [{"uuid": "a"}]),
+              (200, {"X-Result-Count": "2"}, [{"uuid": "b"}]))
     client = make_client(server)
     assert [item["uuid"] for item in client.list("marketplace-provider-resources/")] == ["a", "b"]
     assert len(server.requests) == 2
 
 
 def test_list_respects_an_explicit_page_size(server):
-    server.on("/api/marketplace-orders/", (200, {}, []))
+    server.on("/api/marketplace-orders/", (200, {"X-Result-Count": "0"}, []))
     client = make_client(server)
     client.list("marketplace-orders/", params={"page_size": 7})
     assert server.requests[0]["query"]["page_size"] == ["7"]
@@ -173,8 +174,8 @@ def _four_pages(server, path):
     """Four pages of two uuids each (``a``..``h`` as 32 hex digits), each page linking the next."""
     link = '<{base}%s?page=%d&page_size=100>; rel="next"'
     pages = [[{"uuid": letter * 32} for letter in pair] for pair in ("ab", "cd", "ef", "01")]
-    server.on(path, *[(200, {"Link": link % (path, number + 2)} if number < 3 else {}, page)
-                      for number, page in enumerate(pages)])
+    server.on(path, *[(200, dict({"Link": link % (path, number + 2)} if number < 3 else {}, **{"X-Result-Count": "8"}),
+                       page) for number, page in enumerate(pages)])
 
 
 def test_find_stops_the_listing_once_every_uuid_is_seen(server):
@@ -340,7 +341,7 @@ def test_empty_bodies_are_tolerated(server):
     assert client.post("marketplace-orders/x/set_state_done/") == {}
     assert client.post("marketplace-component-usages/set_usage/", json={"usages": []}) == {}
     # only writes: a read answered with nothing is no view at all (rule 3 of issue 22)
-    with pytest.raises(WaldurApiError, match=r"GET /api/marketplace-orders/x/ failed \(HTTP 200\): answered .*an empty "
+    with pytest.raises(WaldurApiError, match=r"GET /api/marketplace-orders/x/ \(HTTP 200\) is not proof: answered .*an empty "
                                              r"body instead of a JSON object"):
         client.get("marketplace-orders/x/")
     assert client.calls == {"reads": 1, "writes": 2, "retries": 0}

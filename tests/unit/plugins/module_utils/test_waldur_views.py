@@ -8,7 +8,11 @@ from __future__ import annotations
 import pytest
 
 from ansible_collections.waldur.site_agent.plugins.module_utils.core.secrets import secret_text_problem
-from ansible_collections.waldur.site_agent.plugins.module_utils.waldur.client import WaldurApiError, WaldurClient
+from ansible_collections.waldur.site_agent.plugins.module_utils.waldur.client import (
+    WaldurApiError,
+    WaldurClient,
+    WaldurUnproven,
+)
 from tests.unit.plugins.module_utils.test_waldur_api import TOKEN, make_client, server  # noqa: F401  # pylint: disable=unused-import  # (fixture)
 
 HTML = b"<!DOCTYPE html>\n<html><head><title>Down for maintenance</title></head><body>" + TOKEN.encode() + b"</body></html>"
@@ -29,7 +33,7 @@ def test_a_read_that_is_not_the_object_it_asked_for_is_an_error(server, reply, w
     with pytest.raises(WaldurApiError) as raised:
         client.get("marketplace-orders/x/")
     text = str(raised.value)
-    assert text.startswith("Waldur GET %s failed (HTTP 200): answered " % ONE)
+    assert text.startswith("Waldur GET %s (HTTP 200) is not proof: answered " % ONE)
     assert text.endswith("instead of %s" % wanted) and shown in text, text
     assert "\n" not in text and TOKEN not in text and "Authorization" not in text
     assert not raised.value.transient  # the same answer would come again: not retried
@@ -46,7 +50,7 @@ def test_a_read_that_is_not_the_object_it_asked_for_is_an_error(server, reply, w
 def test_a_listing_page_that_is_not_a_list_of_objects_is_an_error_not_nothing(server, reply):
     server.on(LISTING, reply)
     client = make_client(server)
-    with pytest.raises(WaldurApiError, match=r"^Waldur GET %s failed \(HTTP 200\): answered .* instead of "
+    with pytest.raises(WaldurApiError, match=r"^Waldur GET %s \(HTTP 200\) is not proof: answered .* instead of "
                                              r"a JSON list of objects$" % LISTING) as raised:
         client.list("marketplace-provider-resources/")
     assert TOKEN not in str(raised.value)
@@ -61,18 +65,20 @@ def test_pages_that_do_not_add_up_to_x_result_count_are_an_incomplete_view(serve
     base = server.base
     server.on(LISTING, _page(base, 1, 2, [{"uuid": "a"}, {"uuid": "b"}], 5), _page(base, 2, 2, [{"uuid": "c"}], 5))
     client = make_client(server)
-    with pytest.raises(WaldurApiError, match=r"GET %s failed \(HTTP 200\): the listing's pages hold 3 item\(s\) "
+    with pytest.raises(WaldurApiError, match=r"GET %s \(HTTP 200\) is not proof: the listing's pages hold 3 item\(s\) "
                                              r"but its X-Result-Count says 5" % LISTING):
         client.list("marketplace-provider-resources/")
 
 
-def test_pages_that_add_up_and_listings_without_a_count_are_taken(server):
+def test_pages_that_add_up_are_taken_and_a_listing_without_a_count_is_not_proof(server):
     base = server.base
     server.on(LISTING, _page(base, 1, 2, [{"uuid": "a"}, {"uuid": "b"}], 3), _page(base, 2, 2, [{"uuid": "c"}], 3))
     server.on("/api/marketplace-orders/", (200, {}, [{"uuid": "o"}]))
     client = make_client(server)
     assert [item["uuid"] for item in client.list("marketplace-provider-resources/")] == ["a", "b", "c"]
-    assert client.list("marketplace-orders/") == [{"uuid": "o"}]
+    # every paged listing of Waldur carries X-Result-Count: without it, whether it is whole is unknown
+    with pytest.raises(WaldurUnproven, match="carries no X-Result-Count"):
+        client.list("marketplace-orders/")
     assert client.get("marketplace-orders/", expect=list) == [{"uuid": "o"}]
 
 
@@ -81,8 +87,8 @@ def test_writes_may_still_answer_nothing_but_not_html(server):
     server.on("/api/marketplace-orders/x/approve_by_provider/", (200, HTML_HEADERS, HTML))
     client = make_client(server)
     assert client.post("marketplace-orders/x/set_state_done/") == {}
-    with pytest.raises(WaldurApiError, match="POST /api/marketplace-orders/x/approve_by_provider/ failed "
-                                             r"\(HTTP 200\): answered text/html"):
+    with pytest.raises(WaldurApiError, match="POST /api/marketplace-orders/x/approve_by_provider/ "
+                                             r"\(HTTP 200\) is not proof: answered text/html"):
         client.post("marketplace-orders/x/approve_by_provider/")
 
 
