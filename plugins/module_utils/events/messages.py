@@ -12,7 +12,9 @@ __metaclass__ = type
 import json
 import logging
 import random
+import re
 from collections import namedtuple
+from itertools import accumulate
 
 from ansible_collections.waldur.site_agent.plugins.module_utils.core.uuids import uuid_or_none
 
@@ -50,6 +52,12 @@ DEFAULT_BATCH_MAX = 100
 # An order's "executing" message within this many seconds of its event is the echo of the
 # claim by the run that event started (the upstream agent re-reads the order and skips it).
 DEFAULT_REPEAT_WINDOW = 300.0
+# Waldur's messages are small flat objects (a few hundred bytes, one level). A body over
+# either limit is malformed before json.loads sees it: its C scanner recurses once per level,
+# so "[" * 100000 raised RecursionError out of the source, and the frame, never acknowledged,
+# came back after every restart.
+MAX_BODY_BYTES = 1024 * 1024
+MAX_NESTING = 32
 # order_uuid: the order a valid order message is about, events and ignored ones alike (its
 # later messages tell the source that a run has claimed or settled it).
 Decision = namedtuple("Decision", ["event", "outcome", "reason", "order_uuid"], defaults=(None,))
@@ -72,10 +80,86 @@ def sweep_event(offering_uuid_hex, reason, pass_name="order_process"):
                        "reason": reason}}
 
 
+_STEPS = {"[": 1, "{": 1, "]": -1, "}": -1}
+_BRACKETS = re.compile(r"[\[\]{}]")
+
+
+def _string_end(text, start):
+    """The index after the quote closing the JSON string whose text starts at ``start``
+    (just after its opening quote), or -1 when it is never closed."""
+    position = start
+    while True:
+        quote = text.find('"', position)
+        if quote < 0:
+            return -1
+        # A quote after an odd run of backslashes is part of the string. The run cannot
+        # reach back past ``position``: the character before it is a quote.
+        before = quote
+        while before > position and text[before - 1] == "\\":
+            before -= 1
+        if (quote - before) % 2 == 0:
+            return quote + 1
+        position = quote + 1
+
+
+def json_nesting(text):
+    """How deep the arrays and objects of JSON ``text`` nest (``[]`` is 1, ``{"a": [1]}`` 2),
+    counted in one pass without recursion and without parsing it; brackets inside strings
+    (escaped quotes and all) do not count. Text that is not JSON gets a number too, never
+    below the depth json.loads would reach in it."""
+    depth = deepest = 0
+    position = 0
+    while True:
+        quote = text.find('"', position)
+        segment = text[position:] if quote < 0 else text[position:quote]
+        steps = [_STEPS[bracket] for bracket in _BRACKETS.findall(segment)]
+        if steps:
+            # Below zero only once the first value has closed; json.loads reads nothing after
+            # it (extra data), so an undercount there is harmless.
+            deepest = max(deepest, depth + max(accumulate(steps)))
+            depth += sum(steps)
+        if quote < 0:
+            return deepest
+        position = _string_end(text, quote + 1)
+        if position < 0:  # an unclosed string: json.loads stops there
+            return deepest
+
+
+def body_problem(body):
+    """Why the body ``body`` (bytes or text) is refused before json.loads reads it (over
+    :data:`MAX_BODY_BYTES`, or nested deeper than :data:`MAX_NESTING`), or None."""
+    if isinstance(body, bytes):
+        size = len(body)
+    else:
+        size = len(body.encode("utf-8", "surrogatepass"))
+    if size > MAX_BODY_BYTES:
+        return "the body is {0:,} bytes, over the {1:,}-byte limit".format(size, MAX_BODY_BYTES)
+    # Decoding cannot change the brackets and quotes: UTF-8 never hides ASCII in a sequence.
+    depth = json_nesting(body.decode("utf-8", "replace") if isinstance(body, bytes) else body)
+    if depth > MAX_NESTING:
+        return "the body nests {0:,} levels deep, over the {1:,}-level limit".format(depth, MAX_NESTING)
+    return None
+
+
 def message_to_event(body, offering_uuid_hex, object_types):
     """Decide what one queue message becomes: ``Decision(event, outcome, reason)`` where
     outcome is ``event`` (put ``event`` on the rulebook queue), ``ignored`` (valid, nothing
-    to do) or ``malformed`` (logged as a warning). Either way the message is acknowledged."""
+    to do) or ``malformed`` (logged as a warning). Either way the message is acknowledged.
+    Never raises: a body that breaks the decision is malformed too."""
+    try:
+        return _decide(body, offering_uuid_hex, object_types)
+    except RecursionError:
+        return Decision(None, MALFORMED, "the body nests too deeply to be read")
+    except Exception as exc:  # the last line of defence: one message must not stop the source
+        return Decision(None, MALFORMED, "the body could not be read (%s)" % type(exc).__name__)
+
+
+def _decide(body, offering_uuid_hex, object_types):
+    if not isinstance(body, (bytes, str)):
+        return Decision(None, MALFORMED, "the body is not text")
+    problem = body_problem(body)
+    if problem:
+        return Decision(None, MALFORMED, problem)
     if isinstance(body, bytes):
         try:
             body = body.decode("utf-8")
@@ -116,7 +200,7 @@ def message_to_event(body, offering_uuid_hex, object_types):
                      resource_uuid=uuid_or_none(message.get("marketplace_resource_uuid"))
                      or uuid_or_none(message.get("resource_uuid")),
                      order_uuids=[order_uuid], messages=[message])
-        return Decision({"waldur": event}, EVENT, "order %s is %s" % (order_uuid, state or "in an unnamed state"),
+        return Decision({"waldur": event}, EVENT, "order %s is %s" % (order_uuid, state[:64] if state else "in an unnamed state"),
                         order_uuid)
     resource_uuid = uuid_or_none(message.get("resource_uuid"))
     if resource_uuid is None:

@@ -39,6 +39,10 @@ from ansible_collections.waldur.site_agent.plugins.module_utils.events.stomp_lin
 )
 
 logger = logging.getLogger(LOGGER_NAME)
+# Of a dropped message's body the log shows this many characters, masked over the first
+# BODY_PREFIX_WINDOW (a frame may be 1 MiB of anything; the line must stay short and secret-free).
+BODY_PREFIX = 40
+BODY_PREFIX_WINDOW = 256
 
 
 class WaldurStompSource:
@@ -282,6 +286,43 @@ class WaldurStompSource:
 
     async def _handle_message(self, connection, generation, frame, registration):
         headers = frame.headers or {}
+        ack_id = headers.get("ack") or headers.get("message-id")
+        try:
+            decision = self._decide(frame)
+        except Exception as exc:  # the last line of defence: one frame must not stop the stream
+            decision = Decision(None, MALFORMED, "the message could not be read (%s)" % type(exc).__name__)
+        self.counts[decision.outcome] += 1
+        entry = None
+        try:
+            if decision.outcome == EVENT:
+                logger.info("Event: %s", decision.reason)
+                kind = decision.event["waldur"]["type"]
+                entry = (decision.event, ack_id)
+                self.batches.setdefault(kind, []).append(entry)
+                if self._due(kind):
+                    await self._flush(kind, connection, generation)
+                return
+            if decision.outcome == IGNORED:
+                logger.info("Ignored a message: %s", decision.reason)
+            else:
+                self._log_dropped(frame, registration, decision.reason)
+            self._ack(connection, generation, [ack_id])
+            await self._flush_due(connection, generation)
+        except Exception as exc:
+            # Batching it failed: a frame still waiting in its batch is taken out and dropped
+            # (it would fail again), so the stream and the sweeps go on. Acked ones stay acked
+            # (RabbitMQ closes the connection on a second ACK).
+            if entry is not None and self._unbatch(entry):
+                self.counts[EVENT] -= 1
+                self.counts[MALFORMED] += 1
+                self._log_dropped(frame, registration, "its event could not be queued (%s)" % type(exc).__name__)
+                self._ack(connection, generation, [ack_id])
+            else:
+                logger.warning("Handling message %s on queue %s failed after it was acknowledged (%s)",
+                               headers.get("message-id") or "without message-id", registration.queue_name,
+                               type(exc).__name__)
+
+    def _decide(self, frame):
         decision = message_to_event(frame.body, self.settings.offering_uuid_hex, self.settings.object_types)
         if decision.outcome == EVENT:
             decision = self._unless_echo(decision)
@@ -290,22 +331,30 @@ class WaldurStompSource:
             # The run of the last order event has claimed (or settled) one of its orders: it
             # is running, and the orders gathered since are the next event, queued behind it.
             self.unclaimed = set()
-        self.counts[decision.outcome] += 1
-        ack_id = headers.get("ack") or headers.get("message-id")
-        if decision.outcome == EVENT:
-            logger.info("Event: %s", decision.reason)
-            kind = decision.event["waldur"]["type"]
-            self.batches.setdefault(kind, []).append((decision.event, ack_id))
-            if self._due(kind):
-                await self._flush(kind, connection, generation)
-            return
-        if decision.outcome == IGNORED:
-            logger.info("Ignored a message: %s", decision.reason)
-        else:
-            logger.warning("Malformed message on queue %s acknowledged and dropped: %s",
-                           registration.queue_name, decision.reason)
-        self._ack(connection, generation, [ack_id])
-        await self._flush_due(connection, generation)
+        return decision
+
+    def _log_dropped(self, frame, registration, reason):
+        """One warning naming the frame (queue, offering, message-id) and why it is dropped;
+        of the body only a short prefix, secrets masked, control characters escaped."""
+        body = frame.body if isinstance(frame.body, (str, bytes)) else ""
+        text = body[:BODY_PREFIX_WINDOW]
+        if isinstance(text, bytes):
+            text = text.decode("utf-8", "replace")
+        # Masked over a longer window first, so a secret cut by the prefix is masked whole.
+        prefix = redact_text(text, [self.settings.token])[:BODY_PREFIX]
+        logger.warning("Malformed message on queue %s of offering %s (message-id %s) acknowledged and dropped: %s "
+                       "(the body starts %s%s)", registration.queue_name, self.settings.offering_uuid_hex,
+                       (frame.headers or {}).get("message-id") or "-", reason, ascii(prefix),
+                       "..." if len(body) > BODY_PREFIX else "")
+
+    def _unbatch(self, entry):
+        """Take ``entry`` out of the batch holding it; False when it is in none (flushed)."""
+        for gathered in self.batches.values():
+            for index, item in enumerate(gathered):
+                if item is entry:
+                    del gathered[index]
+                    return True
+        return False
 
     # -- batches -----------------------------------------------------------------------------
     def _unless_echo(self, decision):
@@ -349,18 +398,30 @@ class WaldurStompSource:
                 await self._flush(kind, connection, generation)
 
     async def _flush(self, kind, connection, generation):
-        gathered = self.batches.pop(kind, [])
-        event = merge_events([item[0] for item in gathered])
-        await self.queue.put(event)
+        gathered = self.batches.get(kind) or []
+        if not gathered:
+            return
+        try:
+            events = [merge_events([item[0] for item in gathered])]
+        except Exception as exc:  # never expected: each event still goes, on its own
+            logger.warning("Could not merge %d %s events (%s): queued one by one", len(gathered), kind,
+                           type(exc).__name__)
+            events = [item[0] for item in gathered]
+        for event in events:
+            await self.queue.put(event)
+        # Out of the batch only once queued, and acknowledged at once: what is still in a
+        # batch is exactly what is not acknowledged yet.
+        self.batches.pop(kind, None)
+        self._ack(connection, generation, [item[1] for item in gathered])
         now = time.monotonic()
         self.last_emitted[kind] = now
         if kind == "order":
-            self._remember_orders(event["waldur"]["order_uuids"], now)
-            self.unclaimed = set(event["waldur"]["order_uuids"]) if self.settings.claim_wait > 0 else set()
+            uuids = list(dict.fromkeys(uuid for event in events for uuid in event["waldur"]["order_uuids"]))
+            self._remember_orders(uuids, now)
+            self.unclaimed = set(uuids) if self.settings.claim_wait > 0 else set()
         if len(gathered) > 1:
             logger.info("One %s event for %d messages: %s", kind, len(gathered),
-                        ", ".join(event["waldur"].get("order_uuids") or event["waldur"].get("resource_uuids")))
-        self._ack(connection, generation, [item[1] for item in gathered])
+                        ", ".join(events[0]["waldur"].get("order_uuids") or events[0]["waldur"].get("resource_uuids")))
 
     def _remember_orders(self, order_uuids, now):
         for uuid in order_uuids:

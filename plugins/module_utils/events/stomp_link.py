@@ -103,10 +103,15 @@ class _Listener(object):
         self.generation = generation
 
     def _post(self, kind, frame=None):
+        # Never raises: stomp-py's receiver thread logs an exception out of a callback and closes
+        # the socket, so one frame would end the delivery of all the others (and come back).
         try:
             self.loop.call_soon_threadsafe(self.inbox.put_nowait, (self.generation, kind, frame))
         except RuntimeError:  # the loop is closed: the source is shutting down
             pass
+        except Exception as exc:
+            logger.warning("Could not pass a %s frame to the event source (%s): it stays unacknowledged until "
+                           "the next connection", kind, type(exc).__name__)
 
     def on_connecting(self, host_and_port):
         pass

@@ -434,12 +434,15 @@ REGISTRATION_ARGS = ("1" * 32, "consumer_q", "u1", "v1", ("order", "resource"))
 SourceRun = namedtuple("SourceRun", "events sleeps source")
 
 
-def run_source(plugin, broker, api, until, sweep_interval=0, timeout=10, reload=None, **overrides):
-    """Run the source until ``until(events, sleeps)`` holds (``overrides``: source arguments)."""
+def run_source(plugin, broker, api, until, sweep_interval=0, timeout=10, reload=None, before_put=None, **overrides):
+    """Run the source until ``until(events, sleeps)`` holds (``overrides``: source arguments;
+    ``before_put(event)`` sees each event before the rulebook's queue takes it, and may raise)."""
     events, sleeps = [], []
 
     class RecordingQueue:
         async def put(self, event):
+            if before_put is not None:
+                before_put(event)
             events.append(event)
 
         def qsize(self):
