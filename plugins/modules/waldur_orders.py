@@ -177,11 +177,19 @@ options:
       - For an order type the processor leaves no trace of (Restore), this many seconds after the
         approve call instead (waited once for the whole batch, then the orders are read again in
         one listing).
-      - An order approved by an earlier run without a trace counts as processed this many seconds
-        after Waldur's C(provider_reviewed_at) (Restore) or O(order_processing_wait_seconds) after
-        it (the others); one without C(provider_reviewed_at) (set executing by hand) at once.
+      - Time is never taken for the trace of a Create, Update or Terminate, however long ago the
+        order was approved. A Restore approved by an earlier run (which waited this long after its
+        approve call) is processed when, read again, it is still C(executing).
     type: float
     default: 1.0
+  order_processing_stuck_seconds:
+    description:
+      - With O(state=claimed), how long an order may wait for the trace of Waldur's worker (since
+        its approval, C(provider_reviewed_at)) before it is returned in RV(errors) instead of
+        RV(skipped_orders), which fails the order pass (Waldur's background worker is probably not
+        running). The order is left C(executing) either way; nothing is built for it.
+    type: float
+    default: 3600
   order_processing_wait_seconds:
     description:
       - With O(state=claimed), the most the claim waits for Waldur's worker (looking again every
@@ -533,6 +541,7 @@ def main():
         retry_max_age=dict(type="float", default=86400),
         order_processing_settle_seconds=dict(type="float", default=1.0),
         order_processing_wait_seconds=dict(type="float", default=30.0),
+        order_processing_stuck_seconds=dict(type="float", default=3600.0),
     )
     argument_spec.update(batch_argument_spec())
     module = WaldurModule(argument_spec=argument_spec)

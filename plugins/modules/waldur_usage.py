@@ -244,7 +244,7 @@ from decimal import Decimal
 
 from ansible_collections.waldur.site_agent.plugins.module_utils.core.batch import BatchRunner, batch_argument_spec
 from ansible_collections.waldur.site_agent.plugins.module_utils.core.packed import list_option
-from ansible_collections.waldur.site_agent.plugins.module_utils.waldur.client import WaldurApiError
+from ansible_collections.waldur.site_agent.plugins.module_utils.waldur.client import WaldurApiError, WaldurUnproven
 from ansible_collections.waldur.site_agent.plugins.module_utils.waldur.marketplace import offering_components
 from ansible_collections.waldur.site_agent.plugins.module_utils.waldur.module import WaldurModule
 from ansible_collections.waldur.site_agent.plugins.module_utils.waldur.usage import (
@@ -306,9 +306,20 @@ def main():
         components = dict((component.get("type"), component.get("billing_type"))
                           for component in offering_components(client, offering_uuid))
         stored = stored_usages(client, offering_uuid, period_start)
+        if any(set(plan_rows(item, components, stored)[0]) - set(stored.get(item["resource_uuid"], {}))
+               for item in items):
+            # Usage never goes down because of a read: a figure is sent where Waldur showed none this
+            # month only when a second read of the month agrees (one answer that lost records, an
+            # empty page of a proxy, would otherwise overwrite a higher stored figure).
+            confirmed = stored_usages(client, offering_uuid, period_start)
+            if confirmed != stored:
+                raise WaldurUnproven(200, "GET", client.api_path("marketplace-component-usages/"), (
+                    "two reads of the usage Waldur stores for %s disagree (%d and %d resources with usage); "
+                    "nothing was sent, so that no usage is lowered on a wrong view" % (
+                        period, len(stored), len(confirmed))))
     except WaldurApiError as exc:
-        module.fail_from_error(exc, msg="could not read the components and stored usage of offering %s"
-                               % offering_uuid, **base)
+        module.fail_from_error(exc, msg="could not read the components and stored usage of offering %s; nothing "
+                               "was sent" % offering_uuid, **base)
 
     submit, on_error = usage_worker(module, client, components, stored, date, period)
 

@@ -48,7 +48,16 @@ def json_response(body: Any, status: int = 200, headers: dict | None = None) -> 
     return response
 
 
-FAULT_KINDS = ("html", "truncated", "wrong_shape", "short_count")
+FAULT_KINDS = ("html", "truncated", "wrong_shape", "short_count", "empty_body", "empty_items", "field_missing",
+               "field_type", "html_404", "reset")
+# What ``field_missing`` takes out of every object of an answer and ``field_type`` turns into a number:
+# the identity and state fields every reader of the three services relies on.
+SHAPE_FIELDS = ("uuid", "id", "state", "status")
+# The keys under which a listing's items live (Waldur: a bare list; DRF pages: results; ARM: value;
+# DigitalOcean: the plural of the object).
+LIST_KEYS = ("results", "value", "droplets", "sizes", "regions", "images", "ssh_keys", "actions", "tags")
+NOT_FOUND_PAGE = ("<!DOCTYPE html>\n<html><head><title>404 Not Found</title></head>\n"
+                  "<body><h1>Not Found</h1><p>The requested URL was not found on this server.</p></body></html>\n")
 MAINTENANCE_PAGE = ("<!DOCTYPE html>\n<html><head><title>Down for maintenance</title></head>\n"
                     "<body><h1>We'll be back soon</h1></body></html>\n")
 
@@ -73,7 +82,63 @@ def spoiled(response: Response, kind: str) -> Response:
         body = json.loads(data or b"[]")
         headers["X-Result-Count"] = str(int(response.headers.get("X-Result-Count", len(body))) + 1)
         return json_response(body, response.status_code, headers)
+    if kind == "reset":  # the connection breaks in the middle of the answer (a proxy or a peer reset)
+        def broken():
+            yield data[:len(data) // 2]
+            raise ConnectionResetError("simulated connection reset")
+        return Response(broken(), status=response.status_code, direct_passthrough=True,
+                        headers=dict(headers, **{"Content-Length": str(max(len(data), 2))}),
+                        content_type=response.content_type)
+    if kind == "empty_body":
+        return Response(b"", status=response.status_code, headers=headers, content_type="application/json")
+    if kind == "html_404":  # a proxy's or a web server's not-found page: not the service's own answer
+        spoilt = Response(NOT_FOUND_PAGE, status=404, headers=headers, content_type="text/html; charset=utf-8")
+        spoilt.headers.pop("X-Result-Count", None)
+        return spoilt
+    body = json.loads(data or b"null")
+    if kind == "empty_items":
+        # nothing where items were, every count consistent with it: a listing that lies well
+        if isinstance(body, list):
+            body = []
+        elif isinstance(body, dict):
+            emptied = [key for key in LIST_KEYS if isinstance(body.get(key), list)]
+            body = dict(body, **{key: [] for key in emptied}) if emptied else {}
+            if isinstance(body.get("meta"), dict) and "total" in body["meta"]:
+                body["meta"] = dict(body["meta"], total=0)
+            if isinstance(body.get("links"), dict):
+                body["links"] = {}
+            body.pop("nextLink", None)
+        if "X-Result-Count" in headers:
+            headers["X-Result-Count"] = "0"
+        headers.pop("Link", None)
+        return json_response(body, response.status_code, headers)
+    if kind in ("field_missing", "field_type"):
+        for obj in answer_objects(body):
+            for key in SHAPE_FIELDS:
+                if key in obj:
+                    if kind == "field_missing":
+                        del obj[key]
+                    else:
+                        obj[key] = 7
+        return json_response(body, response.status_code, headers)
     raise ValueError(f"unknown fault kind {kind!r}; known: {', '.join(FAULT_KINDS)}")
+
+
+def answer_objects(body: Any) -> list[dict]:
+    """The objects an answer carries: a listing's items, else the object itself, or the one object it
+    wraps (DigitalOcean's ``{"droplet": {...}}``)."""
+    if isinstance(body, list):
+        return [item for item in body if isinstance(item, dict)]
+    if not isinstance(body, dict):
+        return []
+    for key in LIST_KEYS:
+        if isinstance(body.get(key), list):
+            return [item for item in body[key] if isinstance(item, dict)]
+    if not any(key in body for key in SHAPE_FIELDS):
+        inner = [value for value in body.values() if isinstance(value, dict)]
+        if len(inner) == 1:
+            return inner
+    return [body]
 
 
 @dataclass
@@ -420,6 +485,10 @@ class SimulatorServer:
         self._server = CherootServer(("127.0.0.1", port), app, numthreads=threads,
                                      server_name="%s-simulator" % app.name, timeout=30)
         self._server.nodelay = True
+        # a reset fault breaks its answer on purpose: not an error of the simulator worth a traceback
+        server_log = self._server.error_log
+        self._server.error_log = lambda msg="", *args, **kwargs: (
+            None if "simulated connection reset" in str(msg) else server_log(msg, *args, **kwargs))
         # A listen backlog like a real front end's: cheroot's default of 5 resets connections
         # when fifty clients connect at once, which no cloud API does.
         self._server.request_queue_size = socket.SOMAXCONN

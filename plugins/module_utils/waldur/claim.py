@@ -19,6 +19,11 @@ from ansible_collections.waldur.site_agent.plugins.module_utils.waldur.client im
 from ansible_collections.waldur.site_agent.plugins.module_utils.waldur.marketplace import (
     ACTIONABLE_ORDER_STATES,
     IN_FLIGHT_RESOURCE_STATES,
+    ORDER_SHAPE,
+    PLAN_SHAPE,
+    RESOURCE_SHAPE,
+    SERVICE_PROVIDER_SHAPE,
+    SSH_KEY_SHAPE,
     find_of_offering,
     normalize_order,
     normalize_resource,
@@ -34,6 +39,14 @@ DEAD_RESOURCE_STATES = ("Erred", "Terminated")
 MESSAGE_LIMIT = 500
 # How often the claim looks again while Waldur's worker has not finished processing approvals.
 PROCESSING_POLL_SECONDS = 0.5
+# How long an order may wait for Waldur's worker before the pass fails (O(order_processing_stuck_seconds)).
+DEFAULT_STUCK_SECONDS = 3600.0
+# What the claim waits to see, by order type (the words of the waiting line).
+PROCESSING_TRACES = {
+    "Create": "the order's resource_uuid (the plugin object the processor makes)",
+    "Update": "the resource in state Updating",
+    "Terminate": "the resource in state Terminating",
+}
 
 
 def processing_signal(order_type, raw_order, resource):
@@ -51,6 +64,15 @@ def processing_signal(order_type, raw_order, resource):
     return None
 
 
+def _duration(seconds):
+    seconds = int(seconds)
+    if seconds >= 2 * 3600:
+        return "%d hours" % (seconds // 3600)
+    if seconds >= 120:
+        return "%d minutes" % (seconds // 60)
+    return "%d seconds" % seconds
+
+
 def _one_line(text, limit=MESSAGE_LIMIT):
     """A message on one line of at most ``limit`` characters (pass output, Waldur's error_message)."""
     text = " ".join(str(text or "").split())
@@ -58,7 +80,8 @@ def _one_line(text, limit=MESSAGE_LIMIT):
 
 
 class Claim:
-    def __init__(self, module, client, offering_uuid, settle_seconds=1.0, wait_seconds=30.0, clock=time.monotonic):
+    def __init__(self, module, client, offering_uuid, settle_seconds=1.0, wait_seconds=30.0, clock=time.monotonic,
+                 stuck_seconds=DEFAULT_STUCK_SECONDS):
         self.module = module
         self.client = client
         self.offering_uuid = offering_uuid
@@ -71,6 +94,8 @@ class Claim:
         # and the most the claim waits for the processor's trace.
         self.settle_seconds = settle_seconds
         self.wait_seconds = wait_seconds
+        # past this wait for the processor's trace, an order still waiting fails the pass
+        self.stuck_seconds = stuck_seconds
         self.clock = clock
         self.approved_at = {}
         self.raw_orders = {}
@@ -85,7 +110,7 @@ class Claim:
         if order_uuids:
             def read(uuid):
                 try:
-                    return {"order": self.client.get(order_path(uuid))}
+                    return {"order": self.client.get(order_path(uuid), shape=ORDER_SHAPE)}
                 except WaldurApiError as exc:
                     if exc.not_found:
                         return {"skip": {"uuid": uuid, "state": None, "type": None, "resource_uuid": None,
@@ -103,7 +128,7 @@ class Claim:
         if not order_uuids or with_pending:
             # a named order the listing finds again is dropped below, as a repeat
             raws += self.client.list("marketplace-orders/", params={
-                "offering_uuid": self.offering_uuid, "state": list(ACTIONABLE_ORDER_STATES)})
+                "offering_uuid": self.offering_uuid, "state": list(ACTIONABLE_ORDER_STATES)}, shape=ORDER_SHAPE)
         orders = []
         seen = set()
         for raw in raws:
@@ -129,7 +154,7 @@ class Claim:
             if order["type"] != "Update" or order["limits"] or not plan or plan in quotas:
                 continue
             try:
-                body = self.client.get("marketplace-plans/%s/" % plan) or {}
+                body = self.client.get("marketplace-plans/%s/" % plan, shape=PLAN_SHAPE)
                 quotas[plan] = body.get("quotas") if isinstance(body.get("quotas"), dict) else {}
             except WaldurApiError as exc:
                 self.module.warn("could not read the quotas of plan %s: %s" % (plan, exc))
@@ -138,18 +163,17 @@ class Claim:
 
     def ssh_keys(self):
         """The service provider's keys, all pages (offering -> customer -> service provider -> keys)."""
-        offering = self.client.get(provider_offering_path(self.offering_uuid),
-                                   params={"field": ["customer_uuid"]}) or {}
+        offering = self.client.get(provider_offering_path(self.offering_uuid), params={"field": ["customer_uuid"]})
         customer_uuid = hex_uuid(offering.get("customer_uuid"))
         if not customer_uuid:
             raise ItemError("the offering does not name its customer (customer_uuid)")
-        providers = self.client.get("marketplace-service-providers/",
-                                    params={"customer_uuid": customer_uuid}, expect=list)
+        providers = self.client.get("marketplace-service-providers/", params={"customer_uuid": customer_uuid},
+                                    expect=list, shape=SERVICE_PROVIDER_SHAPE)
         if not providers:
             raise ItemError("customer %s is not a service provider" % customer_uuid)
         provider_uuid = normalize_uuid(providers[0]["uuid"])
         keys = []
-        for raw in self.client.list("marketplace-service-providers/%s/keys/" % provider_uuid):
+        for raw in self.client.list("marketplace-service-providers/%s/keys/" % provider_uuid, shape=SSH_KEY_SHAPE):
             public_key = raw.get("public_key") or ""
             keys.append({
                 "uuid": hex_uuid(raw.get("uuid")),
@@ -182,18 +206,18 @@ class Claim:
         approval, a resource Waldur gave up on) or a listing that fails is read on its own."""
         self.listed_orders = find_of_offering(
             self.module, self.client, "marketplace-orders/", self.offering_uuid,
-            [order["uuid"] for order in orders if order["reread"]], ["executing"])
+            [order["uuid"] for order in orders if order["reread"]], ["executing"], shape=ORDER_SHAPE)
         self.listed_resources = find_of_offering(
             self.module, self.client, "marketplace-provider-resources/", self.offering_uuid,
             [order["marketplace_resource_uuid"] for order in orders if order["marketplace_resource_uuid"]],
-            IN_FLIGHT_RESOURCE_STATES)
+            IN_FLIGHT_RESOURCE_STATES, shape=RESOURCE_SHAPE)
 
     def claim_one(self, order, quotas):
         if order.pop("reread"):
             # Waldur's processor runs after the approval, in a background worker, and may err the
             # order (a Create without a name, an Update on Waldur 7.0.7): the order is read again
             # before anything is built.
-            raw = self.listed_orders.get(order["uuid"]) or self.client.get(order_path(order["uuid"])) or {}
+            raw = self.listed_orders.get(order["uuid"]) or self.client.get(order_path(order["uuid"]), shape=ORDER_SHAPE)
             self.raw_orders[order["uuid"]] = raw
             order = dict(order, **{key: value for key, value in normalize_order(raw).items() if value is not None})
             if order["state"] == "erred":
@@ -206,41 +230,48 @@ class Claim:
         if not order["marketplace_resource_uuid"]:
             raise ItemError("the order names no marketplace resource")
         resource = normalize_resource(self.listed_resources.get(order["marketplace_resource_uuid"])
-                                      or self.client.get(provider_resource_path(order["marketplace_resource_uuid"])))
-        if not self.check_mode and order["state"] == "executing" and not self.processed(order, resource):
-            # Waldur's worker has not finished with the approval: nothing is built yet; the claim
-            # looks again (the order is read again then).
-            return {"wait": dict(order, reread=True)}
-        order["resource"] = resource
+                                      or self.client.get(provider_resource_path(order["marketplace_resource_uuid"]),
+                                                         shape=RESOURCE_SHAPE))
         order["resource_name"] = order["resource_name"] or resource["name"]
         if order["type"] in BUILD_TYPES and resource["state"] in DEAD_RESOURCE_STATES:
             # Waldur gave up on the resource (erred it at approval, or it is gone): a machine
             # built now would be recorded nowhere.
             return {"skip": self._skipped(order, "resource %s is %s in Waldur; nothing is built for it"
                                           % (resource["name"] or resource["uuid"], resource["state"]))}
+        if not self.check_mode and order["state"] == "executing" and not self.processed(order, resource):
+            # Waldur's worker has not finished with the approval: nothing is built yet; the claim
+            # looks again (the order is read again then).
+            return {"wait": dict(order, reread=True)}
+        order["resource"] = resource
         if order["type"] == "Update":
             order["target_limits"] = dict(order["limits"] or quotas.get(order["plan_uuid"]) or {})
         return {"order": order}
 
     def processed(self, order, resource):
         """Positive evidence that Waldur's processing of the order's approval has finished: the
-        processor's trace (``processing_signal``); for a type without one (Restore), at least
-        O(order_processing_settle_seconds) since the approve call. An order this run did not
-        approve counts as processed when Waldur never queued a processor for it (no
-        ``provider_reviewed_at``: set executing by hand) or it was approved more than
-        O(order_processing_wait_seconds) ago (the processor had its time)."""
+        processor's trace (``processing_signal``), whenever and by whoever the order was approved;
+        time since an approval is never taken for it (a backlogged worker may run an hour late).
+        Only a type the processor leaves no trace of (Restore) counts as processed
+        O(order_processing_settle_seconds) after this run's approve call, or at once when an
+        earlier run approved it (that run waited the settle time; the order, read again now, is
+        still executing)."""
         raw = self.raw_orders.get(order["uuid"]) or {}
         signal = processing_signal(order["type"], raw, resource)
-        if signal:
-            return True
+        if signal is not None:
+            return signal
         approved_at = self.approved_at.get(order["uuid"])
-        if approved_at is None:
-            reviewed = parse_time(raw.get("provider_reviewed_at"))
-            if reviewed is None:
-                return True
-            since = (utc_now() - reviewed).total_seconds()
-            return since >= (self.settle_seconds if signal is None else self.wait_seconds)
-        return signal is None and self.clock() - approved_at >= self.settle_seconds
+        return approved_at is None or self.clock() - approved_at >= self.settle_seconds
+
+    def waiting_since(self, order):
+        """When the order started waiting for Waldur's worker (its approval: ``provider_reviewed_at``,
+        else ``consumer_reviewed_at`` or ``created`` for an order Waldur approved itself), as
+        ``(datetime, seconds ago)``, or ``(None, None)`` when Waldur gives no time."""
+        raw = self.raw_orders.get(order["uuid"]) or {}
+        for key in ("provider_reviewed_at", "consumer_reviewed_at", "created"):
+            moment = parse_time(raw.get(key))
+            if moment is not None:
+                return moment, max(0.0, (utc_now() - moment).total_seconds())
+        return None, None
 
     def waiting_until(self, orders):
         """When to look again at the orders waiting for Waldur's worker: in one poll interval when
@@ -252,6 +283,21 @@ class Claim:
         if len(settled) < len(orders):
             return now + PROCESSING_POLL_SECONDS
         return max(settled + [now])
+
+    def unprocessed(self, order):
+        """The entry of an order Waldur's worker has not processed yet: skipped, with since when the
+        agent waits and for what; failed (the pass exits non-zero) once that wait is over
+        O(order_processing_stuck_seconds)."""
+        trace = PROCESSING_TRACES.get(order["type"], "the processor's trace")
+        moment, waited = self.waiting_since(order)
+        since = ("since %s (%s)" % (moment.strftime("%Y-%m-%d %H:%M:%S UTC"), _duration(waited))
+                 if moment is not None else "since an unknown time")
+        message = ("waiting for Waldur to process the approval %s: %s is not seen yet; left executing, nothing "
+                   "built" % (since, trace))
+        if waited is not None and waited > self.stuck_seconds:
+            return "error", ("%s; that is over order_processing_stuck_seconds (%s): check that Waldur's background "
+                             "worker (Celery) runs" % (message, _duration(self.stuck_seconds)))
+        return "skip", message
 
     def turn_down(self, order, reason):
         """An order whose own input the cloud would refuse, before anything is approved or built: a
@@ -269,8 +315,8 @@ class Claim:
                     if not exc.conflict:
                         raise
                     # it moved meanwhile (approved by another run, cancelled): look again
-                    order = dict(order, state=(self.client.get(order_path(order["uuid"]),
-                                                               params={"field": ["uuid", "state"]}) or {}).get("state"))
+                    order = dict(order, state=self.client.get(order_path(order["uuid"]), params={
+                        "field": ["uuid", "state"]}, shape=ORDER_SHAPE)["state"])
                     if order["state"] != "executing":
                         return {"skip": self._skipped(order, "order is %s, not pending-provider; not rejected (%s)"
                                                       % (order["state"], reason))}
@@ -344,14 +390,14 @@ def run_list(module, client, offering_uuid, params):
         building = [order for order in orders if order["type"] in CREATE_TYPES]
         listed = find_of_offering(module, client, "marketplace-provider-resources/", offering_uuid,
                                   [order["marketplace_resource_uuid"] for order in building
-                                   if order["marketplace_resource_uuid"]], IN_FLIGHT_RESOURCE_STATES)
+                                   if order["marketplace_resource_uuid"]], IN_FLIGHT_RESOURCE_STATES, shape=RESOURCE_SHAPE)
     except WaldurApiError as exc:
         module.fail_from_error(exc, msg="could not list the orders of offering %s" % offering_uuid)
 
     def joined(order):
         if order["type"] in CREATE_TYPES and order["marketplace_resource_uuid"]:
             raw = listed.get(order["marketplace_resource_uuid"]) or client.get(
-                provider_resource_path(order["marketplace_resource_uuid"]))
+                provider_resource_path(order["marketplace_resource_uuid"]), shape=RESOURCE_SHAPE)
             order = dict(order, resource=normalize_resource(raw))
         return {"order": order}
 
@@ -370,8 +416,12 @@ def run_claim(module, client, offering_uuid, params):
     for name in ("order_processing_settle_seconds", "order_processing_wait_seconds"):
         if not 0 <= params[name] <= 3600:
             module.fail_json(msg="%s must be between 0 and 3600 seconds, got %s" % (name, params[name]))
+    if params["order_processing_stuck_seconds"] <= 0:
+        module.fail_json(msg="order_processing_stuck_seconds must be a positive number of seconds, got %s"
+                         % params["order_processing_stuck_seconds"])
     claim = Claim(module, client, offering_uuid, settle_seconds=params["order_processing_settle_seconds"],
-                  wait_seconds=max(params["order_processing_wait_seconds"], params["order_processing_settle_seconds"]))
+                  wait_seconds=max(params["order_processing_wait_seconds"], params["order_processing_settle_seconds"]),
+                  stuck_seconds=params["order_processing_stuck_seconds"])
     order_uuids = [module.uuid_param(value, "order_uuids[%d]" % index)
                    for index, value in enumerate(params["order_uuids"] or [])]
     try:
@@ -438,9 +488,11 @@ def run_claim(module, client, offering_uuid, params):
     while waiting:
         if claim.clock() - started >= claim.wait_seconds:
             for order in waiting:
-                skipped.append(claim._skipped(order, "Waldur had not finished processing the approval after %.0f "
-                                              "seconds (order_processing_wait_seconds); left executing for the "
-                                              "next pass, nothing built" % claim.wait_seconds))
+                kind, message = claim.unprocessed(order)
+                if kind == "error":
+                    errors.append({"uuid": order["uuid"], "msg": message})
+                else:
+                    skipped.append(claim._skipped(order, message))
             break
         pause = min(claim.waiting_until(waiting), started + claim.wait_seconds) - claim.clock()
         if pause > 0:

@@ -8,6 +8,16 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
+from ansible_collections.waldur.site_agent.plugins.module_utils.core.evidence import (
+    BOOLEAN,
+    LIST,
+    NULL,
+    NUMBER,
+    OBJECT,
+    STRING,
+    ProvenObject,
+    Shape,
+)
 from ansible_collections.waldur.site_agent.plugins.module_utils.core.uuids import hex_uuid, normalize_uuid
 from ansible_collections.waldur.site_agent.plugins.module_utils.waldur.errors import WaldurApiError
 
@@ -15,6 +25,35 @@ TERMINAL_ORDER_STATES = frozenset(("done", "erred", "canceled", "rejected"))
 ACTIONABLE_ORDER_STATES = ("pending-provider", "executing")
 # Provider resource states while an order on them is executing (Create, Update, Terminate).
 IN_FLIGHT_RESOURCE_STATES = ("Creating", "Updating", "Terminating")
+
+
+# What the agent reads of Waldur's objects, and their JSON types (Waldur 7.0.7 and 8.x answer every
+# one of these): an answer without them, or with another type, is not proof (``WaldurUnproven``).
+# With ``field=``, only the fields asked for are required.
+ORDER_SHAPE = Shape("order", required={
+    "uuid": STRING, "state": STRING, "type": STRING, "marketplace_resource_uuid": (STRING, NULL),
+    "offering_uuid": (STRING, NULL),
+}, optional={
+    "attributes": (OBJECT, NULL), "limits": (OBJECT, NULL), "created": (STRING, NULL), "modified": (STRING, NULL),
+    "resource_uuid": (STRING, NULL), "provider_reviewed_at": (STRING, NULL), "error_message": (STRING, NULL),
+    "plan_uuid": (STRING, NULL), "resource_name": (STRING, NULL), "project_uuid": (STRING, NULL),
+})
+RESOURCE_SHAPE = Shape("resource", required={
+    "uuid": STRING, "state": STRING, "backend_id": (STRING, NULL),
+}, optional={
+    "name": (STRING, NULL), "limits": (OBJECT, NULL), "attributes": (OBJECT, NULL), "options": (OBJECT, NULL),
+    "backend_metadata": (OBJECT, NULL), "paused": BOOLEAN, "downscaled": BOOLEAN, "offering_uuid": (STRING, NULL),
+    "plan_uuid": (STRING, NULL), "project_uuid": (STRING, NULL), "offering_plugin_options": (OBJECT, NULL),
+})
+USAGE_SHAPE = Shape("component usage", required={
+    "type": STRING, "usage": (STRING, NUMBER), "billing_period": STRING, "resource_uuid": STRING,
+})
+OFFERING_SHAPE = Shape("offering", required={"uuid": STRING, "components": LIST, "plans": LIST},
+                       optional={"customer_uuid": (STRING, NULL), "state": STRING})
+PLAN_SHAPE = Shape("plan", required={"uuid": STRING}, optional={"quotas": (OBJECT, NULL)})
+SERVICE_PROVIDER_SHAPE = Shape("service provider", required={"uuid": STRING})
+SSH_KEY_SHAPE = Shape("SSH key", required={"uuid": STRING, "public_key": STRING},
+                      optional={"name": (STRING, NULL), "fingerprint_md5": (STRING, NULL), "fingerprint": (STRING, NULL)})
 
 
 def _mapping(value):
@@ -27,8 +66,18 @@ RESOURCE_KEYS = ("uuid", "name", "slug", "state", "backend_id", "limits", "attri
                  "customer_slug", "offering_uuid", "plan_uuid", "offering_plugin_options")
 
 
+def _keep_proof(raw, normalized):
+    """``normalized`` as proof when ``raw`` was (a read layer's ``ProvenObject``)."""
+    source = getattr(raw, "source", None)
+    return ProvenObject(normalized, source) if isinstance(raw, ProvenObject) else normalized
+
+
 def normalize_resource(raw):
-    """A provider resource in the shape of the data contract (``orders[].resource``)."""
+    """A provider resource in the shape of the data contract (``orders[].resource``); proof stays proof."""
+    return _keep_proof(raw, _resource(raw))
+
+
+def _resource(raw):
     raw = raw or {}
     return {
         "uuid": hex_uuid(raw.get("uuid")),
@@ -53,7 +102,11 @@ def normalize_resource(raw):
 
 
 def normalize_order(raw):
-    """An order in the shape of the data contract (``orders[]`` without ``resource``)."""
+    """An order in the shape of the data contract (``orders[]`` without ``resource``); proof stays proof."""
+    return _keep_proof(raw, _order(raw))
+
+
+def _order(raw):
     raw = raw or {}
     return {
         "uuid": hex_uuid(raw.get("uuid")),
@@ -88,11 +141,11 @@ def provider_offering_path(offering_uuid, action=None):
 
 def offering_components(client, offering_uuid):
     """The offering's components as Waldur lists them (``GET provider offering?field=components``)."""
-    body = client.get(provider_offering_path(offering_uuid), params={"field": ["components"]}) or {}
-    return [component for component in body.get("components") or [] if isinstance(component, dict)]
+    body = client.get(provider_offering_path(offering_uuid), params={"field": ["components"]}, shape=OFFERING_SHAPE)
+    return [component for component in body["components"] if isinstance(component, dict)]
 
 
-def find_of_offering(module, client, path, offering_uuid, uuids, states, fields=None):
+def find_of_offering(module, client, path, offering_uuid, uuids, states, fields=None, shape=None):
     """``{uuid: raw item}`` for those of ``uuids`` that one paged listing of the offering's
     ``path`` in ``states`` holds (``WaldurClient.find``: only where the listing pays for itself).
     A listing that fails is a warning and an empty answer: the caller reads each item on its own."""
@@ -100,7 +153,7 @@ def find_of_offering(module, client, path, offering_uuid, uuids, states, fields=
     if fields:
         params["field"] = list(fields)
     try:
-        return client.find(path, uuids, params=params)
+        return client.find(path, uuids, params=params, shape=shape)
     except WaldurApiError as exc:
         module.warn("could not list %s of offering %s, reading them one by one: %s"
                     % (path.rstrip("/"), offering_uuid, exc))

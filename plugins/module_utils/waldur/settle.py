@@ -15,6 +15,8 @@ from ansible_collections.waldur.site_agent.plugins.module_utils.core.times impor
 from ansible_collections.waldur.site_agent.plugins.module_utils.waldur.client import WaldurApiError, error_message
 from ansible_collections.waldur.site_agent.plugins.module_utils.waldur.marketplace import (
     IN_FLIGHT_RESOURCE_STATES,
+    ORDER_SHAPE,
+    RESOURCE_SHAPE,
     TERMINAL_ORDER_STATES,
     find_of_offering,
     normalize_order,
@@ -75,7 +77,8 @@ class Settle:
         order already terminal, a resource no longer in flight) or a listing that fails is read
         on its own by the order that needs it."""
         listed = find_of_offering(self.module, self.client, "marketplace-orders/", self.offering_uuid,
-                                  [outcome["order_uuid"] for outcome in outcomes], ["executing"], SETTLE_ORDER_FIELDS)
+                                  [outcome["order_uuid"] for outcome in outcomes], ["executing"], SETTLE_ORDER_FIELDS,
+                                  shape=ORDER_SHAPE)
         self.listed_orders = dict((uuid, _settle_order(raw)) for uuid, raw in listed.items())
         recording = []
         for outcome in outcomes:
@@ -84,7 +87,8 @@ class Settle:
             if resource_uuid and (outcome["backend_id"] or outcome["backend_metadata"]):
                 recording.append(resource_uuid)
         listed = find_of_offering(self.module, self.client, "marketplace-provider-resources/", self.offering_uuid,
-                                  recording, IN_FLIGHT_RESOURCE_STATES, ["uuid", "backend_id", "backend_metadata"])
+                                  recording, IN_FLIGHT_RESOURCE_STATES, ["uuid", "backend_id", "backend_metadata"],
+                                  shape=RESOURCE_SHAPE)
         self.listed_resources = dict((uuid, normalize_resource(raw)) for uuid, raw in listed.items())
 
     def recheck_done(self, outcomes, results, since):
@@ -101,10 +105,10 @@ class Settle:
             if len(done) >= 2:
                 listed = self.client.find("marketplace-orders/", list(done), params={
                     "offering_uuid": self.offering_uuid, "state": ["erred"], "field": fields,
-                    "modified": since.strftime("%Y-%m-%dT%H:%M:%S.%fZ")})
+                    "modified": since.strftime("%Y-%m-%dT%H:%M:%S.%fZ")}, shape=ORDER_SHAPE)
             else:
                 uuid = next(iter(done))
-                listed = {uuid: self.client.get(order_path(uuid), params={"field": fields}) or {}}
+                listed = {uuid: self.client.get(order_path(uuid), params={"field": fields}, shape=ORDER_SHAPE)}
         except WaldurApiError as exc:
             self.module.warn("could not read the orders set done again to see whether Waldur erred them: %s" % exc)
             return
@@ -128,7 +132,7 @@ class Settle:
         listed = self.listed_resources.get(resource_uuid)
         if listed is not None:
             return listed
-        return normalize_resource(self.client.get(provider_resource_path(resource_uuid)))
+        return normalize_resource(self.client.get(provider_resource_path(resource_uuid), shape=RESOURCE_SHAPE))
 
     def settle_one(self, outcome):
         uuid = outcome["order_uuid"]
@@ -136,7 +140,7 @@ class Settle:
         # executing, erred only when not terminal). A change after it makes Waldur answer 409,
         # which is read again below.
         order = self.listed_orders.get(uuid) or _settle_order(
-            self.client.get(order_path(uuid), params={"field": SETTLE_ORDER_FIELDS}))
+            self.client.get(order_path(uuid), params={"field": SETTLE_ORDER_FIELDS}, shape=ORDER_SHAPE))
         if order["offering_uuid"] and order["offering_uuid"] != self.offering_uuid:
             raise ItemError("order %s belongs to offering %s, not %s"
                             % (uuid, order["offering_uuid"], self.offering_uuid))
@@ -168,13 +172,17 @@ class Settle:
         if refused:
             return refused
         if conflict:
-            # The order moved after it was read (cancelled, settled by another run): look again.
-            state = self._state(uuid)
-            item.state = state
+            # The order moved after it was read (Waldur's worker erred it, cancelled, settled by
+            # another run): look again.
+            current = self._current(uuid)
+            state = item.state = current["state"]
             if state == "done":
                 return item.result("skipped", "order was set done meanwhile")
             if state in (None, "executing"):
                 raise ItemError("set_state_done was refused (%s); the order is %s" % (conflict, state))
+            if state == "erred" and self.acted(item):
+                # erred between our read and our write, after the backend acted: the two sides disagree
+                return self.diverged(item, current.get("error_message"))
             return item.result("skipped", "order is %s, not executing; not set done" % state)
         item.state = "done"
         return item.result("done", "set done")
@@ -197,7 +205,12 @@ class Settle:
         return None, None
 
     def _state(self, uuid):
-        return (self.client.get(order_path(uuid), params={"field": ["uuid", "state"]}) or {}).get("state")
+        return self._current(uuid)["state"]
+
+    def _current(self, uuid):
+        """The order's state (and Waldur's error message) now, read on its own."""
+        return self.client.get(order_path(uuid), params={"field": ["uuid", "state", "error_message"]},
+                               shape=ORDER_SHAPE)
 
     def _record(self, item, backend_id, metadata, best_effort=False):
         """Record the backend id and metadata on the resource where they differ. Returns why Waldur
@@ -271,7 +284,7 @@ class Settle:
             try:
                 resource = normalize_resource(self.client.get(
                     provider_resource_path(item.resource_uuid),
-                    params={"field": ["uuid", "name", "state", "limits", "backend_id"]}))
+                    params={"field": ["uuid", "name", "state", "limits", "backend_id"]}, shape=RESOURCE_SHAPE))
                 limits = " ".join("%s=%s" % (key, resource["limits"][key]) for key in sorted(resource["limits"]))
                 waldur = "; Waldur keeps resource %s %s%s%s" % (
                     resource["name"] or resource["uuid"], resource["state"],

@@ -13,7 +13,12 @@ import re
 from decimal import Decimal, InvalidOperation, ROUND_HALF_UP
 
 from ansible_collections.waldur.site_agent.plugins.module_utils.core.uuids import hex_uuid
-from ansible_collections.waldur.site_agent.plugins.module_utils.waldur.client import WaldurApiError, error_message
+from ansible_collections.waldur.site_agent.plugins.module_utils.waldur.client import (
+    WaldurApiError,
+    WaldurUnproven,
+    error_message,
+)
+from ansible_collections.waldur.site_agent.plugins.module_utils.waldur.marketplace import USAGE_SHAPE
 
 try:
     from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
@@ -83,14 +88,25 @@ def stored_in_period(client, resource_uuid, period_start):
     """``{component: Decimal}`` Waldur holds for one resource in the month of ``period_start``."""
     held = {}
     for record in client.list("marketplace-component-usages/", params={
-            "resource_uuid": resource_uuid, "billing_period": period_start}):
+            "resource_uuid": resource_uuid, "billing_period": period_start}, shape=USAGE_SHAPE):
         if str(record.get("billing_period") or "")[:7] != period_start[:7] or not record.get("type"):
             continue
-        try:
-            held[record["type"]] = Decimal(str(record.get("usage")))
-        except (InvalidOperation, ValueError):
-            continue
+        held[record["type"]] = _stored_amount(client, record)
     return held
+
+
+def _stored_amount(client, record):
+    """A stored usage's amount; one that is not a number is not proof of what Waldur holds (taken as
+    nothing, it would let a lower figure through)."""
+    try:
+        amount = Decimal(str(record.get("usage")))
+    except (InvalidOperation, ValueError):
+        amount = None
+    if amount is None or not amount.is_finite():
+        raise WaldurUnproven(200, "GET", client.api_path("marketplace-component-usages/"),
+                             "a stored usage of component %s holds %r, not a number" % (record.get("type"),
+                                                                                         str(record.get("usage"))[:40]))
+    return amount
 
 
 def usage_date(year, month, tzinfo):
@@ -140,7 +156,7 @@ def stored_usages(client, offering_uuid, period_start):
     """``{resource_uuid: {component: [Decimal, ...]}}`` for the offering's month (one paged listing)."""
     stored = {}
     records = client.list("marketplace-component-usages/", params={
-        "offering_uuid": offering_uuid, "billing_period": period_start})
+        "offering_uuid": offering_uuid, "billing_period": period_start}, shape=USAGE_SHAPE)
     for record in records:
         # filters a server does not know are ignored, so check the month ourselves
         period = str(record.get("billing_period") or period_start)
@@ -148,12 +164,10 @@ def stored_usages(client, offering_uuid, period_start):
             continue
         resource = hex_uuid(record.get("resource_uuid"))
         if not resource or record.get("type") in (None, ""):
-            continue
-        try:
-            amount = Decimal(str(record.get("usage")))
-        except (InvalidOperation, ValueError):
-            continue
-        stored.setdefault(resource, {}).setdefault(record["type"], []).append(amount)
+            raise WaldurUnproven(200, "GET", client.api_path("marketplace-component-usages/"),
+                                 "a stored usage names no resource or component (%s)"
+                                 % ", ".join("%s=%r" % (key, record.get(key)) for key in ("resource_uuid", "type")))
+        stored.setdefault(resource, {}).setdefault(record["type"], []).append(_stored_amount(client, record))
     return stored
 
 

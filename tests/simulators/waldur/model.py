@@ -233,10 +233,14 @@ class Marketplace:
 
     def seed_order(self, offering_uuid, type="Create", state="pending-provider", resource_uuid=None,
                    name=None, attributes=None, limits=None, uuid=None, plan_uuid=None,
-                   project_uuid=presets.PROJECT_UUID, backend_id="", created_by=presets.CONSUMER_USER_UUID) -> dict:
+                   project_uuid=presets.PROJECT_UUID, backend_id="", created_by=presets.CONSUMER_USER_UUID,
+                   processed=True) -> dict:
         """Put an order straight into the state. A Create order without ``resource_uuid``
         (or naming a resource that does not exist) gets a new ``Creating`` resource; other
-        types need an existing resource. Returns the order record."""
+        types need an existing resource. An ``executing`` order looks as Waldur leaves it once its
+        processor has run (``processed``): approved, a Create's plugin object made, an Update's
+        resource ``Updating``, a Terminate's ``Terminating``; ``processed=False`` seeds one the
+        worker has not reached yet. Returns the order record."""
         offering_uuid = self._existing(self.offerings, offering_uuid, "Offering")
         if type not in ORDER_TYPES:
             raise ValueError(f"order type must be one of {ORDER_TYPES}, not {type!r}")
@@ -259,6 +263,16 @@ class Marketplace:
         order["backend_id"] = backend_id
         if type == "Create" and resource["creation_order_uuid"] is None:
             resource["creation_order_uuid"] = order["uuid"]
+        if state == "executing":
+            order.update(provider_reviewed_by=presets.PROVIDER_USER_UUID, provider_reviewed_at=order["created"])
+            if processed:  # the trace a processor that ran without error leaves (process_order)
+                if type == "Create":
+                    resource["scope_uuid"] = resource["scope_uuid"] or new_uuid()
+                    order["scope_uuid"] = resource["scope_uuid"]
+                elif type == "Update" and resource["state"] not in ("Erred", "Terminated"):
+                    resource["state"] = "Updating"
+                elif type == "Terminate":
+                    resource["state"] = "Terminating"
         return order
 
     def _new_order(self, type, resource, attributes, limits, created_by, state, uuid=None, plan_uuid=None):

@@ -129,7 +129,7 @@ class FakeWaldur:
         if self.conflict and path.endswith("/reject_by_provider/"):
             raise WaldurApiError(409, "POST", path, "conflict")
 
-    def get(self, path, params=None):
+    def get(self, path, params=None, shape=None):  # noqa: ARG002 (the read layer's own)
         return {"uuid": "1" * 32, "state": "executing"}
 
 

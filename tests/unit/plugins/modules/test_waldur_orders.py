@@ -153,7 +153,7 @@ class StubClient:
         self.posts.append(path)
         raise WaldurApiError(409, "POST", "/api/" + path, "Valid states for operation: pending-provider.")
 
-    def get(self, path, params=None):
+    def get(self, path, params=None, shape=None):  # noqa: ARG002 (the read layer's own)
         if path.startswith("marketplace-orders/"):
             # resource_uuid: the plugin object Waldur's processor made (its work is done)
             return {"uuid": "1" * 32, "state": self.state_after, "type": "Create",
@@ -495,7 +495,9 @@ def test_settle_compares_with_listed_resources_and_reads_the_others_alone(waldur
                                  backend_metadata={"status": "active"})
     create = app.seed_order(P.DO_OFFERING_UUID, state="executing", resource_uuid=recorded["uuid"])
     running = app.seed_resource(P.DO_OFFERING_UUID, "web-2", backend_id="602")
-    update = app.seed_order(P.DO_OFFERING_UUID, type="Update", state="executing", resource_uuid=running["uuid"])
+    # (as before Waldur's worker processed it: the resource is still OK, outside the in-flight listing)
+    update = app.seed_order(P.DO_OFFERING_UUID, type="Update", state="executing", resource_uuid=running["uuid"],
+                            processed=False)
     app.calls.clear()
     outcomes = [{"order_uuid": create["uuid"], "failed": False, "backend_id": "601",
                  "backend_metadata": {"status": "active"}},
@@ -642,7 +644,7 @@ class DoneRefusedClient:
         self.state_after = state_after
         self.reads = 0
 
-    def get(self, path, params=None):
+    def get(self, path, params=None, shape=None):  # noqa: ARG002 (the read layer's own)
         self.reads += 1
         return {"uuid": "1" * 32, "state": "executing" if self.reads == 1 else self.state_after,
                 "offering_uuid": "d" * 32, "marketplace_resource_uuid": "2" * 32}

@@ -55,8 +55,9 @@ def test_usage_is_sent_rounded_and_then_not_resent(waldur_sim, capsys, vms):
     assert first["date"] == this_month() + "-01T00:00:00+00:00"
     assert first["totals"] == {"resources": 2, "submitted": 2, "sent": 4, "unchanged": 0, "refused": 0,
                                "omitted": 0, "closed": 0, "failed": 0}
-    # one listing of the components, one of the stored usage of the whole offering
-    assert len(waldur_sim.app.calls_of("offering.get")) == 1 and len(waldur_sim.app.calls_of("usages.list")) == 1
+    # one listing of the components, one of the stored usage of the whole offering and, since Waldur
+    # stored nothing this month yet, a second read of the month that agrees before the first figures go
+    assert len(waldur_sim.app.calls_of("offering.get")) == 1 and len(waldur_sim.app.calls_of("usages.list")) == 2
 
     since = len(waldur_sim.app.calls)
     second = run(waldur_sim, capsys, usages=usages)
@@ -64,6 +65,20 @@ def test_usage_is_sent_rounded_and_then_not_resent(waldur_sim, capsys, vms):
     assert second["changed"] is False
     assert sorted(second["results"][0]["unchanged"]) == ["cpu", "disk", "ram"]
     assert second["results"][0]["msg"] == "unchanged"
+    assert len(waldur_sim.app.calls_of("usages.list", since)) == 1  # everything stored: one read
+
+
+def test_a_stored_month_that_reads_back_otherwise_sends_nothing(waldur_sim, capsys, vms):
+    # Waldur holds 5 cpu for the month; the first read of it answers an empty listing whose count says
+    # so too (a stale cache): taken as the truth, 2 would be sent and the bill lowered
+    usages = [{"resource_uuid": vms[0], "usages": {"cpu": 5}}]
+    run(waldur_sim, capsys, usages=usages)
+    waldur_sim.app.add_fault("usages.list", kind="empty_items")
+
+    result = run(waldur_sim, capsys, usages=[{"resource_uuid": vms[0], "usages": {"cpu": 2}}])
+
+    assert result["failed"] is True and "nothing was sent" in result["msg"], result["msg"]
+    assert stored(waldur_sim, vms[0]) == {"cpu": "5.00"}
 
 
 def test_packed_usages_are_sent_as_listed_ones_and_failures_are_named(waldur_sim, capsys, vms):
@@ -180,7 +195,8 @@ def test_another_month_is_read_back_and_the_rest_follows(waldur_sim, capsys, vms
     assert stored(waldur_sim, vms[0], last_month) == {"cpu": "2.00"}
     assert stored(waldur_sim, vms[1], last_month) == {"cpu": "3.00"}
     reads = waldur_sim.app.calls_of("usages.list")
-    assert len(reads) == 2 and "resource_uuid=%s" % vms[0] in reads[1]["query"]  # the read-back
+    # the month read twice (nothing stored there yet), then the read-back
+    assert len(reads) == 3 and "resource_uuid=%s" % vms[0] in reads[2]["query"]
 
 
 def test_a_server_that_ignores_the_date_fails_loudly_after_one_resource(waldur_sim, capsys, vms):
