@@ -229,6 +229,9 @@ def _droplet_plan(orders, backend_settings=None, ssh_keys=None):
         if order.get("type") in CREATE_TYPES and order.get("created"):
             # evidence for do_droplet: a droplet made for this order is not older than the order
             item["not_before"] = order["created"]
+        if order.get("type") in CREATE_TYPES and order.get("approved_now"):
+            # no earlier pass can have made its droplet: one listing proves there is none
+            item["approved_now"] = True
         elif order.get("type") == "Terminate":
             # do_droplet deletes a droplet found by its tag only under a name derived for the resource
             item["name"] = droplet_name(resource.get("name") or order.get("resource_name"), resource.get("slug"),

@@ -146,6 +146,7 @@ api_calls:
 from ansible.module_utils.basic import AnsibleModule
 
 from ansible_collections.waldur.site_agent.plugins.module_utils.core.packed import list_option
+from ansible_collections.waldur.site_agent.plugins.module_utils.core.evidence import Unproven
 from ansible_collections.waldur.site_agent.plugins.module_utils.digitalocean.catalogue import (
     droplet_problem,
     read_catalogue,
@@ -188,7 +189,7 @@ def main():
         images.append(params["default_image"])
     try:
         catalogue = read_catalogue(client, images)
-    except DigitalOceanError as exc:
+    except (DigitalOceanError, Unproven) as exc:
         module.fail_json(msg="DigitalOcean's catalogue could not be read, so no order is approved: %s" % exc,
                          api_calls=client.api_calls)
     problems = settings_problems(params, params["size_mapping_sizes"], catalogue)
@@ -201,8 +202,8 @@ def main():
             problem = droplet_problem(droplet.get("region"), droplet.get("size"), droplet.get("image"), catalogue)
             if not problem:
                 continue
-            if droplet["executing"] and droplet.get("resource_uuid") and client.list_droplets(
-                    tag_name=resource_tag(droplet["resource_uuid"])):
+            if droplet["executing"] and droplet.get("resource_uuid") and client.droplets_carrying(
+                    resource_tag(droplet["resource_uuid"])):
                 continue  # an earlier pass made it: do_droplet adopts it
             verdicts.append({"order_uuid": droplet["order_uuid"], "resource_uuid": droplet.get("resource_uuid"),
                              "resource_name": droplet.get("resource_name") or "",

@@ -75,6 +75,15 @@ options:
           - With V(absent), the resource's name. A droplet found by its tag is deleted only under a name
             derived from it (or the C(waldur-<8 hex>) name).
         type: str
+      approved_now:
+        description:
+          - The order was approved by this pass, so no earlier pass can have made its droplet, and the one
+            listing of the droplets carrying the resource's tag is the proof that none exists. Without it
+            (an order an earlier pass approved, which may have made the droplet before it was stopped),
+            a listing that shows none is read once more before the droplet is created, and the two must
+            agree; when they do not, nothing is created and the item is left for the next pass.
+        type: bool
+        default: false
       not_before:
         description:
           - When the order was placed (ISO 8601; the order pass gives the order's C(created)). A droplet
@@ -418,6 +427,7 @@ DROPLET_OPTIONS = dict(
     tags=dict(type="list", elements="str", default=[]),
     running=dict(type="bool"),
     not_before=dict(type="str"),
+    approved_now=dict(type="bool", default=False),
 )
 
 

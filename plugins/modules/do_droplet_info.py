@@ -143,7 +143,7 @@ def droplet_entries(backend_ids, found):
     droplets, missing = [], []
     for backend_id in backend_ids:
         facts = found.get(int(backend_id)) if backend_id.isdigit() else None
-        if facts is None:
+        if not facts:  # proven absent (DigitalOcean's own not_found), or not a droplet id
             missing.append(backend_id)
             reason = "no droplet %s" % backend_id if backend_id.isdigit() else "not a DigitalOcean droplet id"
             droplets.append({"backend_id": backend_id, "found": False, "msg": reason, "backend_metadata": None})

@@ -306,6 +306,11 @@ orders:
     state:
       description: C(executing) after approval; C(pending-provider) in check mode.
       type: str
+    approved_now:
+      description:
+        - With O(state=claimed), whether this run approved the order (no earlier pass can have acted on
+          it; the backend modules take it as O(waldur.site_agent.do_droplet#module:droplets[].approved_now)).
+      type: bool
     offering_uuid:
       description: Offering UUID.
       type: str

@@ -12,6 +12,19 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
+from ansible_collections.waldur.site_agent.plugins.module_utils.core.evidence import (
+    BOOLEAN,
+    LIST,
+    STRING,
+    Shape,
+    Unproven,
+    is_absent,
+)
+
+# What the verdicts read of a region and a size (DigitalOcean's OpenAPI types).
+REGION_SHAPE = Shape("region", required={"slug": STRING, "available": BOOLEAN, "sizes": LIST})
+SIZE_SHAPE = Shape("size", required={"slug": STRING, "available": BOOLEAN, "regions": LIST})
+
 # How many names a message lists before "and N more".
 NAMES_SHOWN = 12
 # The offering's own settings the catalogue checks (provider-side: a miss fails the offering).
@@ -34,18 +47,23 @@ def read_catalogue(client, images):
     (``GET /v2/sizes``) with their availability, and each image of ``images`` (one read each, by
     slug or id: public images, the account's snapshots and custom images), None for one
     DigitalOcean does not have. A read that fails raises: nothing is judged on half a catalogue."""
-    regions = dict((region.get("slug"), {"available": bool(region.get("available")),
-                                         "sizes": [str(size) for size in region.get("sizes") or []]})
-                   for region in client.listing("regions/", "regions") if isinstance(region, dict))
-    sizes = dict((size.get("slug"), {"available": bool(size.get("available")),
-                                     "regions": [str(region) for region in size.get("regions") or []]})
-                 for size in client.listing("sizes/", "sizes") if isinstance(size, dict))
+    listed = {}
+    for path, key, shape in (("regions/", "regions", REGION_SHAPE), ("sizes/", "sizes", SIZE_SHAPE)):
+        listed[key] = client.listing(path, key, shape=shape)
+        if not listed[key]:
+            # DigitalOcean always has regions and sizes: an empty answer is no catalogue to reject orders on
+            raise Unproven("DigitalOcean GET /v2/%s listed no %s at all; that is not a catalogue to judge orders on"
+                           % (path, key), call="GET /v2/" + path)
+    regions = dict((region["slug"], {"available": region["available"], "sizes": [str(size) for size in region["sizes"]]})
+                   for region in listed["regions"])
+    sizes = dict((size["slug"], {"available": size["available"], "regions": [str(region) for region in size["regions"]]})
+                 for size in listed["sizes"])
     found = {}
     for image in images:
         key = image_key(image)
         if key and key not in found:
             raw = client.image(key)
-            found[key] = None if raw is None else {
+            found[key] = None if is_absent(raw) else {
                 "id": raw.get("id"), "slug": raw.get("slug"), "name": raw.get("name") or "",
                 "type": raw.get("type") or "", "public": bool(raw.get("public")),
                 "regions": [str(region) for region in raw.get("regions") or []],

@@ -40,6 +40,17 @@ from ansible_collections.waldur.site_agent.plugins.module_utils.core.http import
     describe_body,
     send_with_retries,
 )
+from ansible_collections.waldur.site_agent.plugins.module_utils.core.evidence import (
+    INTEGER,
+    LIST,
+    NULL,
+    OBJECT,
+    STRING,
+    ProvenAbsence,
+    ProvenList,
+    ProvenObject,
+    Shape,
+)
 from ansible_collections.waldur.site_agent.plugins.module_utils.core.pass_guard import check_write
 from ansible_collections.waldur.site_agent.plugins.module_utils.core.secrets import redact_text, secret_text_problem
 from ansible_collections.waldur.site_agent.plugins.module_utils.core.retry import RetryPolicy, parse_retry_after
@@ -56,6 +67,7 @@ from ansible_collections.waldur.site_agent.plugins.module_utils.digitalocean.cou
 from ansible_collections.waldur.site_agent.plugins.module_utils.digitalocean.errors import (
     DigitalOceanError,
     DigitalOceanNotFound,
+    DigitalOceanUnproven,
     describe_failure,
     token_source,
 )
@@ -79,6 +91,24 @@ except ImportError:
     pass  # python-digitalocean needs requests: HAS_DIGITALOCEAN is False then
 
 PER_PAGE = 200
+# What the agent reads of a droplet, and the JSON types the API documents (DigitalOcean's OpenAPI):
+# a droplet of another shape in an answer is not proof.
+DROPLET_SHAPE = Shape("droplet", required={
+    "id": INTEGER, "name": STRING, "status": STRING, "tags": LIST, "region": OBJECT, "size_slug": STRING,
+}, optional={
+    "image": (OBJECT, NULL), "created_at": (STRING, NULL), "networks": (OBJECT, NULL), "size": (OBJECT, NULL),
+})
+ACCOUNT_SHAPE = Shape("account", required={"uuid": STRING, "status": STRING},
+                      optional={"droplet_limit": INTEGER, "email": STRING})
+# A listing's ``meta`` (every paged listing of DigitalOcean carries its total).
+LISTING_META_SHAPE = Shape("listing meta", required={"total": INTEGER})
+# DigitalOcean's body of a missing object (``"id": "not_found"``): the only 404 that proves absence.
+NOT_FOUND_ID = "not_found"
+# A broken connection in the middle of an answer (a reset after the headers): a connection failure.
+try:
+    BROKEN_ANSWER_ERRORS = (requests.exceptions.ChunkedEncodingError, requests.exceptions.ContentDecodingError)
+except NameError:  # pragma: no cover - without requests the client refuses to start
+    BROKEN_ANSWER_ERRORS = ()
 
 
 class DigitalOceanClient:
@@ -215,6 +245,12 @@ class DigitalOceanClient:
 
             def give_up():
                 message, error_id = self._service_message(response)
+                if status == 404 and error_id != NOT_FOUND_ID:
+                    # a proxy's or web server's page, not DigitalOcean saying the object is gone
+                    return DigitalOceanUnproven(
+                        "DigitalOcean answered %s %s with 404 %s, not its own not_found; whether the object "
+                        "exists is not proven" % (method, path, describe_body(response, self._scrub)),
+                        status=status, method=method, path=path)
                 error_class = DigitalOceanNotFound if status == 404 else DigitalOceanError
                 error = error_class(describe_failure(status, message, method, path, attempt,
                                                      token_key=token_source(self._token, os.environ, TOKEN_ENV_VARS)),
@@ -250,7 +286,8 @@ class DigitalOceanClient:
 
         return send_with_retries(
             lambda attempt: self.session.request(method, full_url, **kwargs), classify, connection_error,
-            self.retry_policy, idempotent, connection_errors=(requests.ConnectionError, requests.Timeout), deadline=deadline,
+            self.retry_policy, idempotent, connection_errors=(requests.ConnectionError, requests.Timeout)
+            + BROKEN_ANSWER_ERRORS, deadline=deadline,
             before_attempt=before_attempt, on_retry=lambda attempt: self.stats.add("retries"), sleep=self._sleep)
 
     def _expect_json_object(self, response, method, path):
@@ -262,7 +299,7 @@ class DigitalOceanClient:
         except ValueError:
             body = None
         if not isinstance(body, dict):
-            raise DigitalOceanError(
+            raise DigitalOceanUnproven(
                 "DigitalOcean answered %s %s with %s instead of a JSON object; nothing in it is trusted: %s %s"
                 % (response.status_code, response.reason or "", describe_body(response, self._scrub), method, path),
                 status=response.status_code, method=method, path=path)
@@ -277,55 +314,102 @@ class DigitalOceanClient:
     def account(self):
         """The account the token belongs to (``GET /v2/account``): the cheapest read that proves
         the token and the API."""
-        data = self.build(BoundListing).get_data("account/")
-        return dict((data or {}).get("account") or {})
+        return self._object(self.build(BoundListing).get_data("account/"), "account", "GET /v2/account",
+                            ACCOUNT_SHAPE)
 
     # ---- catalogue ----------------------------------------------------------------
     def image(self, image):
         """The image ``image`` names (``GET /v2/images/{id or slug}``: public images by slug or id,
-        the account's snapshots and custom images by id), or None when DigitalOcean has none."""
+        the account's snapshots and custom images by id), or ``ProvenAbsence`` when DigitalOcean
+        answers its own not_found."""
+        path = "images/%s" % quote(str(image).strip(), safe="")
         try:
-            data = self.build(BoundListing).get_data("images/%s" % quote(str(image).strip(), safe=""))
+            data = self.build(BoundListing).get_data(path)
         except DigitalOceanNotFound:
-            return None
-        found = (data or {}).get("image")
+            return ProvenAbsence("GET /v2/" + path)
+        return self._object(data, "image", "GET /v2/" + path)
+
+    # ---- the read layer: answers checked before anything is decided on them -----------
+    @staticmethod
+    def _unproven(call, problem):
+        method, _space, path = call.partition(" ")
+        return DigitalOceanUnproven("DigitalOcean %s answered %s; it is not trusted" % (call, problem),
+                                    method=method, path=path)
+
+    def _object(self, data, key, call, shape=None):
+        """The object under ``key`` of an answer (``{"droplet": {...}}``), checked against ``shape``."""
+        found = (data or {}).get(key) if isinstance(data, dict) else None
         if not isinstance(found, dict):
-            raise DigitalOceanError("DigitalOcean GET /v2/images/%s answered without the object 'image'; it is not "
-                                    "trusted" % image, method="GET", path="/v2/images/%s" % image)
-        return found
+            raise self._unproven(call, "without the object %r" % key)
+        problem = shape.problem(found) if shape is not None else None
+        if problem:
+            raise self._unproven(call, "JSON of another shape (%s)" % problem)
+        return ProvenObject(found, call)
+
+    def _page(self, data, key, call, shape=None):
+        """``(items, total)`` of one page (or of the pages the library joined): the list under
+        ``key``, every item an object of ``shape``, and the listing's ``meta.total``."""
+        items = data.get(key) if isinstance(data, dict) else None
+        if not isinstance(items, list):
+            raise self._unproven(call, "without the list %r" % key)
+        meta = data.get("meta")
+        problem = LISTING_META_SHAPE.problem(meta) if isinstance(meta, dict) else "no meta.total (a listing's count)"
+        if problem is None:
+            problem = shape.first_problem(items) if shape is not None else None
+            if problem is None and not all(isinstance(item, dict) for item in items):
+                problem = "items that are not objects"
+        if problem:
+            raise self._unproven(call, "JSON of another shape (%s)" % problem)
+        return items, meta["total"]
 
     # ---- droplets -----------------------------------------------------------------
-    def listing(self, path, key, params=None):
-        """All objects under ``key`` of a paged listing (the library follows ``links.pages.next``)."""
+    def listing(self, path, key, params=None, shape=None):
+        """All objects under ``key`` of a paged listing (the library follows ``links.pages.next``), as a
+        ``ProvenList``: every item of ``shape`` and as many as the listing's ``meta.total``."""
+        call = "GET /v2/" + path
         data = self.build(BoundListing).get_data(path, params=dict(params or {}, per_page=PER_PAGE))
-        items = data.get(key)
-        if not isinstance(items, list):
-            raise DigitalOceanError("DigitalOcean GET /v2/%s answered without the list %r; the listing is not trusted"
-                                    % (path, key), method="GET", path="/v2/" + path)
-        total = (data.get("meta") or {}).get("total")
-        if isinstance(total, int) and total != len(items):
+        items, total = self._page(data, key, call, shape)
+        if total != len(items):
             # the library joined every page: fewer (or more) items than the total means a page was lost
-            raise DigitalOceanError("DigitalOcean GET /v2/%s: the pages hold %d item(s) but the listing says %d; "
-                                    "the listing is not trusted" % (path, len(items), total),
-                                    method="GET", path="/v2/" + path)
-        return list(items)
+            raise self._unproven(call, "pages holding %d item(s) but a total of %d" % (len(items), total))
+        return ProvenList(items, call)
 
     def list_droplets(self, tag_name=None):
-        """Facts of every droplet (with ``tag_name``: carrying that tag)."""
+        """Facts of every droplet (with ``tag_name``: carrying that tag), as a ``ProvenList``."""
         params = {"tag_name": tag_name} if tag_name else {}
-        return [droplet_facts(item) for item in self.listing("droplets/", "droplets", params)]
+        listed = self.listing("droplets/", "droplets", params, shape=DROPLET_SHAPE)
+        if tag_name:
+            self.droplet_totals[tag_name] = len(listed)
+        return ProvenList([droplet_facts(item) for item in listed], "%s?tag_name=%s" % (listed.source, tag_name)
+                          if tag_name else listed.source)
+
+    def droplets_carrying(self, tag_name):
+        """The droplets carrying ``tag_name``, for a decision taken on their absence (creating a droplet,
+        erring an order): a listing that shows none is read once more, and the two must agree, so one
+        answer that lost its items (an empty page of a cache or a proxy, consistent in itself) never
+        makes a second machine or errs an order whose machine runs."""
+        listed = self.list_droplets(tag_name=tag_name)
+        if listed:
+            return listed
+        again = self.list_droplets(tag_name=tag_name)
+        if again:
+            raise DigitalOceanUnproven(
+                "two listings of the droplets carrying tag %s disagree (none, then %s); nothing is decided on them"
+                % (tag_name, ", ".join(str(droplet["id"]) for droplet in again)), method="GET", path="/v2/droplets")
+        return again
 
     def get_droplet(self, droplet_id):
-        """Facts of one droplet, or None if it does not exist."""
-        droplet = self.build(BoundDroplet, id=droplet_id)
+        """Facts of one droplet (``ProvenObject``), or ``ProvenAbsence`` when DigitalOcean answers its own
+        not_found; any other answer raises ``DigitalOceanUnproven``."""
+        call = "GET /v2/droplets/%s" % droplet_id
         try:
-            droplet.load()
+            data = self.build(BoundListing).get_data("droplets/%s" % droplet_id)
         except DigitalOceanNotFound:
-            return None
-        return droplet_facts(droplet)
+            return ProvenAbsence(call)
+        return ProvenObject(droplet_facts(self._object(data, "droplet", call, DROPLET_SHAPE)), call)
 
     def find_droplets(self, droplet_ids):
-        """``{id: facts or None}`` for many ids, from the paged listing rather than one GET
+        """``{id: facts or ProvenAbsence}`` for many ids, from the paged listing rather than one GET
         each; ids the listing did not show are confirmed with a GET (a droplet created
         while paging can shift the pages), and a short list of ids against a huge
         account stops paging and GETs them instead."""
@@ -335,17 +419,16 @@ class DigitalOceanClient:
         listing = self.build(BoundListing)
         while wanted - set(found):
             data = listing.get_data("droplets/", params={"page": page, "per_page": PER_PAGE})
-            for item in data.get("droplets") or []:
-                if item.get("id") in wanted:
-                    found[item["id"]] = droplet_facts(item)
-            total = (data.get("meta") or {}).get("total")
-            if isinstance(total, int):
-                self.droplet_total = total
+            items, total = self._page(data, "droplets", "GET /v2/droplets/", DROPLET_SHAPE)
+            for item in items:
+                if item["id"] in wanted:
+                    found[item["id"]] = ProvenObject(droplet_facts(item), "GET /v2/droplets/")
+            self.droplet_total = total
             has_next = bool(((data.get("links") or {}).get("pages") or {}).get("next"))
             if not has_next:
                 break
-            pages_left = -(-total // PER_PAGE) - page if isinstance(total, int) else None
-            if pages_left is not None and pages_left > len(wanted - set(found)):
+            pages_left = -(-total // PER_PAGE) - page
+            if pages_left > len(wanted - set(found)):
                 break
             page += 1
         for droplet_id in sorted(wanted - set(found)):
@@ -353,8 +436,8 @@ class DigitalOceanClient:
         return found
 
     def scan_droplets(self, max_pages):
-        """Facts of every droplet of the account from one paged listing, or None when that
-        would take more than ``max_pages`` requests or the account changed while paging (a
+        """Facts of every droplet of the account from one paged listing (a ``ProvenList``), or None when
+        that would take more than ``max_pages`` requests or the account changed while paging (a
         droplet deleted meanwhile shifts the later pages, so one could be missed)."""
         listing = self.build(BoundListing)
         seen = {}
@@ -362,21 +445,19 @@ class DigitalOceanClient:
         page = 1
         while True:
             data = listing.get_data("droplets/", params={"page": page, "per_page": PER_PAGE})
-            total = (data.get("meta") or {}).get("total")
-            if not isinstance(total, int):
-                return None
+            items, total = self._page(data, "droplets", "GET /v2/droplets/", DROPLET_SHAPE)
             self.droplet_total = total
             if -(-total // PER_PAGE) > max_pages:
                 return None
             totals.add(total)
-            for item in data.get("droplets") or []:
-                seen[item.get("id")] = droplet_facts(item)
+            for item in items:
+                seen[item["id"]] = droplet_facts(item)
             if not ((data.get("links") or {}).get("pages") or {}).get("next"):
                 break
             page += 1
         if len(totals) != 1 or len(seen) != totals.pop():
             return None
-        return list(seen.values())
+        return ProvenList(seen.values(), "GET /v2/droplets/")
 
     def listing_pages(self, tag_name=None):
         """Pages the last listing of the droplets (carrying ``tag_name``) took, or None before one."""
@@ -396,19 +477,18 @@ class DigitalOceanClient:
         page = 1
         while True:
             data = listing.get_data("droplets/", params=dict(params, page=page, per_page=PER_PAGE))
-            for item in data.get("droplets") or []:
-                seen[item.get("id")] = droplet_facts(item)
-            total = (data.get("meta") or {}).get("total")
-            if isinstance(total, int):
-                totals.add(total)
-                if tag_name is None:
-                    self.droplet_total = total
-                else:
-                    self.droplet_totals[tag_name] = total
+            items, total = self._page(data, "droplets", "GET /v2/droplets/", DROPLET_SHAPE)
+            for item in items:
+                seen[item["id"]] = droplet_facts(item)
+            totals.add(total)
+            if tag_name is None:
+                self.droplet_total = total
+            else:
+                self.droplet_totals[tag_name] = total
             if not ((data.get("links") or {}).get("pages") or {}).get("next"):
                 complete = True
                 break
-            if max_pages is not None and isinstance(total, int) and -(-total // PER_PAGE) > max_pages:
+            if max_pages is not None and -(-total // PER_PAGE) > max_pages:
                 complete = False
                 break
             page += 1
@@ -449,7 +529,7 @@ class DigitalOceanClient:
             return droplet_facts(answer)
 
     def destroy_droplet(self, droplet_id):
-        """Delete a droplet; False when it was already gone."""
+        """Delete a droplet; False when DigitalOcean says it was already gone (its own not_found)."""
         try:
             self.build(BoundDroplet, id=droplet_id).destroy()
         except DigitalOceanNotFound:

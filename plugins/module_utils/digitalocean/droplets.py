@@ -11,6 +11,13 @@ import datetime
 import time
 
 from ansible_collections.waldur.site_agent.plugins.module_utils.core.batch import ItemError
+from ansible_collections.waldur.site_agent.plugins.module_utils.core.evidence import (
+    ProvenList,
+    Unproven,
+    decides,
+    is_absent,
+    require,
+)
 from ansible_collections.waldur.site_agent.plugins.module_utils.core.times import parse_time
 from ansible_collections.waldur.site_agent.plugins.module_utils.core.uuids import normalize_uuid
 from ansible_collections.waldur.site_agent.plugins.module_utils.digitalocean.droplets_power import (
@@ -19,7 +26,10 @@ from ansible_collections.waldur.site_agent.plugins.module_utils.digitalocean.dro
     _retryable,
     outcome_of,
 )
-from ansible_collections.waldur.site_agent.plugins.module_utils.digitalocean.errors import DigitalOceanError
+from ansible_collections.waldur.site_agent.plugins.module_utils.digitalocean.errors import (
+    DigitalOceanError,
+    DigitalOceanUnproven,
+)
 from ansible_collections.waldur.site_agent.plugins.module_utils.digitalocean.facts import backend_metadata, resource_tags
 from ansible_collections.waldur.site_agent.plugins.module_utils.digitalocean.waiter import DropletWaiter
 from ansible_collections.waldur.site_agent.plugins.module_utils.digitalocean.naming import (
@@ -143,7 +153,7 @@ class DropletWorker(DropletPowerSteps):
             # worth it only when the whole listing takes fewer calls than one per tag
             droplets = self.client.scan_droplets(max_pages=len(tags) - 1)
             if droplets is not None:
-                by_tag = dict((tag, []) for tag in tags)
+                by_tag = dict((tag, ProvenList(source=droplets.source)) for tag in tags)
                 for facts in droplets:
                     for tag in resource_tags(facts["tags"]) & tags:
                         by_tag[tag].append(facts)
@@ -172,7 +182,7 @@ class DropletWorker(DropletPowerSteps):
         return self.client.list_droplets(tag_name=tag)
 
     def read(self, backend_id):
-        """Facts of droplet ``backend_id`` (None if it does not exist)."""
+        """Facts of droplet ``backend_id`` (``ProvenAbsence`` if DigitalOcean says it does not exist)."""
         key = int(backend_id)
         if key in self.known:
             return self.known.pop(key)
@@ -202,7 +212,7 @@ class DropletWorker(DropletPowerSteps):
                 self.absent(item, result, notes)
             else:
                 self.power(item, result, notes, state, deadline)
-        except (DigitalOceanError, ItemError, ValueError) as exc:
+        except (DigitalOceanError, ItemError, ValueError, Unproven) as exc:
             self._fail(result, exc)
         pending = self.deferred.get(id(item))
         if pending is not None:
@@ -213,6 +223,9 @@ class DropletWorker(DropletPowerSteps):
     @staticmethod
     def _fail(result, exc):
         result.update(failed=True, msg=str(exc))
+        if isinstance(exc, Unproven):
+            # an answer that proves nothing: the item is left as it is (never erred) and the pass fails
+            result.update(retry=True, held=True)
         if _retryable(exc):
             # transient, or the droplet exists and only a later step failed: the next pass
             # finds it by its tag (or id) and carries on; the order is not erred
@@ -279,8 +292,8 @@ class DropletWorker(DropletPowerSteps):
     def present(self, item, result, notes, tags, deadline):
         backend_id = item.get("backend_id")
         if backend_id:
-            facts = self.read(backend_id)
-            if facts is None:
+            facts = require(self.read(backend_id), "droplet %s" % backend_id)
+            if is_absent(facts):
                 raise ItemError("droplet %s no longer exists and cannot be re-created under the same id; "
                                 "terminate the resource and order a new one" % backend_id)
             if item.get("size") and facts["size_slug"] != item["size"]:
@@ -298,9 +311,13 @@ class DropletWorker(DropletPowerSteps):
         if missing:
             raise ItemError("; ".join("DigitalOcean droplet %s is not specified" % field for field in missing))
         tag = resource_tag(item["resource_uuid"])
-        tagged = self.tagged(tag)
+        tagged = require(self.tagged(tag), "the droplets carrying tag %s" % tag)
         own = [d for d in tagged if resource_tags(d["tags"]) == set([tag])]
         shared = [d for d in tagged if d not in own]
+        if not tagged and not item.get("approved_now"):
+            # An earlier pass may have made the droplet (the order was approved before this pass):
+            # creating on its absence needs a second listing that agrees.
+            self._confirm_none(tag)
         if len(own) > 1:
             own = self._remove_duplicates(item, own, tags, result, notes)
             if not own:
@@ -317,6 +334,13 @@ class DropletWorker(DropletPowerSteps):
                           % (facts["id"], facts["name"], tag))
             return None
 
+        return self._create(item, result, notes, tags, tagged, deadline)
+
+    @decides("create", "tagged")
+    def _create(self, item, result, notes, tags, tagged, deadline):
+        """Create the item's droplet: ``tagged`` (the proven listing of the droplets carrying its
+        tag) shows none."""
+        tag = resource_tag(item["resource_uuid"])
         name = droplet_name(item.get("name"), resource_uuid=item["resource_uuid"])
         key_ids, key_notes = self.client.resolve_ssh_keys(
             item.get("ssh_keys"), ssh_key_name(item["resource_uuid"]), check_mode=self.check_mode)
@@ -337,6 +361,14 @@ class DropletWorker(DropletPowerSteps):
         if self.wait:
             self.deferred[id(item)] = {"facts": facts, "deadline": deadline}
         return None
+
+    def _confirm_none(self, tag):
+        """A second listing of the droplets carrying ``tag``, which must show none as the first did."""
+        again = self.client.list_droplets(tag_name=tag)
+        if again:
+            raise DigitalOceanUnproven(
+                "two listings of the droplets carrying tag %s disagree (none, then %s); nothing was created"
+                % (tag, ", ".join(str(droplet["id"]) for droplet in again)), method="GET", path="/v2/droplets")
 
     def _copy_problem(self, item, droplet, name, tags, not_before):
         """Why ``droplet`` is not provably a copy of this order's droplet made by an agent run,
@@ -431,6 +463,9 @@ class DropletWorker(DropletPowerSteps):
         copy_ids = ", ".join(str(d["id"]) for d in copies)
         if target is None and not copies:
             if not backend_id:
+                # done on an absence: only when a second listing agrees (a Terminate is never set done
+                # on one answer that lost the droplet)
+                self._confirm_none(tag)
                 result.update(action="absent", msg="no droplet carries tag %s" % tag)
             return None
         if self.check_mode:
@@ -463,11 +498,15 @@ class DropletWorker(DropletPowerSteps):
         it. Gone → absent. No owner tag at all → deleted (legacy: droplets made before owner tags,
         reached by the exact id Waldur records, as before). Another resource's tag → held, never
         deleted. Returns False when held."""
-        facts = self.client.get_droplet(backend_id)
-        if facts is None:
+        facts = require(self.client.get_droplet(backend_id), "droplet %s" % backend_id)
+        if is_absent(facts):
             result.update(action="absent", msg="droplet %s is already gone" % backend_id)
             return True
         marks = resource_tags(facts["tags"])
+        if marks == set([tag]):
+            # the listing of the tag did not show it, the direct read does: the two reads disagree
+            raise DigitalOceanUnproven("droplet %s carries tag %s but the listing of that tag did not show it; "
+                                       "nothing was deleted" % (backend_id, tag), method="GET", path="/v2/droplets")
         if marks:
             _held(result, "kept droplet %s: Waldur records it for this resource, but it carries %s, not %s alone; "
                           "nothing was deleted. Check whose machine it is, then delete it by hand or leave it only "

@@ -10,6 +10,7 @@ __metaclass__ = type
 import contextlib
 
 from ansible_collections.waldur.site_agent.plugins.module_utils.core.batch import ItemError
+from ansible_collections.waldur.site_agent.plugins.module_utils.core.evidence import Unproven, is_absent, require
 from ansible_collections.waldur.site_agent.plugins.module_utils.digitalocean.errors import DigitalOceanError
 from ansible_collections.waldur.site_agent.plugins.module_utils.digitalocean.facts import resource_tags
 from ansible_collections.waldur.site_agent.plugins.module_utils.digitalocean.naming import resource_tag
@@ -36,8 +37,8 @@ def _retryable(exc):
     """Whether the next pass should retry rather than the order be erred: DigitalOcean
     unreachable, throttling or failing after the retries, a write whose effect is unknown,
     or a step that failed after the droplet exists."""
-    if isinstance(exc, RetryLater):
-        return True
+    if isinstance(exc, (RetryLater, Unproven)):
+        return True  # an answer that proves nothing never errs an order: it is left as it is
     if isinstance(exc, DigitalOceanError):
         return exc.ambiguous or exc.status is None or exc.status == 429 or exc.status >= 500
     return False
@@ -138,12 +139,12 @@ class DropletPowerSteps:
             status = "refused (%s)" % exc.service_message
         if status == "completed":
             facts = self.client.get_droplet(droplet_id)
-            if facts is not None and facts["status"] == "off":
+            if facts and facts["status"] == "off":
                 return facts, "shut down"
         action = self.client.droplet_action(droplet_id, "power_off")
         status = self.client.wait_for_action(droplet_id, action, deadline)
         facts = self.client.get_droplet(droplet_id)
-        if facts is None:
+        if not facts:
             raise ItemError("droplet %s disappeared while powering off" % droplet_id)
         if status != "completed" or facts["status"] != "off":
             raise self._not_off(droplet_id, "power_off", status, facts["status"])
@@ -218,8 +219,8 @@ class DropletPowerSteps:
     def _locate(self, item):
         backend_id = item.get("backend_id")
         if backend_id:
-            facts = self.read(backend_id)
-            if facts is None:
+            facts = require(self.read(backend_id), "droplet %s" % backend_id)
+            if is_absent(facts):
                 raise ItemError("droplet %s no longer exists" % backend_id)
             return facts
         tag = resource_tag(item["resource_uuid"])

@@ -7,6 +7,8 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
+from ansible_collections.waldur.site_agent.plugins.module_utils.core.evidence import Unproven
+
 
 class DigitalOceanError(Exception):
     """A failed call. ``str()`` is a message for the operator: method, path, status,
@@ -25,7 +27,24 @@ class DigitalOceanError(Exception):
 
 
 class DigitalOceanNotFound(DigitalOceanError):
-    """404: the object does not exist (reads turn this into None)."""
+    """DigitalOcean's own not-found (a 404 whose JSON body says ``"id": "not_found"``): the object
+    does not exist (reads turn this into ``ProvenAbsence``)."""
+
+
+class DigitalOceanUnproven(DigitalOceanError, Unproven):
+    """An answer of DigitalOcean that is not proof: a 2xx body that is not the JSON object the API
+    documents (an HTML page, truncated, an empty body), a listing of another shape or whose items do
+    not add up to its ``meta.total``, a 404 that is not DigitalOcean's own. Not transient, never a
+    reason to err an order: the item is left as it is (``retry``) and the pass fails."""
+
+    def __init__(self, message, status=None, method=None, path=None):
+        DigitalOceanError.__init__(self, message, status=status, method=method, path=path)
+        self.message = message
+        self.call = "%s %s" % (method, path) if method else None
+        self.args = (message,)
+
+    def __str__(self):
+        return self.message
 
 
 # Where the token comes from, for the message that asks to fix it (see token_source).

@@ -153,7 +153,7 @@ class DropletWaiter:
         tag = common_tag(batch)
         pages = self.client.listing_pages(tag)
         if len(ids) == 1 or (pages is not None and pages > len(ids)):
-            return dict((droplet_id, self.client.get_droplet(droplet_id)) for droplet_id in ids)
+            return dict((droplet_id, self.client.get_droplet(droplet_id) or None) for droplet_id in ids)
         droplets, complete = self.client.poll_droplets(tag_name=tag, max_pages=len(ids))
         wanted = set(ids)
         found = dict((facts["id"], facts) for facts in droplets if facts["id"] in wanted)
@@ -164,5 +164,5 @@ class DropletWaiter:
         # a droplet just created may be listed a moment later; one missed again and again is gone
         for droplet_id in sorted(set(entry["id"] for entry in batch
                                      if entry["id"] not in found and entry["missed"] >= self.CONFIRM_AFTER)):
-            found[droplet_id] = self.client.get_droplet(droplet_id)
+            found[droplet_id] = self.client.get_droplet(droplet_id) or None  # None: proven gone
         return found

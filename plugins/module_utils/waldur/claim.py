@@ -505,6 +505,9 @@ def run_claim(module, client, offering_uuid, params):
         waiting = still
     position = dict((order["uuid"], index) for index, order in enumerate(orders))
     claimed.sort(key=lambda order: position.get(order["uuid"], len(position)))  # listing order
+    for order in claimed:
+        # approved by this pass: no earlier pass can have acted on it (the backend needs one read less)
+        order["approved_now"] = order["uuid"] in claim.approved
 
     approved = [uuid for uuid in (order["uuid"] for order in orders) if uuid in claim.approved]
     turned_down = bool(rejected_orders) and not module.check_mode

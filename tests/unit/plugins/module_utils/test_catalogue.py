@@ -6,6 +6,7 @@ from types import SimpleNamespace
 
 import pytest
 
+from ansible_collections.waldur.site_agent.plugins.module_utils.core.evidence import ProvenAbsence
 from ansible_collections.waldur.site_agent.plugins.filter.backend_items import catalogue_items
 from ansible_collections.waldur.site_agent.plugins.filter.order_pass import order_pass_report
 from ansible_collections.waldur.site_agent.plugins.module_utils.azure import catalogue as azure
@@ -56,14 +57,15 @@ def test_reading_the_catalogue_reads_each_image_once():
     calls = []
 
     class Client:
-        def listing(self, path, key):
+        def listing(self, path, key, shape=None):  # noqa: ARG002 (the read layer's own)
             calls.append(path)
             return [{"slug": "ams3", "available": True, "sizes": ["s-1vcpu-1gb"]}] if key == "regions" else [
                 {"slug": "s-1vcpu-1gb", "available": True, "regions": ["ams3"]}]
 
         def image(self, image):
             calls.append("images/" + image)
-            return None if image == "gone" else {"id": 1, "slug": image, "regions": ["ams3"]}
+            return ProvenAbsence("GET /v2/images/gone") if image == "gone" else {"id": 1, "slug": image,
+                                                                                  "regions": ["ams3"]}
 
     catalogue = do.read_catalogue(Client(), ["ubuntu-22-04-x64", "gone", "ubuntu-22-04-x64", 7])
     assert calls == ["regions/", "sizes/", "images/ubuntu-22-04-x64", "images/gone", "images/7"]

@@ -17,6 +17,7 @@ from urllib.parse import parse_qsl, urlsplit
 
 import pytest
 
+from ansible_collections.waldur.site_agent.plugins.module_utils.core.evidence import is_absent
 from ansible_collections.waldur.site_agent.plugins.module_utils.digitalocean import client as do
 from ansible_collections.waldur.site_agent.plugins.module_utils.digitalocean.binding import BoundSSHKey
 from ansible_collections.waldur.site_agent.plugins.module_utils.digitalocean.errors import DigitalOceanError, DigitalOceanNotFound
@@ -448,7 +449,7 @@ def test_error_body_without_id_does_not_crash_the_library(api):
 
 def test_404_reads_as_absent(api):
     client = make_client(api.url)
-    assert client.get_droplet(404404) is None
+    assert is_absent(client.get_droplet(404404))  # DigitalOcean's own not_found: proven absence
     assert client.destroy_droplet(404404) is False
     with pytest.raises(DigitalOceanNotFound):
         client.droplet_action(404404, "power_on")
@@ -553,7 +554,7 @@ def test_find_droplets_pages_through_the_listing(do_sim):
     client = sim_client(do_sim)
     found = client.find_droplets(seeded + [1])
     assert sorted(k for k, v in found.items() if v) == sorted(seeded)
-    assert found[1] is None
+    assert is_absent(found[1])
     operations = [c["operation"] for c in do_sim.app.calls]
     assert operations == ["droplets.list"] * 3 + ["droplets.get"]  # 200 per page; the unseen id confirmed
 
@@ -743,7 +744,7 @@ def test_a_2xx_answer_that_is_not_the_json_object_is_an_error_never_nothing(api,
 
 def test_a_listing_whose_pages_do_not_add_up_to_its_total_is_an_error(api):
     api.app.on("GET", "/v2/droplets", (200, {"droplets": [droplet_json(1)], "links": {}, "meta": {"total": 2}}))
-    with pytest.raises(DigitalOceanError, match="the pages hold 1 item.s. but the listing says 2"):
+    with pytest.raises(DigitalOceanError, match="pages holding 1 item.s. but a total of 2"):
         make_client(api.url).list_droplets(tag_name=TAG)
     api.app.on("GET", "/v2/droplets", (200, {"links": {}, "meta": {"total": 0}}))
     with pytest.raises(DigitalOceanError, match="answered without the list 'droplets'"):

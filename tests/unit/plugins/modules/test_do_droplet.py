@@ -10,6 +10,11 @@ from types import SimpleNamespace
 import pytest
 from tests.unit.compat import patch_module_args
 
+from ansible_collections.waldur.site_agent.plugins.module_utils.core.evidence import (
+    ProvenAbsence,
+    ProvenList,
+    ProvenObject,
+)
 from ansible_collections.waldur.site_agent.plugins.module_utils.core.batch import run_batch
 from ansible_collections.waldur.site_agent.plugins.module_utils.digitalocean import droplets
 from ansible_collections.waldur.site_agent.plugins.module_utils.digitalocean.client import DigitalOceanClient
@@ -47,18 +52,20 @@ class FakeClient:
     def writes(self):
         return [call for call in self.calls if call[0] in WRITES]
 
+    # the read layer's answers are proof (core/evidence.py): so are the fake's
     def get_droplet(self, droplet_id):
         self.calls.append(("get_droplet", int(droplet_id)))
         found = self.droplets.get(int(droplet_id))
-        return copy.deepcopy(found) if found else None
+        return ProvenObject(copy.deepcopy(found), "fake") if found else ProvenAbsence("fake")
 
     def find_droplets(self, droplet_ids):
         self.calls.append(("find_droplets", sorted(droplet_ids)))
-        return dict((i, copy.deepcopy(self.droplets.get(i))) for i in droplet_ids)
+        return dict((i, ProvenObject(copy.deepcopy(self.droplets[i]), "fake") if i in self.droplets
+                     else ProvenAbsence("fake")) for i in droplet_ids)
 
     def list_droplets(self, tag_name=None):
         self.calls.append(("list_droplets", tag_name))
-        return [copy.deepcopy(d) for d in self.droplets.values() if tag_name in d["tags"]]
+        return ProvenList([copy.deepcopy(d) for d in self.droplets.values() if tag_name in d["tags"]], "fake")
 
     def resolve_ssh_keys(self, entries, key_name, check_mode=False):
         self.calls.append(("resolve_ssh_keys", list(entries or []), key_name, check_mode))
@@ -724,7 +731,10 @@ def test_fifty_creates_wait_together_with_a_few_reads(do_sim):
     do_sim.app.configure(boot_seconds=1.0)
     client = DigitalOceanClient(presets.DO_TOKEN, api_url=do_sim.url, max_connections=50)
     worker = do_droplet.DropletWorker(client, wait_timeout=10)
-    items = [dict(create_item(resource_uuid="%032x" % (index + 1)), name="bulk-%02d" % index) for index in range(50)]
+    # orders approved by this pass (approved_now): no earlier pass can have made their droplets, so
+    # the one listing is the whole proof of their absence
+    items = [dict(create_item(resource_uuid="%032x" % (index + 1)), name="bulk-%02d" % index, approved_now=True)
+             for index in range(50)]
 
     worker.prefetch(items)  # as the module does: one listing answers all tag lookups
     results = worker.finish_waits(items, run_batch(items, worker, max_workers=50, deadline_seconds=60),

@@ -54,7 +54,9 @@ def test_check_mode_and_an_order_in_progress_write_nothing(waldur_sim, capsys, r
     erred, _fine = resources
     checked = run(waldur_sim, capsys, resources=[{"resource_uuid": erred}], _ansible_check_mode=True)
     assert checked["results"][0]["msg"] == "would set OK (Erred; its machine is healthy)"
-    order = waldur_sim.app.seed_order(P.AZURE_OFFERING_UUID, type="Terminate", state="executing", resource_uuid=erred)
+    # (the resource stays Erred until Waldur's worker processes the Terminate)
+    order = waldur_sim.app.seed_order(P.AZURE_OFFERING_UUID, type="Terminate", state="executing", resource_uuid=erred,
+                                      processed=False)
     busy = run(waldur_sim, capsys, resources=[{"resource_uuid": erred}])
     assert busy["results"][0]["msg"] == ("left Erred: its Terminate order %s is in progress (the order pass settles it)"
                                          % order["uuid"])
