@@ -12,6 +12,7 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
+from ansible_collections.waldur.site_agent.plugins.module_utils.azure.errors import AzureUnproven
 from ansible_collections.waldur.site_agent.plugins.module_utils.azure.facts import normalize_location, plain
 from ansible_collections.waldur.site_agent.plugins.module_utils.azure.naming import InvalidImage, parse_image
 
@@ -49,6 +50,10 @@ def read_catalogue(clients, machines, deadline=None):
         if location not in sizes:
             listed = clients.listing("listing the VM sizes of location %s" % location,
                                      clients.compute.virtual_machine_sizes.list, location)
+            if not listed:
+                # ARM lists VM sizes for every location it has: none at all would reject every order
+                raise AzureUnproven("ARM listed no VM size at all in location %s; that is not a catalogue to judge "
+                                    "orders on" % location)
             sizes[location] = sorted(plain(size.name) for size in listed)
         text = image_text(machine.get("image"))
         if text is None or (location, text.lower()) in images:

@@ -58,6 +58,7 @@ from ansible_collections.waldur.site_agent.plugins.module_utils.azure.validate i
     creation_problem,
     ssh_ranges,
 )
+from ansible_collections.waldur.site_agent.plugins.module_utils.core.evidence import Unproven
 from ansible_collections.waldur.site_agent.plugins.module_utils.core.batch import ItemError
 
 # Kinds of the chain before the machine, in the order messages name them (the build runs
@@ -164,6 +165,9 @@ class VmChain(ChainRemoval):
                 self.create(item, result)
         except RetryLater as error:
             result.update(failed=True, retry=True, msg=str(error))
+        except Unproven as error:
+            # an answer that proves nothing: the item is left as it is (never erred) and the pass fails
+            result.update(failed=True, retry=True, held=True, msg=str(error))
         except OperationStillRunning as error:
             result.update(failed=True, retry=True, msg="%s; the next pass looks again" % error)
         except (ItemError, AzureError) as error:

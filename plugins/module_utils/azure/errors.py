@@ -11,6 +11,13 @@ __metaclass__ = type
 
 import re
 
+from ansible_collections.waldur.site_agent.plugins.module_utils.core.evidence import Unproven
+
+# ARM's error codes of a 404 that say the object itself does not exist (ResourceNotFound,
+# ResourceGroupNotFound, NotFound, ParentResourceNotFound, ...). A subscription ARM does not know
+# says nothing about the objects in it: it is a setting to fix, never evidence that an object is gone.
+NOT_OBJECT_NOT_FOUND_CODES = frozenset(("subscriptionnotfound", "invalidsubscriptionid"))
+
 
 class AzureError(Exception):
     """An Azure failure in the service's own words: HTTP status, ARM error code, message."""
@@ -23,7 +30,10 @@ class AzureError(Exception):
 
     @property
     def not_found(self):
-        return self.status == 404
+        """ARM's own not-found of the object: a 404 carrying an ARM error code ending in ``NotFound``
+        (a 404 without one, an HTML page of a proxy, proves nothing: ``AzureUnproven``)."""
+        code = str(self.code or "").lower()
+        return self.status == 404 and code.endswith("notfound") and code not in NOT_OBJECT_NOT_FOUND_CODES
 
     def retitled(self, message):
         """The same error (same class) with another message."""
@@ -33,6 +43,21 @@ class AzureError(Exception):
         details = ", ".join(part for part in (
             "HTTP %s" % self.status if self.status else "", self.code or "") if part)
         return "%s (%s)" % (self.message, details) if details else self.message
+
+
+class AzureUnproven(AzureError, Unproven):
+    """An answer of ARM that is not proof: a 2xx body that is not the JSON the call expects, a listing
+    without its ``value``, a 404 without ARM's error code. The item is left as it is (``retry``),
+    never erred, and the pass fails."""
+
+    def __init__(self, message, status=None, code=None):
+        AzureError.__init__(self, message, status=status, code=code)
+        self.message = message
+        self.call = None
+        self.args = (message,)
+
+    def __str__(self):
+        return AzureError.__str__(self)
 
 
 class OperationStillRunning(AzureError):

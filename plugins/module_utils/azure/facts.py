@@ -11,7 +11,7 @@ __metaclass__ = type
 
 import threading
 
-from ansible_collections.waldur.site_agent.plugins.module_utils.azure.errors import AzureError
+from ansible_collections.waldur.site_agent.plugins.module_utils.azure.errors import AzureError, AzureUnproven
 from ansible_collections.waldur.site_agent.plugins.module_utils.azure.naming import parse_resource_id
 
 
@@ -106,6 +106,10 @@ class SizeCatalog:
                         "listing the VM sizes of location %s" % location,
                         lambda: [SlimSize(body) for page in self.clients.json_pages("compute", path)
                                  for body in page if isinstance(body, dict)])
+                    if not listed:
+                        # ARM lists VM sizes for every location it has: none at all is not a catalogue
+                        raise AzureUnproven("ARM listed no VM size at all in location %s; that listing is not "
+                                            "trusted" % location)
                     self._sizes[location] = dict((str(size.name or "").lower(), size) for size in listed)
                 except AzureError as error:
                     self._errors[location] = error
