@@ -18,6 +18,7 @@ import os
 from ansible.module_utils.common.text.converters import to_text
 from ansible.plugins.action import ActionBase
 
+from ansible_collections.waldur.site_agent.plugins.plugin_utils.exit_status import STAT
 from ansible_collections.waldur.site_agent.plugins.module_utils.core.pass_lock import (
     PassLock,
     default_directory,
@@ -98,12 +99,16 @@ class ActionModule(ActionBase):
         return result
 
     def _skipped(self, result, skipped):
-        """End the host as unreachable, so that ansible-playbook exits with 4: some offering was
-        not processed because another pass held its lock (failures end it with 2 first)."""
+        """Record, as the run's statistic ``waldur_site_agent_exit`` (what ``set_stats`` records), the
+        offerings not processed because another pass held their lock, so that the run ends with exit
+        status 4 under the ``waldur.site_agent.agent_pass`` strategy (failures end it with 2 first).
+        The host stays reachable: nothing about it failed."""
         lines = [to_text(line) for line in skipped if line]
         if not lines:
             result["msg"] = "no offering was skipped"
             return result
-        result.update(unreachable=True, skipped_offerings=lines,
-                      msg="skipped because another pass holds the lock: %s" % "; ".join(lines))
+        result.update(skipped_offerings=lines,
+                      msg="skipped because another pass holds the lock: %s" % "; ".join(lines),
+                      ansible_stats={"data": {STAT: dict((line, "lock_busy") for line in lines)},
+                                     "per_host": False, "aggregate": True})
         return result
