@@ -20,7 +20,7 @@ description:
     transient errors and work was left for the next run. A failure still ends the run with
     ansible-playbook's own C(2).
   - The collection's pass playbooks use it; a playbook of your own that includes the pass roles gets
-    the same exit statuses with C(strategy: waldur.site_agent.agent_pass) on its play.
+    the same exit statuses when its play names this strategy (the play keyword C(strategy)).
 author:
   - Waldur site agent developers
 """
