@@ -25,6 +25,9 @@ description:
     per machine or per resource group; a single machine is read directly. An object missing from a listing (made while the listings
     ran) is read on its own. VM sizes are listed once per location.
   - A machine that is missing or cannot be read is reported with RV(machines[].found=false) and no figures.
+  - With O(read_subscription=true) the subscription itself is read first (C(GET /subscriptions/{id})), the direct
+    proof that ARM knows it and that the identity may read it; the module fails naming the subscription and the
+    identity when it cannot (the order pass's probe, which then approves nothing).
 author:
   - Waldur site agent developers (@waldur)
 extends_documentation_fragment:
@@ -35,7 +38,7 @@ options:
   backend_ids:
     description:
       - ARM ids of the virtual machines. Empty entries are reported as not found. Required unless
-        O(backend_ids_packed) is given.
+        O(backend_ids_packed) is given or O(read_subscription) is true.
     type: list
     elements: str
   backend_ids_packed:
@@ -50,6 +53,15 @@ options:
         power states), not four, and the addresses in RV(machines[].backend_metadata) are null.
     type: bool
     default: true
+  read_subscription:
+    description:
+      - Read the subscription (C(GET /subscriptions/{id})) before any machine and return it as RV(subscription).
+      - The module fails when ARM answers that it does not know the subscription (C(SubscriptionNotFound),
+        C(InvalidSubscriptionId)), refuses this identity (C(AuthorizationFailed), HTTP 403), cannot be reached, or
+        says the subscription is C(Disabled) or C(Deleted); the message names the subscription, where it came from
+        and the identity that signed in, never a secret.
+    type: bool
+    default: false
   max_workers:
     description:
       - How many machines are read at the same time when they are read one by one.
@@ -71,6 +83,11 @@ EXAMPLES = r"""
 - name: Their usage rows, the figures mapped onto the offering's components
   ansible.builtin.set_fact:
     rows: "{{ measured.machines | waldur.site_agent.usage_rows(resources, backend_components) }}"
+
+- name: Prove that this identity can work in the subscription (the order pass's probe)
+  waldur.site_agent.azure_vm_chain_info:
+    read_subscription: true
+  register: probe
 
 - name: Thousands of machines, the lists handed over packed, without their addresses (as the report pass does)
   waldur.site_agent.azure_vm_chain_info:
@@ -152,6 +169,25 @@ machines:
           usage out.
       type: bool
       returned: when true
+subscription:
+  description: The subscription as ARM answered it.
+  returned: when O(read_subscription) is true
+  type: dict
+  contains:
+    subscription_id:
+      description: Its id, as ARM spells it.
+      type: str
+    display_name:
+      description: Its name.
+      type: str
+    state:
+      description: C(Enabled), C(Warned) or C(PastDue) (a C(Disabled) or C(Deleted) one fails the module).
+      type: str
+    tenant_id:
+      description: The tenant it belongs to.
+      type: str
+  sample: {subscription_id: 5ab5c71d-0000-4000-a000-000000000001, display_name: Production, state: Enabled,
+           tenant_id: 7e4a47d0-0000-4000-a000-000000000002}
 api_calls:
   description: ARM requests sent by this task.
   returned: always
@@ -161,7 +197,8 @@ azure_sign_in:
   description:
     - Which identity signed in to Azure and where it came from (O(auth_source) and the option, variable,
       credential-file profile or endpoint), never a secret. The order pass's probe shows it at C(-v).
-  returned: success
+  returned: success, and on a failure once the sign-in is decided (a rejected credential, a subscription that
+    cannot be read)
   type: str
   sample: service principal 00000000-0000-0000-0000-000000000000 in tenant 11111111-1111-1111-1111-111111111111
     with a client secret (auth_source auto, the module options or AZURE_* variables)
@@ -177,6 +214,7 @@ from ansible_collections.waldur.site_agent.plugins.module_utils.azure.clients im
     azure_argument_spec,
     clients_from_module,
     plain,
+    read_subscription,
     power_state,
     size_figures,
     vm_addresses,
@@ -328,29 +366,33 @@ def main():
         backend_ids_packed=dict(type="raw"),
         packed=dict(type="bool", default=False),
         addresses=dict(type="bool", default=True),
+        read_subscription=dict(type="bool", default=False),
         max_workers=dict(type="int", default=8),
         deadline=dict(type="float", default=900),
     )
     module = AnsibleModule(argument_spec=argument_spec, supports_check_mode=True,
-                           required_one_of=[("backend_ids", "backend_ids_packed")],
+                           required_if=[("read_subscription", False, ("backend_ids", "backend_ids_packed"), True)],
                            mutually_exclusive=[("backend_ids", "backend_ids_packed")])
     backend_ids = list_option(module, "backend_ids", elements="str")
     clients = clients_from_module(module)
-    if any(backend_ids):
-        try:
-            clients.authenticate()
-        except AzureError as error:
-            # Fail rather than report every machine as unmeasured: nothing would be billed.
-            module.fail_json(msg=str(error))
     deadline_seconds = module.params["deadline"]
     clients.deadline = time.monotonic() + deadline_seconds if deadline_seconds else None  # bounds SDK retries
+    result = dict(changed=False)
+    if any(backend_ids) or module.params["read_subscription"]:
+        try:
+            clients.authenticate()
+            if module.params["read_subscription"]:
+                result["subscription"] = read_subscription(clients)
+        except AzureError as error:
+            # Fail rather than report every machine as unmeasured: nothing would be billed.
+            module.fail_json(msg=str(error), api_calls=clients.api_calls, azure_sign_in=clients.sign_in.describe())
     reader = Reader(module, clients, clients.deadline)
     machines = reader.run(backend_ids)
     if module.params["packed"]:
-        module.exit_json(changed=False, machines_packed=pack(machines), api_calls=clients.api_calls,
-                         azure_sign_in=clients.sign_in.describe())
-    module.exit_json(changed=False, machines=machines, api_calls=clients.api_calls,
-                     azure_sign_in=clients.sign_in.describe())
+        result["machines_packed"] = pack(machines)
+    else:
+        result["machines"] = machines
+    module.exit_json(api_calls=clients.api_calls, azure_sign_in=clients.sign_in.describe(), **result)
 
 
 if __name__ == "__main__":

@@ -27,6 +27,12 @@ secret. Apart from the clients, so that the configuration check reads it without
 
 A client id or tenant given without any credential of step 2 is a service principal missing
 its secret: the run fails naming what is missing rather than signing in as someone else.
+
+The subscription is the ``subscription_id`` option (the offering's ``backend_settings``), whatever
+the sign-in: a source that names another one (``AZURE_SUBSCRIPTION_ID`` in the environment, which
+AWX's Azure credential injects, or the ``subscription_id`` of the credential file's profile) is
+refused, naming both, before any call. Taking that other subscription built machines outside the
+offering and billed them. Only without the option does the sign-in's own subscription count.
 """
 
 from __future__ import absolute_import, division, print_function
@@ -95,6 +101,11 @@ class SignIn:
         self.kind = kind
         self.origin = origin
         self.subscription_id = subscription_id
+        # where the subscription came from, for messages (the option, a variable, a profile)
+        self.subscription_from = "subscription_id"
+        # (subscription, where, key) of the sources the sign-in reads that name one (a profile)
+        self.named_subscriptions = []
+        self.auth_source = None  # set by resolve_sign_in
         self.tenant = tenant
         self.client_id = client_id
         self.secret = secret
@@ -115,6 +126,18 @@ class SignIn:
             except (IOError, OSError):
                 pass
         return tuple(value for value in values if value)
+
+    def identity(self):
+        """Which identity signs in, in a few words (the pass's one line of an offering is short);
+        :meth:`describe` says where it came from."""
+        if self.kind == "msi":
+            who = ("the user-assigned managed identity %s" % self.client_id if self.client_id
+                   else "the system-assigned managed identity")
+        elif self.kind == "cli":
+            who = "the Azure CLI's signed-in account"
+        else:
+            who = "service principal %s" % self.client_id
+        return "%s (auth_source %s)" % (who, self.auth_source) if self.auth_source else who
 
     def describe(self):
         """Which identity signs in, and from where (no secret), e.g. for the -v output."""
@@ -277,24 +300,58 @@ def resolve_sign_in(params, environ=None, which=None):
         fields = _env_params(environ)
         sign_in = _service_principal(fields, "the AZURE_* environment variables (auth_source env)",
                                      lambda option: " or ".join(ENV_OF.get(option, (option,))), True)
-        sign_in.subscription_id = fields.get("subscription_id") or params.get("subscription_id")
     elif source == "credential_file":
         sign_in = _from_profile(params, params.get("profile") or "default", True, "auth_source credential_file")
     else:
         sign_in = _auto(params, environ, which)
-    if not _given(sign_in.subscription_id):
-        raise SignInProblem("Azure credentials missing: %s" % _option_name("subscription_id"))
+    sign_in.auth_source = source
+    _pin_subscription(sign_in, params, environ)
     return sign_in
 
 
+def _same_subscription(one, other):
+    return str(one).strip().lower() == str(other).strip().lower()
+
+
+def _pin_subscription(sign_in, params, environ):
+    """Set the sign-in's subscription: the ``subscription_id`` option, always. Every other source
+    that names one (the environment's ``AZURE_SUBSCRIPTION_ID``, the profile the sign-in reads) must
+    name the same; else :class:`SignInProblem` naming both and where each came from."""
+    named = list(sign_in.named_subscriptions)
+    for variable in ENV_OF["subscription_id"]:
+        if _given(environ.get(variable)):
+            named.append((environ[variable].strip(), "%s in the environment" % variable, variable))
+    option = params.get("subscription_id")
+    if _given(option):
+        wanted, wanted_from = option.strip(), "subscription_id"
+    elif named:
+        # No option (a module used on its own): the sign-in's own subscription, if it names one.
+        wanted, wanted_from = named[0][0], named[0][1]
+    else:
+        raise SignInProblem("Azure credentials missing: %s" % _option_name("subscription_id"))
+    for value, where, key in named:
+        if not _same_subscription(value, wanted):
+            # both subscriptions first: the pass's line of the offering is cut at 300 characters
+            raise SignInProblem(
+                "%s but %s names %s: an offering works only in its own subscription, so nothing is done; make %s "
+                "the same or remove it" % ("subscription_id is %s" % wanted if wanted_from == "subscription_id"
+                                           else "%s names %s" % (wanted_from, wanted), where, value, key))
+    sign_in.subscription_id = wanted
+    sign_in.subscription_from = wanted_from
+
+
 def _from_profile(params, profile, required, why):
-    found = _read_profile(str(profile).strip(), required)
+    profile = str(profile).strip()
+    found = _read_profile(profile, required)
     if found is None:
         return None
     values, where = found
     sign_in = _service_principal(values, "%s, %s" % (why, where),
                                  lambda option: "%s in %s" % (option, where), True)
-    sign_in.subscription_id = values.get("subscription_id") or params.get("subscription_id")
+    # the profile's subscription is compared with the option, never taken over it (_pin_subscription)
+    if _given(values.get("subscription_id")):
+        sign_in.named_subscriptions = [(values["subscription_id"].strip(),
+                                        "profile [%s] of %s" % (profile, CREDENTIAL_FILE), "its subscription_id")]
     return sign_in
 
 

@@ -32,7 +32,7 @@ import re
 import threading
 import time
 import traceback
-from urllib.parse import urlencode, urlsplit
+from urllib.parse import quote, urlencode, urlsplit
 
 from ansible.module_utils.basic import env_fallback, missing_required_lib
 
@@ -110,8 +110,10 @@ RETRY_DEADLINE_MARGIN = 5.0
 # versions that ARM serves in every public region; the fields a pass reads have the same shape
 # in every version since.
 JSON_API_VERSIONS = {"compute": "2024-07-01", "network": "2024-05-01"}
-# Subscriptions - List Locations (Microsoft.Resources).
-LOCATIONS_API_VERSION = "2022-12-01"
+# Subscriptions - List Locations and Subscriptions - Get (Microsoft.Resources).
+LOCATIONS_API_VERSION = SUBSCRIPTION_API_VERSION = "2022-12-01"
+# Subscription states in which ARM creates nothing (Warned and PastDue still work).
+UNUSABLE_SUBSCRIPTION_STATES = ("disabled", "deleted")
 
 
 def _env(option):
@@ -467,10 +469,65 @@ class AzureClients:
                              "not trusted" % self.subscription_id)
         return body["value"]
 
+    def subscription(self):
+        """The subscription as ARM's JSON (``GET /subscriptions/{id}``): the direct proof that ARM knows
+        it and that this identity may read it, which a read of a missing object inside it is not (ARM
+        answers a subscription it does not know, or the identity has no role on, SubscriptionNotFound,
+        a malformed id InvalidSubscriptionId). Raises :class:`AzureError`, translated; an answer about
+        another subscription is not trusted."""
+        path = "/subscriptions/%s" % quote(str(self.subscription_id), safe="")
+        url = "%s%s?%s" % (self.arm_endpoint, path, urlencode({"api-version": SUBSCRIPTION_API_VERSION}))
+        body = self.call("GET %s" % path, self._json, url)
+        answered = body.get("subscriptionId")
+        if not isinstance(answered, str) or answered.strip().lower() != str(self.subscription_id).strip().lower():
+            raise AzureError("ARM answered GET %s with subscription %r, not this one; the answer is not trusted"
+                             % (path, answered))
+        return body
+
     def json_get(self, kind, resource_id, suffix=""):
         """One ARM object (``resource_id`` + ``suffix``, e.g. ``/instanceView``) as ARM's JSON."""
         return self._json("%s%s%s?%s" % (self.arm_endpoint, resource_id, suffix,
                                          urlencode({"api-version": JSON_API_VERSIONS[kind]})))
+
+
+# What a failed read of the subscription asks the operator to do, by ARM's code (else by status; a
+# 404 without ARM's code is a proxy's page, not ARM's word, and is named as it came).
+SUBSCRIPTION_HINTS = (
+    ("InvalidSubscriptionId", None, "a malformed id; check backend_settings.subscription_id"),
+    ("SubscriptionNotFound", None, "no such subscription, or no role on it; check backend_settings.subscription_id"),
+    ("AuthorizationFailed", 403, "no role that may read it; give the identity Contributor on the subscription"),
+    ("InvalidAuthenticationTokenTenant", None, "a subscription of another tenant; check "
+                                               "backend_settings.subscription_id and tenant_id"),
+)
+
+
+def read_subscription(clients):
+    """``{subscription_id, display_name, state, tenant_id}`` of the run's subscription, read directly
+    (:meth:`AzureClients.subscription`). Raises :class:`AzureError` with one line naming the
+    subscription, where it came from, ARM's answer and the identity that signed in (never a secret),
+    and what to do when ARM does not know it or refuses this identity; a Disabled or Deleted
+    subscription, in which ARM creates nothing, fails as well. The subscription and ARM's code come
+    first: the pass's line of an offering is cut at 300 characters."""
+    sign_in = clients.sign_in
+    subscription = ("subscription_id %s" % clients.subscription_id if sign_in.subscription_from == "subscription_id"
+                    else "subscription %s (%s)" % (clients.subscription_id, sign_in.subscription_from))
+    try:
+        body = clients.subscription()
+    except AzureError as error:
+        hints = [hint for code, status, hint in SUBSCRIPTION_HINTS
+                 if error.code == code or (status is not None and error.status == status)]
+        if hints:
+            answer = " ".join(part for part in (error.code, "(HTTP %s)" % error.status if error.status else "")
+                              if part)
+            raise AzureError("%s: ARM answered %s to %s: %s" % (subscription, answer, sign_in.identity(), hints[0]))
+        raise AzureError("%s could not be read as %s: %s" % (subscription, sign_in.identity(), error))
+    state = body.get("state")
+    if str(state or "").lower() in UNUSABLE_SUBSCRIPTION_STATES:
+        raise AzureError("%s (%s) is %s: ARM creates nothing in it; enable it, or check "
+                         "backend_settings.subscription_id" % (subscription, body.get("displayName") or "no name",
+                                                               state))
+    return {"subscription_id": body.get("subscriptionId"), "display_name": body.get("displayName"), "state": state,
+            "tenant_id": body.get("tenantId")}
 
 
 # ---- the SDKs' clients, imported on first use -------------------------------------------------

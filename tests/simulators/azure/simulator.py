@@ -35,6 +35,9 @@ Operation names (call log and fault injection): ``openid``, ``token``, ``msi.app
 ``vm_sizes.list``, ``skus.list``, ``vm_images.{list,get}`` (a marketplace image's versions in a location),
 ``disks.{list,list_all,get,update,delete}``, ``resources.{list,list_by_group}``.
 
+Subscriptions: only the preset's exists (``presets.SUBSCRIPTION_ID``); as ARM, any other answers
+404 ``SubscriptionNotFound`` and a malformed id 400 ``InvalidSubscriptionId``, on every call under it.
+
 Paging: every list answers ``page_size`` items a page with an absolute ``nextLink`` (carrying
 ``$skiptoken``) while more remain, as ARM does; 50 is what Compute's List All pages by (the
 first page of a subscription's machines holds 50). The SDK's ``ItemPaged`` follows ``nextLink``.
@@ -50,6 +53,7 @@ items, as ARM does. ``$expand=createdTime`` adds each item's ``createdTime``.
 from __future__ import annotations
 
 import json
+import re
 import threading
 from typing import Any, Callable
 
@@ -78,6 +82,7 @@ GENERIC_TYPES = {
 COMPUTE_ID_CASINGS = ("canonical", "upper_rg")
 
 S = "/subscriptions/<sub>"
+SUBSCRIPTION_ID_FORM = re.compile(r"^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$")
 RG = S + "/resourceGroups/<rg>"
 
 
@@ -182,6 +187,12 @@ class AzureSimulator(NetworkProvider, ComputeProvider, Simulator):
                     claims = self.tokens.verify(request.headers.get("Authorization"), presets.TENANT_ID)
                     # who called ARM (object ids), so a test tells which identity signed in
                     self.callers.add(claims.get("oid"))
+                    # as ARM: a malformed id is a 400, any other subscription than the preset's
+                    # (one it does not know, or one the caller has no role on) a 404
+                    if not SUBSCRIPTION_ID_FORM.match(args.get("sub", "")):
+                        raise ArmError(400, "InvalidSubscriptionId",
+                                       f"The provided subscription identifier '{args.get('sub')}' is malformed "
+                                       "or invalid.")
                     if args.get("sub", "").lower() != presets.SUBSCRIPTION_ID:
                         raise ArmError(404, "SubscriptionNotFound",
                                        f"The subscription '{args.get('sub')}' could not be found.")

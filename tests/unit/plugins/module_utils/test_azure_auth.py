@@ -77,9 +77,9 @@ def test_auto_order_credential_file_then_managed_identity_then_cli(home):
     assert "set auth_source (msi on an Azure VM)" in problem.value.message
     assert resolve(params, az="/opt/az/bin/az").kind == "cli"
     assert resolve(params, environ={"IDENTITY_ENDPOINT": "http://x"}, az="/opt/az/bin/az").kind == "msi"
-    credential_file(home, "[default]\nsubscription_id=sub-9\ntenant=t9\nclient_id=c9\nsecret=%s\n" % SECRET)
+    credential_file(home, "[default]\nsubscription_id=%s\ntenant=t9\nclient_id=c9\nsecret=%s\n" % (SUB, SECRET))
     sign_in = resolve(params, environ={"IDENTITY_ENDPOINT": "http://x"}, az="/opt/az/bin/az")
-    assert (sign_in.kind, sign_in.client_id, sign_in.subscription_id) == ("secret", "c9", "sub-9")
+    assert (sign_in.kind, sign_in.client_id, sign_in.subscription_id) == ("secret", "c9", SUB)
     assert "the default profile, profile [default] of %s/.azure/credentials" % home in sign_in.describe()
 
 
