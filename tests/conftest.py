@@ -92,3 +92,15 @@ def tls_waldur_server(tmp_path_factory):
     _other_context, server.other_ca = make_tls(str(tmp_path_factory.mktemp("other-ca")))
     yield server
     server.stop()
+
+
+def pytest_report_header(config):
+    """The fault matrix's sample and its seed, so that a failing sample can be run again."""
+    if not any("fault_matrix" in str(arg) or str(arg).rstrip("/").endswith("integration") or str(arg) == "tests"
+               for arg in config.args):
+        return None
+    from tests.faults.matrix import selection
+
+    chosen, every, seed = selection()
+    return "fault matrix: %d of %d cases, seed %d (FAULT_MATRIX_SEED=%d to run them again)" % (
+        len(chosen), len(every), seed, seed)

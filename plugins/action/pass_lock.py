@@ -18,7 +18,6 @@ import os
 from ansible.module_utils.common.text.converters import to_text
 from ansible.plugins.action import ActionBase
 
-from ansible_collections.waldur.site_agent.plugins.plugin_utils.exit_status import STAT
 from ansible_collections.waldur.site_agent.plugins.module_utils.core.pass_lock import (
     PassLock,
     default_directory,
@@ -99,16 +98,15 @@ class ActionModule(ActionBase):
         return result
 
     def _skipped(self, result, skipped):
-        """Record, as the run's statistic ``waldur_site_agent_exit`` (what ``set_stats`` records), the
-        offerings not processed because another pass held their lock, so that the run ends with exit
-        status 4 under the ``waldur.site_agent.agent_pass`` strategy (failures end it with 2 first).
-        The host stays reachable: nothing about it failed."""
+        """End the host as unreachable, so that ansible-playbook exits with 4: some offering was
+        not processed because another pass held its lock, or left work for the next run after
+        transient failures (failures end the run with 2 first). ansible-playbook's exit statuses
+        come from its hosts' results only; an unreachable host is the one way, on public API, to a
+        status that is neither success nor failure."""
         lines = [to_text(line) for line in skipped if line]
         if not lines:
             result["msg"] = "no offering was skipped"
             return result
-        result.update(skipped_offerings=lines,
-                      msg="skipped because another pass holds the lock: %s" % "; ".join(lines),
-                      ansible_stats={"data": {STAT: dict((line, "lock_busy") for line in lines)},
-                                     "per_host": False, "aggregate": True})
+        result.update(unreachable=True, skipped_offerings=lines,
+                      msg="nothing failed, but work was left for a later run: %s" % "; ".join(lines))
         return result

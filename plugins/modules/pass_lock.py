@@ -49,10 +49,9 @@ options:
       - V(held) takes the lock, waiting up to O(wait) seconds while another pass holds it; the
         result says whether it was taken (RV(acquired)). A busy lock is not a failure.
       - V(released) removes the lock if O(token) is still its holder's.
-      - V(skipped) reports the offerings O(skipped) names (the ones whose lock was busy) and records
-        them as the run's statistic C(waldur_site_agent_exit) (as M(ansible.builtin.set_stats) does),
-        so that a play with the C(waldur.site_agent.agent_pass) strategy ends with exit status 4 when
-        nothing failed; the host stays reachable. Nothing is done when the list is empty.
+      - V(skipped) reports the offerings O(skipped) names (the ones whose lock was busy, or that left
+        orders for the next run after transient failures) and ends the host as unreachable, so that
+        ansible-playbook exits with status 4; nothing is done when the list is empty.
     type: str
     choices: [held, released, skipped]
     default: held

