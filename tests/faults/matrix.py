@@ -27,7 +27,7 @@ from dataclasses import dataclass
 from decimal import Decimal
 from pathlib import Path
 
-from tests.faults.worlds import WORLDS, Sims, do_tag, usage_of
+from tests.faults.worlds import LABELS, WORLDS, Sims, do_tag, usage_of
 from tests.helpers import REPO, run_playbook
 from tests.integration.azure_state import RESOURCE_TAG
 from tests.simulators.azure import presets as AZ
@@ -177,15 +177,20 @@ def owners(world, state) -> dict:
 
 
 def outcome(world, state) -> dict:
-    """What a run leaves, as a clean run is compared with a faulted one: the orders, the stored
-    usage, and each machine by its owner (a machine a run creates gets a new id each run)."""
+    """What a run leaves, as a clean run is compared with a faulted one: each order (by its type and
+    its resource's name), the stored usage and each machine by its owner's name (the uuids and the
+    ids of machines a run creates are new each run)."""
+    label = lambda key: LABELS.get(key, key)  # noqa: E731
     by_owner = dict((machine_id, resource) for resource, ids in owners(world, state).items() for machine_id in ids)
     machines = {}
     for machine_id, machine in state["machines"].items():
-        key = by_owner.get(machine_id, machine_id)
+        key = label(by_owner.get(machine_id, machine_id))
         machines.setdefault(key, []).append("%s/%s" % (machine["size"], machine["power"]))
-    return {"orders": state["orders"], "usage": dict((str(key), str(value)) for key, value in state["usage"].items()),
-            "machines": dict((key, sorted(value)) for key, value in machines.items())}
+    orders = dict(("%s %s" % (world.orders[uuid][0], label(world.orders[uuid][1])), order_state)
+                  for uuid, order_state in state["orders"].items())
+    usage = dict(("%s %s" % (label(resource), component), str(amount))
+                 for (resource, component), amount in state["usage"].items())
+    return {"orders": orders, "usage": usage, "machines": dict((key, sorted(value)) for key, value in machines.items())}
 
 
 def check(world, sims: Sims, run, before, after, clean: dict, case: Case | None) -> list[str]:

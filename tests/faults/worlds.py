@@ -71,8 +71,8 @@ class World:
     cloud_writes: bool = True
     # the exit status of a clean run
     clean_rc: int = 0
-    # what a clean run leaves, as the world's own check words it (a function of the simulators)
-    outcome: Callable | None = None
+    # resource uuid -> a name that is the same in every run of the world (uuids are new each run)
+    labels: dict = field(default_factory=dict)
 
 
 def write_config(tmp_path: Path, sims: Sims, backend: str) -> Path:
@@ -88,6 +88,7 @@ def write_config(tmp_path: Path, sims: Sims, backend: str) -> Path:
 
 def droplet_resource(sims: Sims, name: str, size: str = SMALL, status: str = "active", register=True, **resource):
     resource_uuid = new_uuid()
+    LABELS[resource_uuid] = name
     droplet = sims.do.app.seed_droplet(name, size=size, status=status, tags=["waldur", do_tag(resource_uuid)],
                                        created_at=ago(2))
     if register:
@@ -98,6 +99,7 @@ def droplet_resource(sims: Sims, name: str, size: str = SMALL, status: str = "ac
 
 def chain_resource(sims: Sims, name: str, power_state: str = "running", register=True, **resource):
     resource_uuid = new_uuid()
+    LABELS[resource_uuid] = name
     group = dedicated_group(resource_uuid, name)
     machine = sims.azure.app.seed_vm(name, group, size="Standard_B2s", power_state=power_state,
                                      chain_tags=azure_tags(resource_uuid), group_tags=azure_tags(resource_uuid),
@@ -109,11 +111,17 @@ def chain_resource(sims: Sims, name: str, power_state: str = "running", register
     return resource_uuid, machine
 
 
+# resource uuid -> its name in the world (a run's uuids are new; the comparison with a clean run
+# goes by these names)
+LABELS = {W.DO_RESOURCE_UUID: "do-vm-1", W.AZURE_RESOURCE_UUID: "azure-vm-1"}
+
+
 def foreign_droplets(sims: Sims) -> list:
     """A droplet carrying another resource's tag (of no resource of this offering) and an untagged
     one named like the agent's machines: neither may ever be touched."""
     other = sims.do.app.seed_droplet("waldur-" + new_uuid()[:8], tags=[do_tag(new_uuid())], created_at=ago(3))
     untagged = sims.do.app.seed_droplet("do-vm-1", created_at=ago(3))
+    LABELS[str(other["id"])], LABELS[str(untagged["id"])] = "foreign-tagged", "foreign-untagged"
     return [other["id"], untagged["id"]]
 
 
@@ -121,6 +129,7 @@ def foreign_vm(sims: Sims) -> list:
     other = new_uuid()
     machine = sims.azure.app.seed_vm("foreign", dedicated_group(other, "foreign"), chain_tags=azure_tags(other),
                                      group_tags=azure_tags(other), created=ago(3))
+    LABELS[machine.lower()] = "foreign"
     return [machine]
 
 

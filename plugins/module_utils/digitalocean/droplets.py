@@ -24,6 +24,7 @@ from ansible_collections.waldur.site_agent.plugins.module_utils.core.uuids impor
 from ansible_collections.waldur.site_agent.plugins.module_utils.digitalocean.droplets_power import (
     DropletPowerSteps,
     RetryLater,
+    refuse_foreign,
     _retryable,
     outcome_of,
 )
@@ -297,6 +298,7 @@ class DropletWorker(DropletPowerSteps):
             if is_absent(facts):
                 raise ItemError("droplet %s no longer exists and cannot be re-created under the same id; "
                                 "terminate the resource and order a new one" % backend_id)
+            refuse_foreign(facts, item["resource_uuid"])
             if item.get("size") and facts["size_slug"] != item["size"]:
                 return self.resize(result, facts, item["size"], deadline, item.get("running"))
             if facts["status"] == "new" and self.wait and not self.check_mode:
@@ -527,7 +529,7 @@ class DropletWorker(DropletPowerSteps):
     def _own(self, tag, notes, verb):
         """Droplets carrying exactly ``tag`` (this resource's and no other's); the ones that carry
         another resource's tag as well are named in ``notes`` and never touched."""
-        tagged = self.tagged(tag)
+        tagged = require(self.tagged(tag), "the droplets carrying tag %s" % tag)
         own = [d for d in tagged if resource_tags(d["tags"]) == set([tag])]
         shared = [d for d in tagged if d not in own]
         if shared:

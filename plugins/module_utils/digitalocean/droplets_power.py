@@ -44,13 +44,27 @@ def _retryable(exc):
     return False
 
 
+def refuse_foreign(facts, resource_uuid):
+    """Ownership before every write: a droplet carrying another resource's owner tag (a copied or
+    stale backend id pointing at it) is never resized or powered for this resource; one carrying no
+    owner tag at all is an older droplet reached by the exact id Waldur records (legacy)."""
+    marks = resource_tags(facts.get("tags"))
+    if marks and marks != set([resource_tag(resource_uuid)]):
+        raise ItemError("droplet %s carries %s, not this resource's tag %s alone: it is not provably this resource's "
+                        "machine, so nothing was done to it; check whose machine it is and correct the resource's "
+                        "backend id in Waldur" % (facts.get("id"), ", ".join(sorted(marks)),
+                                                  resource_tag(resource_uuid)))
+
+
 class DropletPowerSteps:
     """Resize, power off and power on, for ``DropletWorker``."""
 
     # ---- resize -----------------------------------------------------------------------
     def resize(self, result, facts, size, deadline, running=None):
         """Resize to ``size`` (CPU and RAM only). The droplet is powered off for it and then left
-        as ``running`` says (on when true), or as it was when ``running`` is None."""
+        as ``running`` says (on when true), or as it was when ``running`` is None. ``facts``: the
+        droplet as a checked read showed it."""
+        require(facts, "droplet %s" % facts.get("id"))
         droplet_id = facts["id"]
         old_size = facts["size_slug"]
         self._describe(result, facts)
@@ -224,13 +238,15 @@ class DropletPowerSteps:
                 raise ItemError("droplet %s no longer exists" % backend_id)
             return facts
         tag = resource_tag(item["resource_uuid"])
-        own = [d for d in self.tagged(tag) if resource_tags(d["tags"]) == set([tag])]
+        own = [d for d in require(self.tagged(tag), "the droplets carrying tag %s" % tag)
+               if resource_tags(d["tags"]) == set([tag])]
         if len(own) != 1:
             raise ItemError("no backend_id given and %d droplets carry tag %s" % (len(own), tag))
         return own[0]
 
     def power(self, item, result, notes, state, deadline):
-        facts = self._locate(item)
+        facts = require(self._locate(item), "the droplet of resource %s" % item["resource_uuid"])
+        refuse_foreign(facts, item["resource_uuid"])
         droplet_id = facts["id"]
         self._describe(result, facts)
         if facts["status"] == "new":

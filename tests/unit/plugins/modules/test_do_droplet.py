@@ -506,7 +506,7 @@ def run_module(monkeypatch, capsys):
 
 
 def test_module_returns_results_in_input_order(run_module):
-    client = FakeClient(facts(7), facts(8, status="off"))
+    client = FakeClient(facts(7, tags=("waldur-resource:" + THIRD,)), facts(8, status="off"))
     out = run_module({"droplets": [
         {"resource_uuid": "5f0f2b4c-9a8e-4d3f-8a1b-2c3d4e5f6a7b", "backend_id": "8", "state": "active",
          "order_uuid": "0A1B2C3D-4E5F-4071-8293-A4B5C6D7E8F9"},
@@ -611,6 +611,16 @@ def test_module_checks_the_batch_options_before_any_call(run_module):
     assert client.calls == []
 
 
+def test_a_droplet_of_another_resource_is_never_powered_or_resized():
+    """Ownership before every write: a backend id pointing at a droplet that carries another
+    resource's tag (a copied or stale id) is refused, nothing is done to the droplet."""
+    client = FakeClient(facts(7, tags=(OTHER_TAG,)))
+    for item_ in (item(state="off", backend_id="7"), dict(create_item(backend_id="7"), size="s-2vcpu-4gb")):
+        result = run(client, item_)
+        assert result["failed"] is True and "not provably this resource's machine" in result["msg"], result
+    assert client.writes() == []
+
+
 def test_deferred_creates_are_all_sent_before_one_shared_wait():
     client = FakeClient()
     worker = do_droplet.DropletWorker(client, wait_timeout=60, waiter=FakeWaiter(client))
@@ -630,12 +640,17 @@ def test_deferred_creates_are_all_sent_before_one_shared_wait():
 
 
 def power_items(*pairs):
+    """Power items whose droplets carry their resource's tag (``facts(id, tags=own_tags(id))``)."""
     return [item(resource_uuid="%032x" % droplet_id, backend_id=str(droplet_id), state=state)
             for droplet_id, state in pairs]
 
 
+def own_tags(droplet_id):
+    return ("waldur-resource:%032x" % droplet_id,)
+
+
 def test_deferred_power_changes_are_all_asked_for_before_one_shared_wait():
-    client = FakeClient(facts(7), facts(8, status="off"), facts(9))
+    client = FakeClient(facts(7, tags=own_tags(7)), facts(8, status="off", tags=own_tags(8)), facts(9, tags=own_tags(9)))
     worker = do_droplet.DropletWorker(client, wait_timeout=60, waiter=FakeWaiter(client))
     items = power_items((7, "off"), (8, "active"), (9, "active"))
     raw = run_batch(items, worker, max_workers=1)
@@ -651,7 +666,7 @@ def test_deferred_power_changes_are_all_asked_for_before_one_shared_wait():
 
 
 def test_a_deferred_shutdown_that_does_not_finish_is_followed_by_one_power_off_waited_for_together():
-    client = FakeClient(facts(7), facts(8), outcomes={"shutdown": "in-progress"})
+    client = FakeClient(facts(7, tags=own_tags(7)), facts(8, tags=own_tags(8)), outcomes={"shutdown": "in-progress"})
     worker = do_droplet.DropletWorker(client, wait_timeout=60, waiter=FakeWaiter(client))
     items = power_items((7, "off"), (8, "off"))
     results = worker.finish_waits(items, run_batch(items, worker, max_workers=1), deadline=float("inf"))
@@ -663,7 +678,7 @@ def test_a_deferred_shutdown_that_does_not_finish_is_followed_by_one_power_off_w
 
 
 def test_a_shutdown_the_batchs_deadline_cuts_short_is_left_to_a_later_pass_not_powered_off():
-    client = FakeClient(facts(7), outcomes={"shutdown": "in-progress"})
+    client = FakeClient(facts(7, tags=own_tags(7)), outcomes={"shutdown": "in-progress"})
     worker = do_droplet.DropletWorker(client, wait_timeout=60, waiter=FakeWaiter(client))
     items = power_items((7, "off"))
     raw = run_batch(items, worker, max_workers=1)
@@ -674,7 +689,7 @@ def test_a_shutdown_the_batchs_deadline_cuts_short_is_left_to_a_later_pass_not_p
 
 
 def test_a_refused_deferred_shutdown_goes_straight_to_the_power_off():
-    client = FakeClient(facts(7))
+    client = FakeClient(facts(7, tags=own_tags(7)))
     asked = client.droplet_action
 
     def droplet_action(droplet_id, action_type, size=None):
@@ -695,7 +710,7 @@ def test_a_refused_deferred_shutdown_goes_straight_to_the_power_off():
 
 def test_a_deferred_power_change_that_does_not_happen_fails_naming_the_actions_status():
     outcomes = {"power_on": "errored", "shutdown": "in-progress", "power_off": "in-progress"}
-    client = FakeClient(facts(7, status="off"), facts(8), outcomes=outcomes)
+    client = FakeClient(facts(7, status="off", tags=own_tags(7)), facts(8, tags=own_tags(8)), outcomes=outcomes)
     worker = do_droplet.DropletWorker(client, wait_timeout=60, waiter=FakeWaiter(client))
     items = power_items((7, "active"), (8, "off"))
     results = worker.finish_waits(items, run_batch(items, worker, max_workers=1), deadline=float("inf"))
