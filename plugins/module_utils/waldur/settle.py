@@ -10,6 +10,7 @@ __metaclass__ = type
 from ansible.module_utils.parsing.convert_bool import boolean
 
 from ansible_collections.waldur.site_agent.plugins.module_utils.core.batch import BatchRunner, ItemError, count_results
+from ansible_collections.waldur.site_agent.plugins.module_utils.core.evidence import require
 from ansible_collections.waldur.site_agent.plugins.module_utils.core.packed import unpack
 from ansible_collections.waldur.site_agent.plugins.module_utils.core.times import parse_time, utc_now
 from ansible_collections.waldur.site_agent.plugins.module_utils.waldur.client import WaldurApiError, error_message
@@ -139,8 +140,9 @@ class Settle:
         # The one read of the order (listed, or on its own): its state decides (done only from
         # executing, erred only when not terminal). A change after it makes Waldur answer 409,
         # which is read again below.
-        order = self.listed_orders.get(uuid) or _settle_order(
-            self.client.get(order_path(uuid), params={"field": SETTLE_ORDER_FIELDS}, shape=ORDER_SHAPE))
+        order = require(self.listed_orders.get(uuid) or _settle_order(
+            self.client.get(order_path(uuid), params={"field": SETTLE_ORDER_FIELDS}, shape=ORDER_SHAPE)),
+            "order %s" % uuid)
         if order["offering_uuid"] and order["offering_uuid"] != self.offering_uuid:
             raise ItemError("order %s belongs to offering %s, not %s"
                             % (uuid, order["offering_uuid"], self.offering_uuid))

@@ -8,6 +8,7 @@ import json
 import pytest
 from tests.unit.compat import patch_module_args
 
+from ansible_collections.waldur.site_agent.plugins.module_utils.core.evidence import ProvenObject
 from ansible_collections.waldur.site_agent.plugins.module_utils.waldur.client import WaldurApiError
 from ansible_collections.waldur.site_agent.plugins.module_utils.core.batch import ItemError
 from ansible_collections.waldur.site_agent.plugins.module_utils.waldur.claim import Claim
@@ -154,11 +155,12 @@ class StubClient:
         raise WaldurApiError(409, "POST", "/api/" + path, "Valid states for operation: pending-provider.")
 
     def get(self, path, params=None, shape=None):  # noqa: ARG002 (the read layer's own)
+        # the read layer's answers are proof (core/evidence.py): so are the stub's
         if path.startswith("marketplace-orders/"):
             # resource_uuid: the plugin object Waldur's processor made (its work is done)
-            return {"uuid": "1" * 32, "state": self.state_after, "type": "Create",
-                    "marketplace_resource_uuid": "2" * 32, "resource_uuid": "3" * 32}
-        return {"uuid": "2" * 32, "name": "vm", "backend_id": ""}
+            return ProvenObject({"uuid": "1" * 32, "state": self.state_after, "type": "Create",
+                                 "marketplace_resource_uuid": "2" * 32, "resource_uuid": "3" * 32}, "stub")
+        return ProvenObject({"uuid": "2" * 32, "name": "vm", "backend_id": ""}, "stub")
 
 
 class StubModule:
@@ -646,8 +648,8 @@ class DoneRefusedClient:
 
     def get(self, path, params=None, shape=None):  # noqa: ARG002 (the read layer's own)
         self.reads += 1
-        return {"uuid": "1" * 32, "state": "executing" if self.reads == 1 else self.state_after,
-                "offering_uuid": "d" * 32, "marketplace_resource_uuid": "2" * 32}
+        return ProvenObject({"uuid": "1" * 32, "state": "executing" if self.reads == 1 else self.state_after,
+                             "offering_uuid": "d" * 32, "marketplace_resource_uuid": "2" * 32}, "stub")
 
     def post(self, path, json=None, params=None, idempotent=True):
         raise WaldurApiError(409, "POST", "/api/" + path, "Valid states for operation: executing.")
