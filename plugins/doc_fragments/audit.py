@@ -40,10 +40,16 @@ options:
   cleanup:
     description:
       - Delete the orphans older than O(cleanup_min_age_hours) that carry this offering's owner mark, and
-        only those O(cleanup_evidence) shows gone in Waldur.
+        only those O(cleanup_evidence) shows gone in Waldur, on two runs at least O(cleanup_grace_hours) apart.
+      - "The first run that finds a holding's resource gone marks its objects with the tag
+        C(waldur-orphan-since) (on DigitalOcean the droplet tag C(waldur-orphan-since:<UTC time>), on Azure
+        the ARM tag C(waldur-orphan-since) with the time as its value, for example C(20261204T120000Z)) and
+        deletes nothing; a later run deletes the holding when its resource is still shown gone and the mark is
+        at least O(cleanup_grace_hours) old. A mark on a holding whose resource Waldur lists alive, or a direct
+        read answers alive, is no evidence and is removed."
       - An object without the owner mark is never deleted, nor a holding that also holds an object without
         it, nor one whose mark names a resource Waldur still shows as live. In check mode nothing is deleted
-        and the report says what would be.
+        or marked and the report says what would be.
       - Without O(cleanup_evidence) nothing is deleted; RV(cleanup_candidates) names the resources to read in
         Waldur directly (the audit role does this, then runs the module again with the answers).
     type: bool
@@ -52,6 +58,12 @@ options:
     description:
       - Orphans whose youngest object is younger than this many hours (or whose age the cloud does not
         tell) are kept.
+    type: float
+    default: 24
+  cleanup_grace_hours:
+    description:
+      - How long after the run that first found a holding's resource gone (and marked it) a run may delete it,
+        when it finds the resource still gone.
     type: float
     default: 24
   cleanup_max:
@@ -64,9 +76,10 @@ options:
   cleanup_evidence:
     description:
       - What a direct read of each candidate resource in Waldur answered, by resource UUID
-        (C(not found) for a 404, else the resource's state, for example C(Terminated) or C(OK)). A holding
-        is deleted only when its resource's answer is C(not found) or C(Terminated); an absence from
-        O(resources) is never enough.
+        (C(not found) for Waldur's own 404, C(unproven ...) for an answer that proves nothing, else the
+        resource's state, for example C(Terminated) or C(OK)). A holding's resource is shown gone only when its
+        answer is C(not found) and O(resources) does not hold it, or C(Terminated) and O(resources) shows it
+        Terminated; an absence from O(resources) is never enough.
     type: dict
   repair:
     description:

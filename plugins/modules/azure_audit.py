@@ -31,7 +31,9 @@ description:
   - O(repair) resizes nothing on Azure (the agent has no resize of an Azure machine); each size drift's
     C(repair) says so, and what to resize it to by hand.
   - With O(cleanup), deletes the orphan chains older than O(cleanup_min_age_hours) that carry this
-    offering's owner tag and whose resource is absent, Terminated or Erred without a backend id - a
+    offering's owner tag and whose resource is absent or Terminated, once it was shown gone on two runs at
+    least O(cleanup_grace_hours) apart (the first sets the ARM tag C(waldur-orphan-since) on the group, or on
+    each object of a chain in a shared group, with ARM's Tags API) - a
     dedicated group whole only when a fresh listing of it shows nothing without that resource's owner tag
     (otherwise its tagged objects one by one, and the group is kept, its cleanup naming what else it
     holds), the objects of a shared group one by one (each read again first, and left when it no longer
@@ -92,12 +94,13 @@ status:
   sample: findings
 counts:
   description: Findings by kind (C(orphans), C(vanished), C(drift), C(stuck_orders), C(orphans_by_name)),
-    the cleanup's C(deleted), C(would_delete) and C(cleanup_failed), and the repair's C(repaired),
-    C(would_repair) and C(repair_failed).
+    the cleanup's C(deleted), C(would_delete), C(cleanup_failed), C(marked) and C(would_mark) (holdings
+    first seen gone, marked C(waldur-orphan-since)), and the repair's C(repaired), C(would_repair) and
+    C(repair_failed).
   returned: success
   type: dict
   sample: {orphans: 1, vanished: 0, drift: 1, stuck_orders: 0, orphans_by_name: 1, deleted: 0, would_delete: 0,
-           cleanup_failed: 0, repaired: 0, would_repair: 0, repair_failed: 0}
+           cleanup_failed: 0, marked: 0, would_mark: 0, repaired: 0, would_repair: 0, repair_failed: 0}
 findings:
   description: One entry per finding, orphans first (the fields of M(waldur.site_agent.do_audit)'s findings).
   returned: success
@@ -142,7 +145,8 @@ findings:
       type: bool
     cleanup:
       description:
-        - C(deleted), C(would delete), C(failed ...) or why it is kept; empty for other kinds.
+        - "C(deleted), C(would delete), C(failed ...) or why it is kept (for example C(kept: first seen gone at
+          <time> (marked waldur-orphan-since <time>); deleted after 24 h if still gone)); empty for other kinds."
         - A dedicated group that holds something without the chain's owner tag is kept, and only the chain's
           tagged objects in it are deleted; the text starts with C(kept), names the group and each object it
           holds with its owner, then what was deleted.
@@ -211,7 +215,14 @@ import time
 
 from ansible.module_utils.basic import AnsibleModule
 
-from ansible_collections.waldur.site_agent.plugins.module_utils.agent.audit import DELETED, WOULD_DELETE, Auditor, power_check
+from ansible_collections.waldur.site_agent.plugins.module_utils.agent.audit import (
+    DELETED,
+    ORPHAN_MARK,
+    WOULD_DELETE,
+    Auditor,
+    holding_mark,
+    power_check,
+)
 from ansible_collections.waldur.site_agent.plugins.module_utils.agent.audit_report import audit_argument_spec, checked_params, finish
 from ansible_collections.waldur.site_agent.plugins.module_utils.azure.audit import Listing, owners
 from ansible_collections.waldur.site_agent.plugins.module_utils.azure.clients import (
@@ -228,7 +239,7 @@ from ansible_collections.waldur.site_agent.plugins.module_utils.azure.objects im
     own_targets,
     sort_contents,
 )
-from ansible_collections.waldur.site_agent.plugins.module_utils.azure.ownership import provisioning_state
+from ansible_collections.waldur.site_agent.plugins.module_utils.azure.ownership import provisioning_state, tag_value
 
 
 def size_check(resource, machine):
@@ -250,14 +261,75 @@ def size_check(resource, machine):
 REPAIR_UNSUPPORTED = "the agent does not resize Azure virtual machines; resize it by hand"
 
 
+def _lower_id(value):
+    return str(value or "").lower()
+
+
+def marks_of(tags):
+    """The ``waldur-orphan-since`` mark among an object's ARM tags, as a list (empty without one)."""
+    value = tag_value(tags, ORPHAN_MARK)
+    return [value] if value else []
+
+
+def arm_not_found(error):
+    """ARM's own not-found: a 404 whose error code ends in ``NotFound`` (``ResourceGroupNotFound``,
+    ``ResourceNotFound``); a 404 without one (a proxy's page, an empty body) proves nothing."""
+    return error.not_found and str(error.code or "").endswith("NotFound")
+
+
 class AuditListing(Listing):
     """The listing (azure/audit.py), with the cleanup of the audit."""
+
+    # set by main(): the audit's clock and audit_cleanup's grace period
+    now = None
+    grace_hours = 0.0
+
+    def holdings_with_marks(self, holdings):
+        for holding in holdings:
+            holding["marks"] = [marks_of(tags) for _id, tags in holding.get("object_tags") or ()]
+        return holdings
+
+    # ---- marks -------------------------------------------------------------------------------
+    def _tags_at(self, scope, operation, tags):
+        # ARM's Tags API changes these tags only, on a group or any resource, whatever else it carries
+        self.clients.call("%s tag %s on %s" % ("setting" if operation == "Merge" else "removing", ORPHAN_MARK, scope),
+                          self.clients.resource.tags.begin_update_at_scope, scope.lstrip("/"),
+                          {"operation": operation, "properties": {"tags": tags}}, deadline=self.deadline)
+
+    def mark(self, holding, value):
+        """Tag every object of the holding carrying its owner mark ``waldur-orphan-since: <value>``."""
+        try:
+            for scope, _tags in holding.get("object_tags") or ():
+                self._tags_at(scope, "Merge", {ORPHAN_MARK: value})
+        except AzureError as error:
+            return str(error)
+        return None
+
+    def unmark(self, holding):
+        try:
+            for scope, tags in holding.get("object_tags") or ():
+                for value in marks_of(tags):
+                    self._tags_at(scope, "Delete", {ORPHAN_MARK: value})
+        except AzureError as error:
+            return str(error)
+        return None
+
+    def _mark_still_old_enough(self, holding, tag_sets):
+        since = holding_mark(dict(holding, marks=[marks_of(tags) for tags in tag_sets]), self.now)[0]
+        return since is not None and (self.now - since).total_seconds() >= self.grace_hours * 3600
 
     # ---- cleanup ---------------------------------------------------------------------------
     def delete(self, holding):
         try:
             if holding["kind"] == "group":
                 return self._delete_group(holding)
+            listed = list_group_contents(self.clients, holding["group"], deadline=self.deadline)
+            if listed is None:
+                return "kept: already gone"
+            fresh = dict((_lower_id(item.id), dict(getattr(item, "tags", None) or {})) for item in listed)
+            if not self._mark_still_old_enough(holding, [fresh.get(_lower_id(scope), {})
+                                                         for scope, _tags in holding.get("object_tags") or ()]):
+                return "kept: its %s mark changed since it was listed" % ORPHAN_MARK
             targets = [(kind, name) for kind in OWNED_DELETION_ORDER
                        for found_kind, name in holding["objects"] if found_kind == kind]
             deleted, left = delete_objects(self.clients, holding["group"], holding.get("vnet"), targets,
@@ -279,12 +351,20 @@ class AuditListing(Listing):
         owner mark (or belonging to an object that does); otherwise only the marked objects, and the
         group is kept, naming what else it holds."""
         groups = self.clients.resource.resource_groups
-        current = self.clients.read("reading resource group %s" % holding["group"], groups.get, holding["group"],
-                                    deadline=self.deadline)
-        if current is None:
-            return "kept: already gone"
+        try:
+            current = self.clients.call("reading resource group %s" % holding["group"], groups.get, holding["group"],
+                                        deadline=self.deadline)
+        except AzureError as error:
+            if arm_not_found(error):
+                return "kept: already gone"
+            if error.not_found:
+                return "kept: whether resource group %s still exists could not be proven (%s)" % (
+                    holding["group"], error)
+            raise
         if owners(current) != (holding["owner"], self.offering_uuid):
             return "kept: its owner tags changed since it was listed"
+        if not self._mark_still_old_enough(holding, [dict(getattr(current, "tags", None) or {})]):
+            return "kept: its %s mark changed since it was listed" % ORPHAN_MARK
         if provisioning_state(current) == "deleting":
             return "kept: Azure is already deleting it"
         listed = list_group_contents(self.clients, holding["group"], deadline=self.deadline)
@@ -325,8 +405,9 @@ def main():
     auditor = Auditor(resources, backend_key=listing.backend_key, checks=[power_check, size_check],
                       cloud="the Azure subscription")
     auditor.notes.extend(listing.notes)
-    finish(module, "azure", offering_uuid, auditor, holdings, machines, listing.delete, lambda: clients.api_calls,
-           repair_unsupported=REPAIR_UNSUPPORTED)
+    listing.now, listing.grace_hours = auditor.now, module.params["cleanup_grace_hours"]
+    finish(module, "azure", offering_uuid, auditor, listing.holdings_with_marks(holdings), machines, listing.delete,
+           lambda: clients.api_calls, repair_unsupported=REPAIR_UNSUPPORTED, mark=listing.mark, unmark=listing.unmark)
 
 
 if __name__ == "__main__":

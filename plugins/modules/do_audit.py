@@ -22,15 +22,18 @@ description:
     (DigitalOcean bills it while Waldur shows it failed), two droplets carrying one resource's tag, a live resource recording no backend id
     while a droplet carries its tag, two resources recording one droplet."
   - With O(cleanup), deletes the orphans older than O(cleanup_min_age_hours) whose tag names a
-    Terminated resource of this offering, or an Erred one without a backend id, after reading each again
-    right before deleting it to see that it still carries exactly that tag and a name the agent derives for
-    that resource (its name, or C(waldur-<first 8 hex of its uuid>)); otherwise it is kept, and its
-    C(cleanup) says why. A copied tag never makes a droplet the resource's. A droplet without the tag, or
-    whose tag names no resource of this offering (another offering may share the account), is never deleted.
+    Terminated resource of this offering, once its resource was shown gone on two runs at least
+    O(cleanup_grace_hours) apart (the first tags the droplet C(waldur-orphan-since:<UTC time>)), after
+    reading each again right before deleting it to see that it still carries exactly that tag, that mark
+    and a name the agent derives for that resource (its name, or C(waldur-<first 8 hex of its uuid>));
+    otherwise it is kept, and its C(cleanup) says why. A copied tag never makes a droplet the resource's.
+    A droplet without the tag, or whose tag names no resource of this offering (another offering may share
+    the account), is never deleted.
   - With O(repair), resizes a droplet whose size drifted back to the size its resource's limits map to in
     O(size_mapping) (CPU and RAM only, powered off for it and left as it was, as do_droplet resizes), after
-    reading it again and only when the target size's disk is at least the droplet's (DigitalOcean cannot
-    shrink a disk); it never deletes.
+    reading it again, only when it carries that resource's C(waldur-resource:) tag and no other (never an
+    untagged droplet, never another resource's a backend id points at) and only when the target size's disk
+    is at least the droplet's (DigitalOcean cannot shrink a disk); it never deletes.
 author:
   - Waldur site agent developers (@waldur)
 options:
@@ -92,12 +95,13 @@ status:
   sample: findings
 counts:
   description: Findings by kind (C(orphans), C(vanished), C(drift), C(stuck_orders), C(orphans_by_name)),
-    the cleanup's C(deleted), C(would_delete) and C(cleanup_failed), and the repair's C(repaired),
-    C(would_repair) and C(repair_failed).
+    the cleanup's C(deleted), C(would_delete), C(cleanup_failed), C(marked) and C(would_mark) (holdings
+    first seen gone, marked C(waldur-orphan-since)), and the repair's C(repaired), C(would_repair) and
+    C(repair_failed).
   returned: success
   type: dict
   sample: {orphans: 1, vanished: 0, drift: 2, stuck_orders: 0, orphans_by_name: 0, deleted: 1, would_delete: 0,
-           cleanup_failed: 0, repaired: 0, would_repair: 0, repair_failed: 0}
+           cleanup_failed: 0, marked: 0, would_mark: 0, repaired: 0, would_repair: 0, repair_failed: 0}
 findings:
   description: One entry per finding, orphans first.
   returned: success
@@ -140,7 +144,9 @@ findings:
       description: Whether O(cleanup) may delete it (once old enough).
       type: bool
     cleanup:
-      description: C(deleted), C(would delete), C(failed ...) or why it is kept; empty for other kinds.
+      description: "C(deleted), C(would delete), C(failed ...) or why it is kept (for example
+        C(kept: first seen gone at <time> (marked waldur-orphan-since <time>); deleted after 24 h if still gone));
+        empty for other kinds."
       type: str
     repair:
       description: For size drift, the repair's outcome - C(repaired:), C(would repair:), C(refused:) or
@@ -201,23 +207,28 @@ api_calls:
 """
 
 import time
+from urllib.parse import quote
 
 from ansible.module_utils.basic import AnsibleModule
 
 from ansible_collections.waldur.site_agent.plugins.module_utils.agent.audit import (
     DELETED,
     FAILED,
+    ORPHAN_MARK,
     REFUSED,
     REPAIRED,
     WOULD_DELETE,
     WOULD_REPAIR,
     Auditor,
+    holding_mark,
     limits_text,
+    not_owned_text,
     power_check,
 )
 from ansible_collections.waldur.site_agent.plugins.module_utils.agent.audit_report import audit_argument_spec, checked_params, finish
 from ansible_collections.waldur.site_agent.plugins.module_utils.agent.components import size_for_limits, size_matches_limits
 from ansible_collections.waldur.site_agent.plugins.module_utils.core.batch import ItemError
+from ansible_collections.waldur.site_agent.plugins.module_utils.core.evidence import Unproven, is_absent, require
 from ansible_collections.waldur.site_agent.plugins.module_utils.digitalocean.client import client_from_module, digitalocean_argument_spec
 from ansible_collections.waldur.site_agent.plugins.module_utils.digitalocean.droplets import DropletWorker
 from ansible_collections.waldur.site_agent.plugins.module_utils.digitalocean.errors import DigitalOceanError
@@ -227,6 +238,26 @@ from ansible_collections.waldur.site_agent.plugins.module_utils.digitalocean.nam
 # A listing that saw the account change while paging is taken again, this many times at most.
 LISTING_ATTEMPTS = 3
 POWER = {"active": "on", "off": "off"}
+# The first sighting of a holding whose resource is gone (agent/audit.py ORPHAN_MARK), as a
+# droplet tag: tags are names on DigitalOcean, so the time is part of the name.
+MARK_TAG_PREFIX = ORPHAN_MARK + ":"
+
+
+def read_droplet(client, droplet_id):
+    """The droplet as DigitalOcean shows it now (its facts, proof), or ProvenAbsence when DigitalOcean
+    answered its own not-found (a JSON body with the id ``not_found``). Anything else (a 404 without
+    it: a proxy's page, an empty body) proves nothing: Unproven, and nothing is done on it."""
+    current = client.get_droplet(droplet_id)
+    if current is None:
+        # a read layer that does not tell DigitalOcean's own not-found from any other 404
+        raise Unproven("GET /v2/droplets/%s answered 404 without proof that it is DigitalOcean's own not_found"
+                       % droplet_id, "GET /v2/droplets/%s" % droplet_id)
+    return require(current, "droplet %s as read just now" % droplet_id)
+
+
+def mark_tags(tags):
+    """The ``waldur-orphan-since:`` tags among a droplet's tags, as they are spelt."""
+    return [str(tag) for tag in tags or [] if str(tag).strip().lower().startswith(MARK_TAG_PREFIX)]
 
 
 def list_droplets(client):
@@ -261,16 +292,25 @@ def holdings_of(droplets, resource_uuids):
                 "created_at": droplet.get("created_at"), "match": set([str(droplet["id"])]), "tag": tag,
                 # a droplet is one marked object: its youngest part is itself, and nothing in it is unmarked
                 "youngest_at": droplet.get("created_at"), "unmarked": [],
+                # the first sighting of its resource gone, as the droplet's tags remember it
+                "mark_tags": mark_tags(droplet["tags"]),
+                "marks": [[tag.strip()[len(MARK_TAG_PREFIX):] for tag in mark_tags(droplet["tags"])]],
                 # the tag names a resource of this offering, and no other resource's
                 "marked": owner in resource_uuids and len(tags) == 1,
             })
     return holdings
 
 
+def owners_of(tags):
+    """The resource UUIDs a droplet's ``waldur-resource:`` tags name."""
+    return sorted(tag[len(RESOURCE_TAG_PREFIX):] for tag in resource_tags(tags))
+
+
 def machines_of(droplets):
     return dict((str(droplet["id"]), {
         "id": str(droplet["id"]), "object": droplet_label(droplet), "power": POWER.get(droplet.get("status")),
         "size": droplet.get("size_slug"), "created_at": droplet.get("created_at"),
+        "owners": owners_of(droplet["tags"]), "label": "droplet %s" % droplet["id"],
     }) for droplet in droplets)
 
 
@@ -317,9 +357,14 @@ class DropletRepair:
         droplet_id, target = int(plan["key"]), plan["size"]
         try:
             # read fresh right before acting: the listing may be minutes old
-            current = self.client.get_droplet(droplet_id)
-            if current is None:
-                return "%s: droplet %s is gone since it was listed" % (REFUSED, droplet_id)
+            current = read_droplet(self.client, droplet_id)
+            if is_absent(current):
+                return "%s: droplet %s is gone since it was listed (%s)" % (REFUSED, droplet_id, current)
+            # only this resource's own droplet: a backend id pointing at another resource's droplet,
+            # or at one without the tag, never makes it this resource's to power off and resize
+            not_owned = not_owned_text("droplet %s" % droplet_id, owners_of(current["tags"]), finding["resource_uuid"])
+            if not_owned:
+                return "%s: %s" % (REFUSED, not_owned)
             if current.get("size_slug") != plan["from"]:
                 return "%s: droplet %s is %s now, not %s as listed" % (
                     REFUSED, droplet_id, current.get("size_slug"), plan["from"])
@@ -335,10 +380,79 @@ class DropletRepair:
                            REFUSED, target, size["disk"], droplet_id, current["disk"])
             result = {}
             self.worker.resize(result, current, target, time.monotonic() + self.wait_timeout)
+        except Unproven as exc:
+            return "%s: that droplet %s is this resource's, as listed, could not be proven (%s)" % (
+                REFUSED, droplet_id, exc.message)
         except (DigitalOceanError, ItemError) as exc:
             return "%s: %s" % (FAILED, exc)
         return "%s: %s" % (WOULD_REPAIR if self.worker.check_mode else REPAIRED,
                            result["msg"][len("would "):] if self.worker.check_mode else result["msg"])
+
+
+class DropletCleanup:
+    """``audit_cleanup`` on DigitalOcean: mark a droplet first seen gone, take a mark away, delete a
+    droplet (each returns its outcome, never raises)."""
+
+    def __init__(self, client, resources, check_mode, now, grace_hours):
+        self.client = client
+        self.by_uuid = dict((resource["uuid"], resource) for resource in resources)
+        self.check_mode = check_mode
+        self.now = now
+        self.grace_hours = grace_hours
+
+    def delete(self, holding):
+        resource = self.by_uuid.get(holding["owner"]) or {}
+        names = derived_names(resource.get("name"), holding["owner"], resource.get("slug"))
+        try:
+            # read fresh right before deleting: the listing may be minutes old
+            current = read_droplet(self.client, int(holding["key"]))
+            if is_absent(current):
+                return "kept: already gone (%s)" % current
+            if resource_tags(current["tags"]) != set([holding["tag"]]):
+                return "kept: its tags changed since it was listed"
+            fresh = dict(holding, marks=[[tag.strip()[len(MARK_TAG_PREFIX):] for tag in mark_tags(current["tags"])]])
+            since = holding_mark(fresh, self.now)[0]
+            if since is None or (self.now - since).total_seconds() < self.grace_hours * 3600:
+                return "kept: its %s mark changed since it was listed" % ORPHAN_MARK
+            if current.get("name") not in names:
+                # a copied tag never makes a droplet the resource's
+                return "kept: its name %s is not one the agent derives for resource %s (%s)" % (
+                    current.get("name"), holding["owner"], ", ".join(sorted(names)))
+            if self.check_mode:
+                return WOULD_DELETE
+            self.client.destroy_droplet(int(holding["key"]))
+        except Unproven as exc:
+            return "kept: whether droplet %s still exists could not be proven (%s)" % (holding["key"], exc.message)
+        except DigitalOceanError as exc:
+            return "failed: %s" % exc
+        return DELETED
+
+    def _tag(self, method, tag, droplet_id):
+        self.client.send(method, "tags/%s/resources" % quote(tag, safe=":"),
+                         {"resources": [{"resource_id": str(droplet_id), "resource_type": "droplet"}]},
+                         retry_writes=method == "POST")
+
+    def mark(self, holding, value):
+        """Tag the droplet ``waldur-orphan-since:<value>`` (the tag is made first, as DigitalOcean
+        wants), then untag the marks it carried that were no evidence (in the future, older than it)."""
+        tag = MARK_TAG_PREFIX + value
+        try:
+            self.client.send("POST", "tags", {"name": tag}, retry_writes=True)
+            self._tag("POST", tag, holding["key"])
+            for old in holding.get("mark_tags") or ():
+                if old.strip().lower() != tag.lower():
+                    self._tag("DELETE", old, holding["key"])
+        except DigitalOceanError as exc:
+            return str(exc)
+        return None
+
+    def unmark(self, holding):
+        try:
+            for old in holding.get("mark_tags") or ():
+                self._tag("DELETE", old, holding["key"])
+        except DigitalOceanError as exc:
+            return str(exc)
+        return None
 
 
 def backend_key(backend_id):
@@ -357,35 +471,14 @@ def main():
     except DigitalOceanError as exc:
         module.fail_json(msg="could not list the droplets: %s" % exc, api_calls=client.api_calls)
 
-    by_uuid = dict((resource["uuid"], resource) for resource in resources)
-
-    def delete(holding):
-        resource = by_uuid.get(holding["owner"]) or {}
-        names = derived_names(resource.get("name"), holding["owner"], resource.get("slug"))
-        try:
-            # read fresh right before deleting: the listing may be minutes old
-            current = client.get_droplet(int(holding["key"]))
-            if current is None:
-                return "kept: already gone"
-            if resource_tags(current["tags"]) != set([holding["tag"]]):
-                return "kept: its tags changed since it was listed"
-            if current.get("name") not in names:
-                # a copied tag never makes a droplet the resource's
-                return "kept: its name %s is not one the agent derives for resource %s (%s)" % (
-                    current.get("name"), holding["owner"], ", ".join(sorted(names)))
-            if module.check_mode:
-                return WOULD_DELETE
-            client.destroy_droplet(int(holding["key"]))
-        except DigitalOceanError as exc:
-            return "failed: %s" % exc
-        return DELETED
-
     auditor = Auditor(resources, backend_key=backend_key, cloud="the DigitalOcean account",
                       checks=[power_check, size_check(module.params["size_mapping"] or {})])
+    cleanup = DropletCleanup(client, resources, module.check_mode, auditor.now, module.params["cleanup_grace_hours"])
     finish(module, "digitalocean", offering_uuid, auditor,
            holdings_of(droplets, set(resource["uuid"] for resource in resources)), machines_of(droplets),
-           delete, lambda: client.api_calls,
-           repair=DropletRepair(client, module.check_mode, module.params["repair_wait_timeout"]))
+           cleanup.delete, lambda: client.api_calls,
+           repair=DropletRepair(client, module.check_mode, module.params["repair_wait_timeout"]),
+           mark=cleanup.mark, unmark=cleanup.unmark)
 
 
 if __name__ == "__main__":

@@ -38,7 +38,9 @@ options:
   resource_uuids:
     description:
       - Only these resources (read one by one instead of listing the offering). Resources of another
-        offering, in another state or not found are left out and named in RV(missing).
+        offering, in another state or not found are left out and named in RV(missing), and so are those
+        whose read proves nothing (a 404 that is not Waldur's own JSON not-found, an HTML page), with a
+        warning.
     type: list
     elements: str
   with_backend_id_only:
@@ -178,8 +180,10 @@ missing:
       description: Why it was left out.
       type: str
     answer:
-      description: What Waldur answered, in one word or a few (C(not found) for a 404, the resource's state,
-        or C(resource of offering <uuid>)); the audit's cleanup takes C(not found) as evidence.
+      description: "What Waldur answered, in one word or a few (C(not found) for Waldur's own 404, the resource's
+        state, C(resource of offering <uuid>), or C(unproven: <why>) when the answer proves nothing - a 404 that is
+        not Waldur's JSON, an HTML page, another resource); the audit's cleanup takes only C(not found) and
+        C(Terminated) as evidence."
       type: str
   sample:
     - uuid: 7b1e0c9d8a7f4e3d2c1b0a9f8e7d6c5b
@@ -229,13 +233,24 @@ def field_params(fields):
     return {"field": [key for key in RESOURCE_KEYS if key in fields or key in CHECKED_KEYS]}
 
 
+def unproven(uuid, why):
+    """A direct read whose answer proves nothing about the resource: left out, never taken for
+    "not found" (the audit keeps what it would act on)."""
+    return {"missing": {"uuid": uuid, "msg": "could not be proven: %s" % why, "answer": "unproven: %s" % why}}
+
+
 def read_one(client, uuid, offering_uuid, states, fields=None):
     try:
         resource = normalize_resource(client.get(provider_resource_path(uuid), params=field_params(fields)))
     except WaldurApiError as exc:
-        if exc.not_found:
+        if exc.not_found:  # Waldur's own JSON 404: the resource does not exist
             return {"missing": {"uuid": uuid, "msg": "resource not found", "answer": "not found"}}
+        if exc.unproven or exc.status == 404:
+            # an HTML or empty 404 (a proxy's, a wrong api_url) or a 2xx that is not the resource
+            return unproven(uuid, exc)
         raise
+    if resource["uuid"] != uuid:
+        return unproven(uuid, "Waldur answered the read of resource %s with resource %s" % (uuid, resource["uuid"]))
     if resource["offering_uuid"] and resource["offering_uuid"] != offering_uuid:
         return {"missing": {"uuid": uuid, "msg": "resource belongs to offering %s" % resource["offering_uuid"],
                             "answer": "resource of offering %s" % resource["offering_uuid"]}}
@@ -274,6 +289,8 @@ def main():
                     module.fail_json(msg="could not read resource %s: %s" % (uuid, read["msg"]))
                 if "missing" in read:
                     missing.append(read["missing"])
+                    if read["missing"]["answer"].startswith("unproven"):
+                        module.warn("resource %s is left out: its read %s" % (uuid, read["missing"]["msg"]))
                 else:
                     resources.append(read["resource"])
             result["missing"] = missing

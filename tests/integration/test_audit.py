@@ -175,12 +175,13 @@ def test_the_report_lists_exactly_the_seeded_findings_from_listings_only(tmp_pat
     assert found([do_report, azure_report]) == sorted(
         (kind, check, owner, sorted(ids)) for kind, check, owner, ids in expected.values())
     assert do_report["counts"] == {"orphans": 1, "vanished": 1, "drift": 3, "stuck_orders": 1, "orphans_by_name": 0,
-                                   "deleted": 0, "would_delete": 0, "cleanup_failed": 0, "repaired": 0,
-                                   "would_repair": 0, "repair_failed": 0}
+                                   "deleted": 0, "would_delete": 0, "cleanup_failed": 0, "marked": 0, "would_mark": 0,
+                                   "repaired": 0, "would_repair": 0, "repair_failed": 0}
     assert azure_report["counts"]["orphans"] == 1 and sum(azure_report["counts"].values()) == 1
     orphan = next(item for item in azure_report["findings"] if item["kind"] == "orphan")
     assert orphan["deletable"] and orphan["age_hours"] >= OLD - 0.2
-    assert orphan["cleanup"] == "would be deleted with audit_cleanup"
+    assert orphan["cleanup"] == ("would be deleted with audit_cleanup: marked when a pass proves its resource gone, "
+                                 "deleted 24 h later if it is still gone")
     stuck = next(item for item in do_report["findings"] if item["kind"] == "stuck_order")
     assert 1.9 < stuck["age_hours"] < 2.2 and "nothing carries its mark" in stuck["detail"]
     markdown = (tmp_path / "reports" / "DigitalOcean-VM.md").read_text()
@@ -236,27 +237,48 @@ def test_cleanup_deletes_only_the_old_orphans_that_carry_the_offerings_mark(tmp_
     droplets_before = {d["id"] for d in do.app.droplets()}
     arm_before = arm_ids(azure)
 
-    # --check says what would go, and nothing goes
+    def cleanups():
+        reports = (report(tmp_path, "DigitalOcean VM"), report(tmp_path, "Azure VM"))
+        return {item["object_ids"][0]: item["cleanup"] for data in reports
+                for item in data["findings"] if item["kind"] == "orphan"}
+
+    def nothing_written(since_do, since_azure):
+        return do.app.write_calls(since_do) == [] and [c for c in azure.app.write_calls(since_azure)
+                                                       if c["operation"] != "token"] == []
+
+    # --check says what would be marked (a first sighting of the resource gone), and nothing is written
     since_do, since_azure = len(do.app.calls), len(azure.app.calls)
     run = run_audit(tmp_path, config, check=True, audit_cleanup=True)
     assert run.rc == 2, run.output[-4000:]
-    assert do.app.write_calls(since_do) == [] and [c for c in azure.app.write_calls(since_azure)
-                                                   if c["operation"] != "token"] == []
+    assert nothing_written(since_do, since_azure)
     assert {d["id"] for d in do.app.droplets()} == droplets_before and arm_ids(azure) == arm_before
-    reports = (report(tmp_path, "DigitalOcean VM"), report(tmp_path, "Azure VM"))
-    would = {item["object_ids"][0]: item["cleanup"] for data in reports
-             for item in data["findings"] if item["kind"] == "orphan"}
-    assert would == {
-        str(orphan_droplet["id"]): "would delete",
+    would = cleanups()
+    assert {key: value for key, value in would.items() if not value.startswith("kept: first seen gone")} == {
         str(young_droplet): "kept: younger than 24 h",
         str(stranger["id"]): "kept: not deletable by the audit",
-        orphan_group: "would delete",
         arm(dedicated_group(young_chain, "young-build")): "kept: younger than 24 h",
     }
+    for key in (str(orphan_droplet["id"]), orphan_group):
+        assert "(would mark waldur-orphan-since " in would[key], would[key]
+    assert "would mark waldur-orphan-since" in run.stdout
+
+    # for real, the first time: the two old orphans are marked, nothing is deleted
+    run = run_audit(tmp_path, config, audit_cleanup=True)
+    assert run.rc == 2, run.output[-4000:]
+    assert {d["id"] for d in do.app.droplets()} == droplets_before and arm_ids(azure) == arm_before
+    assert report(tmp_path, "DigitalOcean VM")["counts"]["marked"] == 1
+    assert report(tmp_path, "Azure VM")["counts"]["marked"] == 1
+
+    # past the grace period (none here), --check says what would go, and nothing goes
+    since_do, since_azure = len(do.app.calls), len(azure.app.calls)
+    run = run_audit(tmp_path, config, check=True, audit_cleanup=True, audit_cleanup_grace_hours=0)
+    assert nothing_written(since_do, since_azure)
+    would = cleanups()
+    assert (would[str(orphan_droplet["id"])], would[orphan_group]) == ("would delete", "would delete")
     assert "would delete" in run.stdout
 
     # for real: the two old orphans go, nothing else
-    run = run_audit(tmp_path, config, audit_cleanup=True)
+    run = run_audit(tmp_path, config, audit_cleanup=True, audit_cleanup_grace_hours=0)
     assert run.rc == 2, run.output[-4000:]
     assert {d["id"] for d in do.app.droplets()} == droplets_before - {orphan_droplet["id"]}
     assert untagged["id"] in {d["id"] for d in do.app.droplets()}
@@ -301,9 +323,16 @@ def test_azure_shared_groups_legacy_machines_and_azure_drift(tmp_path, waldur_si
     vanished_uuid, vanished_vm = seed_chain_resource(waldur, azure, "vanished")
     azure.app.remove(arm(dedicated_group(vanished_uuid, "vanished")))
     config = write_site_config(tmp_path, waldur, azure=azure, default_resource_group=shared)
+    # the first pass that finds the shared orphan's resource gone marks its objects, deletes nothing
+    since = len(azure.app.calls)
+    run = run_audit(tmp_path, config, audit_cleanup=True)
+    assert run.rc == 2, run.output[-4000:]
+    assert [call for call in azure.app.calls[since:] if call["method"] == "DELETE"] == []
+    marked = [call["path"] for call in azure.app.calls[since:] if call["operation"] == "tags.update_at_scope"]
+    assert marked and all(shared_orphan[:8] in path for path in marked)
     since = len(azure.app.calls)
 
-    run = run_audit(tmp_path, config, audit_cleanup=True)
+    run = run_audit(tmp_path, config, audit_cleanup=True, audit_cleanup_grace_hours=0)
 
     assert run.rc == 2, run.output[-4000:]
     data = report(tmp_path, "Azure VM")

@@ -26,6 +26,10 @@ Findings are ``orphan``, ``vanished``, ``drift`` (``check``: ``power``, ``size``
 (information only: an unmarked machine named like the agent's that nothing in this offering
 records).
 
+A holding may carry ``marks``: for each of its objects that carries its owner mark, the values of
+the ``waldur-orphan-since`` marks on it (see :data:`ORPHAN_MARK`); a machine may carry ``owners``
+(the resource UUIDs its owner marks name) and ``label`` (``droplet 418000014``).
+
 A check may name a repair (``{"size": target, "from": the machine's size}``): ``plan_repair``
 decides on evidence whether ``audit_repair`` may bring the machine back to what Waldur records.
 """
@@ -35,6 +39,7 @@ from __future__ import absolute_import, division, print_function
 __metaclass__ = type
 
 import datetime
+import re
 
 from ansible_collections.waldur.site_agent.plugins.module_utils.core.times import parse_time, utc_now
 
@@ -61,7 +66,28 @@ WOULD_DELETE = "would delete"
 # deletes a holding only on one of these (never because a listing left the resource out).
 NOT_FOUND = "not found"
 GONE_ANSWERS = (NOT_FOUND, TERMINATED)
+# How a direct read's answer starts when Waldur's answer proves nothing (a 404 that is not Waldur's
+# own JSON, an HTML page): never evidence either way.
+UNPROVEN_ANSWER = "unproven"
+# The resource state of an orphan whose mark names no resource of the listing.
+ABSENT = "absent"
 DEFAULT_CLEANUP_MAX = 5
+# The first sighting of a holding whose resource is proven gone is remembered on the cloud objects
+# themselves, where the next pass finds it: passes keep no state of their own (under AWX every job
+# runs in a fresh container), and a mark cannot be lost with a host or a volume. A DigitalOcean
+# droplet gets the tag ``waldur-orphan-since:20261204T120000Z``, an ARM object the tag
+# ``waldur-orphan-since`` with the value ``20261204T120000Z`` (UTC). audit_cleanup deletes only when
+# a later pass proves the resource gone again and finds the mark at least the grace period old: one
+# answer of a Waldur restored from an older backup (or pointed at the wrong place) deletes nothing.
+ORPHAN_MARK = "waldur-orphan-since"
+MARK_FORMAT = "%Y%m%dT%H%M%SZ"
+DEFAULT_GRACE_HOURS = 24.0
+# Clocks of the agent and the cloud may differ this much: a mark further in the future, or older
+# than the object it is on, was not written by a pass of the agent (a copied or ordered tag).
+MARK_CLOCK_SKEW = datetime.timedelta(minutes=5)
+# What plan_cleanup asks finish() to do with a holding's marks.
+MARK = "mark"
+UNMARK = "unmark"
 ERRED = "Erred"
 ERRED_RESOURCE = "erred_resource"
 # A repair ends in one of these (the text after "refused: " / "failed: " says why).
@@ -86,6 +112,54 @@ def age_hours(value, now):
 
 def iso(moment):
     return moment.astimezone(datetime.timezone.utc).isoformat() if moment else None
+
+
+def _utc_text(moment):
+    return moment.astimezone(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+# ---- the mark of a first sighting ---------------------------------------------------------
+
+def mark_value(moment):
+    """The value of a mark written at ``moment``: ``20261204T120000Z``."""
+    return moment.astimezone(datetime.timezone.utc).strftime(MARK_FORMAT)
+
+
+_COMPACT_MARK = re.compile(r"^(\d{4})(\d{2})(\d{2})T(\d{2})(\d{2})(\d{2})?Z$")
+
+
+def parse_mark(value):
+    """The time a mark's value says (``20261204T120000Z``, ``20261204T1200Z`` or ISO 8601), or None."""
+    text = str(value or "").strip().upper()
+    compact = _COMPACT_MARK.match(text)
+    if compact:
+        year, month, day, hour, minute, second = compact.groups()
+        text = "%s-%s-%sT%s:%s:%sZ" % (year, month, day, hour, minute, second or "00")
+    try:
+        return parse_time(text)
+    except ValueError:  # digits that make no date (month 13)
+        return None
+
+
+def holding_mark(holding, now):
+    """``(since, marked)``: when a pass first saw the holding's resource gone, from the marks on its
+    objects (None unless every object carries a valid one; the youngest counts), and whether any of
+    its objects carries a mark at all. A mark is valid when it is not in the future and not older
+    than the holding's youngest object (a mark that came with the object, or a holding that changed
+    since, starts the grace period again)."""
+    marks = holding.get("marks") or []
+    marked = any(values for values in marks)
+    youngest = parse_time(holding.get("youngest_at") or holding.get("created_at"))
+    if not marks or youngest is None:
+        return None, marked
+    sightings = []
+    for values in marks:
+        valid = [moment for moment in (parse_mark(value) for value in values or ())
+                 if moment is not None and youngest - MARK_CLOCK_SKEW <= moment <= now + MARK_CLOCK_SKEW]
+        if not valid:
+            return None, marked
+        sightings.append(max(valid))
+    return max(sightings), marked
 
 
 # ---- findings -----------------------------------------------------------------------------
@@ -153,7 +227,8 @@ class Auditor:
                       "by hand (audit_cleanup deletes only holdings whose every object carries the mark)"
                       % ", ".join(unmarked))
         if action is None:
-            action = ("audit_cleanup deletes it once it is older than the threshold" if deletable else
+            action = ("audit_cleanup deletes it once it is older than the threshold and its resource is still "
+                      "proven gone a grace period after a pass first saw it gone" if deletable else
                       "check it and delete it by hand if nothing uses it (audit_cleanup leaves it: %s)"
                       % ("it carries no owner mark of this offering" if not holding.get("marked")
                          else "Waldur still has a live resource for its mark"))
@@ -262,6 +337,10 @@ class Auditor:
                 if problem:
                     name, detail, action = problem[:3]
                     repair = dict(problem[3], key=key) if len(problem) > 3 and problem[3] else None
+                    if repair is not None:
+                        # whose machine it is, as the listing shows it: audit_repair acts only on a
+                        # machine carrying this resource's owner mark and no other one
+                        repair.update((name, machine[name]) for name in ("owners", "label") if name in machine)
                     self.findings.append(_finding(DRIFT, resource, None, machine["object"], [backend_id],
                                                   age_hours(machine.get("created_at"), self.now), detail, action,
                                                   check=name, repair=repair))
@@ -358,24 +437,70 @@ def min_age(ages):
     return min(known) if known else None
 
 
+def _would_text(since, grace_hours):
+    if since is None:
+        return ("would be deleted with audit_cleanup: marked when a pass proves its resource gone, deleted %g h "
+                "later if it is still gone" % grace_hours)
+    return "would be deleted with audit_cleanup: first seen gone at %s, deleted %g h later if it is still gone" % (
+        _utc_text(since), grace_hours)
+
+
+def _gone(item, answer):
+    """``(True, "")`` when this pass proves the orphan's resource gone: a direct read answered
+    Waldur's own not-found for a resource the listing does not hold, or Terminated for one it shows
+    Terminated; else ``(False, why it is kept)``."""
+    uuid, listed = item["resource_uuid"], item["resource_state"] or ABSENT
+    if answer is None:
+        return False, "a direct read of resource %s in Waldur was not made" % uuid
+    if (answer, listed) in ((NOT_FOUND, ABSENT), (TERMINATED, TERMINATED)):
+        return True, ""
+    if answer in GONE_ANSWERS:
+        # reads of one pass that disagree prove nothing (a listing of another Waldur, a restore meanwhile)
+        return False, ("that resource %s is gone could not be proven: Waldur's listing shows it %s, a direct read "
+                       "answered %s" % (uuid, listed if listed != ABSENT else "nowhere", answer))
+    if answer.startswith(UNPROVEN_ANSWER):
+        return False, "that resource %s is gone could not be proven: a direct read in Waldur was %s" % (uuid, answer)
+    return False, "a direct read of resource %s in Waldur answered %s" % (uuid, answer)
+
+
+def _alive(answer):
+    """Whether a direct read's answer shows the resource in Waldur (not gone, and proven)."""
+    return bool(answer) and answer not in GONE_ANSWERS and not answer.startswith(UNPROVEN_ANSWER)
+
+
+def first_sighting_text(since, grace_hours, marked):
+    """The cleanup of a holding first seen gone in this pass (``marked``: the mark written, else the
+    mark check mode would write)."""
+    return "kept: first seen gone at %s (%s %s %s); deleted after %g h if still gone" % (
+        _utc_text(since), "marked" if marked else "would mark", ORPHAN_MARK, mark_value(since), grace_hours)
+
+
 def plan_cleanup(findings, enabled, min_age_hours, evidence=None, max_deletions=DEFAULT_CLEANUP_MAX,
-                 waldur_lists_nothing=False):
+                 waldur_lists_nothing=False, grace_hours=DEFAULT_GRACE_HOURS, now=None, check_mode=False):
     """Decide the cleanup of every orphan (its ``cleanup`` text) on evidence, never on absence.
 
     An orphan is a *candidate* when it is deletable (every object carries this offering's mark),
-    and its youngest object is older than ``min_age_hours``. A candidate is deleted only when
-    ``evidence`` (what a direct read of its resource in Waldur answered, by the UUID on the mark:
-    ``{uuid: "not found" | state | why not}``) shows the resource gone (:data:`GONE_ANSWERS`).
-    Without ``evidence`` nothing is deleted: the caller reads the candidates and asks again.
+    and its youngest object is older than ``min_age_hours``. A candidate's resource is *proven gone*
+    in this pass when ``evidence`` (what a direct read of its resource in Waldur answered, by the
+    UUID on the mark: ``{uuid: "not found" | state | "unproven: why"}``) is Waldur's own not-found for
+    a resource the listing does not hold, or Terminated for one the listing shows Terminated. Without
+    ``evidence`` nothing is deleted: the caller reads the candidates and asks again.
 
-    The circuit breaker refuses the whole cleanup (nothing deleted, every candidate kept with the
-    reason) when it would delete more than ``max_deletions`` holdings, or when Waldur listed no
-    resource at all for an offering whose cloud holds marked objects (an empty, partial or
-    wrong view of Waldur is not evidence that everything went).
+    Proven gone once is not enough: a Waldur restored from an older backup answers 404 for every
+    resource made since. The first pass that proves it marks the holding (``_mark``: :data:`MARK`;
+    ``finish`` writes ``waldur-orphan-since``); a holding is deleted only when a later pass proves the
+    resource gone again and finds the mark at least ``grace_hours`` old. A direct read showing the
+    resource alive makes a mark no evidence (``_mark``: :data:`UNMARK`: removed).
+
+    The circuit breaker refuses the whole cleanup (nothing deleted or marked, every candidate kept
+    with the reason) when it would delete more than ``max_deletions`` holdings, or when Waldur listed
+    no resource at all for an offering whose cloud holds marked objects (an empty, partial or wrong
+    view of Waldur is not evidence that everything went).
 
     Returns ``(to_delete, candidates, refused)``: the findings to delete now, the resource UUIDs
     to read directly, and why the cleanup was refused ("" when it was not).
     """
+    now = now or utc_now()
     eligible = []
     for item in findings:
         if item["kind"] != ORPHAN:
@@ -404,17 +529,44 @@ def plan_cleanup(findings, enabled, min_age_hours, evidence=None, max_deletions=
     for item in eligible:
         uuid = item["resource_uuid"]
         answer = (evidence or {}).get(uuid)
+        since, marked = holding_mark(item.get("_holding") or {}, now)
         if not enabled:
-            item["cleanup"] = "would be deleted with audit_cleanup"
-        elif evidence is None:
+            item["cleanup"] = _would_text(since, grace_hours)
+            continue
+        if evidence is None:
             item["cleanup"] = "kept: resource %s was not read in Waldur directly" % uuid
-        elif answer in GONE_ANSWERS:
-            item["cleanup"] = DELETE
-            to_delete.append(item)
-        else:
-            item["cleanup"] = "kept: a direct read of resource %s in Waldur %s" % (
-                uuid, "answered %s" % answer if answer else "was not made")
+            continue
+        gone, why = _gone(item, answer)
+        if not gone:
+            item["cleanup"] = "kept: %s" % why
+            if marked and _alive(answer):
+                item["_mark"] = UNMARK  # the reason of the mark is gone: it is no evidence any more
+            continue
+        if since is None:
+            item["_mark"] = MARK
+            item["cleanup"] = first_sighting_text(now, grace_hours, marked=not check_mode)
+            continue
+        left = grace_hours - (now - since).total_seconds() / 3600.0
+        if left > 0:
+            item["cleanup"] = "kept: first seen gone at %s; deleted after %g h if still gone (%.1f h left)" % (
+                _utc_text(since), grace_hours, left)
+            continue
+        item["cleanup"] = DELETE
+        to_delete.append(item)
     return to_delete, sorted(set(item["resource_uuid"] for item in eligible)), refused
+
+
+def stale_marks(holdings, resources):
+    """The holdings carrying a ``waldur-orphan-since`` mark whose resource Waldur's listing shows
+    alive (any state but Terminated): the mark's reason is gone, so it is no evidence and
+    audit_cleanup removes it. ``resources``: the listing, by UUID."""
+    stale = []
+    for holding in holdings:
+        resource = resources.get(holding["owner"])
+        if resource is not None and resource.get("state") != TERMINATED and \
+                any(values for values in holding.get("marks") or []):
+            stale.append((holding, resource))
+    return stale
 
 
 def limits_text(limits):
@@ -432,11 +584,38 @@ def _same_limits(first, second):
     return set(first) == set(second) and all(number(first[key]) == number(second[key]) for key in first)
 
 
+def not_owned_text(label, owners, resource_uuid):
+    """Why a machine is not this resource's to repair (its owner marks are ``owners``), or ""."""
+    owners = sorted(set(owners or ()))
+    if owners == [resource_uuid]:
+        return ""
+    if not owners:
+        why = "it carries no owner mark"
+    elif resource_uuid not in owners:
+        why = "it carries the owner mark of another resource (%s)" % ", ".join(owners)
+    else:
+        why = "it carries the owner marks of %d resources (%s)" % (len(owners), ", ".join(owners))
+    return ("%s is not provably this resource's: %s; audit_repair acts only on a machine carrying this "
+            "resource's owner mark and no other" % (label, why))
+
+
+def _not_owned(item):
+    plan = item["_repair"]
+    if "owners" not in plan:
+        # the backend did not say whose machine it is: that is no proof it is this resource's
+        return "%s: whose machine it is is unknown; audit_repair acts only on a machine carrying this " \
+               "resource's owner mark" % plan.get("label", plan.get("key"))
+    return not_owned_text(plan.get("label", plan.get("key")), plan["owners"], item["resource_uuid"])
+
+
 def plan_repair(findings, enabled, evidence=None, max_repairs=DEFAULT_REPAIR_MAX, unsupported=""):
     """Decide which machines ``audit_repair`` brings back to what Waldur records (each finding's
     ``repair`` text), on evidence, and never by deleting anything.
 
     A *candidate* is a size drift whose check named a repair (the size Waldur's limits map to).
+    The machine must carry this resource's owner mark and no other (``owners`` of the listing; the
+    backend checks it again on a fresh read before it acts): never an unmarked machine, never
+    another resource's that a backend id points at.
     It is repaired only when ``evidence`` (what a direct read of its resource in Waldur answered,
     by UUID: ``{uuid: {"state", "limits"}}``, or a text such as ``not found`` or the state when
     the read returned nothing) shows the resource OK with the very limits the audit judged on.
@@ -455,6 +634,8 @@ def plan_repair(findings, enabled, evidence=None, max_repairs=DEFAULT_REPAIR_MAX
             item["repair"] = "%s: Waldur's limits map to no size to resize it to" % REFUSED if enabled else ""
         elif unsupported:
             item["repair"] = "%s: %s" % (REFUSED, unsupported) if enabled else ""
+        elif _not_owned(item):
+            item["repair"] = "%s: %s" % (REFUSED, _not_owned(item)) if enabled else ""
         else:
             eligible.append(item)
     refused = ""
@@ -498,6 +679,8 @@ def counts(findings):
     totals["deleted"] = sum(1 for item in findings if item["cleanup"] == DELETED)
     totals["would_delete"] = sum(1 for item in findings if item["cleanup"] == WOULD_DELETE)
     totals["cleanup_failed"] = sum(1 for item in findings if item["cleanup"].startswith("failed"))
+    totals["marked"] = sum(1 for item in findings if "(marked %s " % ORPHAN_MARK in item["cleanup"])
+    totals["would_mark"] = sum(1 for item in findings if "(would mark %s " % ORPHAN_MARK in item["cleanup"])
     totals["repaired"] = sum(1 for item in findings if item["repair"].startswith(REPAIRED))
     totals["would_repair"] = sum(1 for item in findings if item["repair"].startswith(WOULD_REPAIR))
     totals["repair_failed"] = sum(1 for item in findings if item["repair"].startswith(FAILED))

@@ -15,16 +15,23 @@ import tempfile
 
 from ansible_collections.waldur.site_agent.plugins.module_utils.agent.audit import (
     DEFAULT_CLEANUP_MAX,
+    DEFAULT_GRACE_HOURS,
     DEFAULT_REPAIR_MAX,
     DELETED,
     FAILED,
+    MARK,
+    ORPHAN_MARK,
+    UNMARK,
     WOULD_DELETE,
     counts,
+    first_sighting_text,
     iso,
+    mark_value,
     plan_cleanup,
     plan_repair,
     public,
     short_uuid,
+    stale_marks,
     status,
     utc_now,
 )
@@ -54,6 +61,9 @@ def _what_to_do(item):
     if item["cleanup"] in (DELETED, WOULD_DELETE):
         return "%s by audit_cleanup" % item["cleanup"]
     if item["cleanup"].startswith("failed"):
+        return "audit_cleanup %s" % item["cleanup"]
+    if item["cleanup"].startswith("kept: ") and ("first seen gone" in item["cleanup"]
+                                                 or "could not be proven" in item["cleanup"]):
         return "audit_cleanup %s" % item["cleanup"]
     if item["repair"] and not item["repair"].startswith("audit_repair"):
         return "audit_repair %s; %s" % (item["repair"], item["action"])
@@ -135,15 +145,17 @@ def _repair_text(repair, repair_refused, check_mode):
 
 
 def build_report(offering, offering_uuid, backend, findings, notes, cleanup, min_age_hours, check_mode, api_calls,
-                 now=None, refused="", evidence=None, repair=False, repair_refused=""):
+                 now=None, refused="", evidence=None, repair=False, repair_refused="", grace_hours=DEFAULT_GRACE_HOURS):
     """The machine-readable report (what the JSON file holds), plus its Markdown and table."""
     shown = public(findings)
     if cleanup and refused:
         cleanup_text = "REFUSED, nothing deleted: %s" % refused
     elif cleanup:
         cleanup_text = ("on: orphans older than %g h whose every object carries this offering's owner mark and whose "
-                        "resource a direct read in Waldur answers 404 or Terminated for%s" % (
-                            min_age_hours, " (check mode: nothing deleted)" if check_mode else ""))
+                        "resource a direct read in Waldur answers 404 or Terminated for, on two passes at least %g h "
+                        "apart (the first marks it %s)%s" % (
+                            min_age_hours, grace_hours, ORPHAN_MARK,
+                            " (check mode: nothing deleted or marked)" if check_mode else ""))
     else:
         cleanup_text = "off (set audit_cleanup: true to delete orphans older than %g h)" % min_age_hours
     report = {
@@ -153,8 +165,9 @@ def build_report(offering, offering_uuid, backend, findings, notes, cleanup, min
         "generated_at": iso(now or utc_now()),
         "status": status(findings),
         "counts": counts(findings),
-        "cleanup": {"enabled": bool(cleanup), "min_age_hours": min_age_hours, "check_mode": bool(check_mode),
-                    "refused": refused if cleanup else "", "evidence": dict(evidence or {})},
+        "cleanup": {"enabled": bool(cleanup), "min_age_hours": min_age_hours, "grace_hours": grace_hours,
+                    "check_mode": bool(check_mode), "refused": refused if cleanup else "",
+                    "evidence": dict(evidence or {})},
         "cleanup_text": cleanup_text,
         "repair": {"enabled": bool(repair), "check_mode": bool(check_mode), "refused": repair_refused if repair else ""},
         "repair_text": _repair_text(repair, repair_refused, check_mode),
@@ -183,6 +196,7 @@ def audit_argument_spec():
         stuck_orders=dict(type="list", elements="dict", default=[]),
         cleanup=dict(type="bool", default=False),
         cleanup_min_age_hours=dict(type="float", default=24.0),
+        cleanup_grace_hours=dict(type="float", default=DEFAULT_GRACE_HOURS),
         cleanup_max=dict(type="int", default=DEFAULT_CLEANUP_MAX),
         cleanup_evidence=dict(type="dict"),
         repair=dict(type="bool", default=False),
@@ -225,6 +239,8 @@ def checked_params(module):
     if params["cleanup_min_age_hours"] < 0:
         module.fail_json(msg="cleanup_min_age_hours: expected 0 or more hours, got %s"
                          % params["cleanup_min_age_hours"])
+    if params["cleanup_grace_hours"] < 0:
+        module.fail_json(msg="cleanup_grace_hours: expected 0 or more hours, got %s" % params["cleanup_grace_hours"])
     if params["cleanup_max"] < 0:
         module.fail_json(msg="cleanup_max: expected 0 or more holdings, got %s" % params["cleanup_max"])
     if params["repair_max"] < 0:
@@ -266,11 +282,56 @@ def checked_params(module):
     return offering_uuid, resources
 
 
+def _guarded(write):
+    """``write`` returning why it failed when the pass ended meanwhile (nothing more is written)."""
+    def guarded(*args):
+        if write is None:
+            return "this backend keeps no marks"
+        try:
+            return write(*args)
+        except PassEnded as ended:
+            return str(ended)
+    return guarded
+
+
+def _marks(module, auditor, holdings, findings, mark, unmark, final):
+    """Write (or, in check mode, say) the marks plan_cleanup asked for, and take away the marks whose
+    resource Waldur shows alive again; each finding's cleanup and the notes say what was done.
+    ``final``: this run is the one that reports (not the first look of a run that is asked again with
+    the direct reads' answers, which would take the marks away unreported)."""
+    params, check_mode = module.params, module.check_mode
+    value = mark_value(auditor.now)
+    for item in findings:
+        action = item.pop("_mark", None)
+        if action == MARK and not check_mode:
+            failure = mark(item["_holding"], value)
+            item["cleanup"] = ("failed: could not mark it first seen gone (%s %s): %s" % (ORPHAN_MARK, value, failure)
+                               if failure else first_sighting_text(auditor.now, params["cleanup_grace_hours"], True))
+        elif action == UNMARK:
+            failure = None if check_mode else unmark(item["_holding"])
+            item["cleanup"] += ("; would remove its %s mark" % ORPHAN_MARK if check_mode else
+                                "; could not remove its %s mark: %s" % (ORPHAN_MARK, failure) if failure else
+                                "; its %s mark is removed" % ORPHAN_MARK)
+    for holding, resource in stale_marks(holdings, auditor.by_uuid) if final else ():
+        why = "%s: its %s mark is no evidence, resource %s (%s) is %s in Waldur" % (
+            holding["object"], ORPHAN_MARK, resource.get("name") or "?", holding["owner"], resource.get("state"))
+        if not params["cleanup"]:
+            auditor.notes.append("%s; audit_cleanup removes the mark" % why)
+        elif check_mode:
+            auditor.notes.append("%s; audit_cleanup would remove the mark" % why)
+        else:
+            failure = unmark(holding)
+            auditor.notes.append("%s; %s" % (why, "could not remove the mark: %s" % failure if failure
+                                             else "the mark is removed"))
+
+
 def finish(module, backend, offering_uuid, auditor, holdings, machines, delete, api_calls, repair=None,
-           repair_unsupported=""):
+           repair_unsupported="", mark=None, unmark=None):
     """Judge, clean up and repair what was asked for, report; ``delete(holding)`` returns the cleanup
     text (``deleted``, ``would delete`` or why it was kept), ``repair(finding)`` the repair's outcome
     (``repaired ...``, ``would repair ...``, ``refused: why`` or ``failed: why``); neither raises.
+    ``mark(holding, value)`` puts ``waldur-orphan-since`` with ``value`` on the holding's marked
+    objects and ``unmark(holding)`` takes every such mark away; each returns why it failed, or None.
     ``repair_unsupported`` says why this backend repairs nothing."""
     params = module.params
     auditor.holdings(holdings)
@@ -279,7 +340,10 @@ def finish(module, backend, offering_uuid, auditor, holdings, machines, delete, 
     findings = auditor.sorted_findings()
     to_delete, candidates, refused = plan_cleanup(
         findings, params["cleanup"], params["cleanup_min_age_hours"], evidence=params["cleanup_evidence"],
-        max_deletions=params["cleanup_max"], waldur_lists_nothing=not auditor.resources and bool(holdings))
+        max_deletions=params["cleanup_max"], waldur_lists_nothing=not auditor.resources and bool(holdings),
+        grace_hours=params["cleanup_grace_hours"], now=auditor.now, check_mode=module.check_mode)
+    final = not params["cleanup"] or params["cleanup_evidence"] is not None or not candidates
+    _marks(module, auditor, holdings, findings, _guarded(mark), _guarded(unmark), final)
     for item in to_delete:
         try:
             item["cleanup"] = delete(item["_holding"])
@@ -296,7 +360,8 @@ def finish(module, backend, offering_uuid, auditor, holdings, machines, delete, 
     report, text, lines = build_report(
         params["offering"] or offering_uuid, offering_uuid, backend, findings, auditor.notes, params["cleanup"],
         params["cleanup_min_age_hours"], module.check_mode, api_calls(), now=auditor.now, refused=refused,
-        evidence=params["cleanup_evidence"], repair=params["repair"], repair_refused=repair_refused)
+        evidence=params["cleanup_evidence"], repair=params["repair"], repair_refused=repair_refused,
+        grace_hours=params["cleanup_grace_hours"])
     files = []
     if params["report_dir"]:
         name = params["report_name"] or params["offering"] or offering_uuid

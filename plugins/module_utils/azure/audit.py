@@ -9,7 +9,9 @@ Besides the keys agent/audit.py documents, each holding carries ``youngest_at`` 
 time of its youngest object: for a dedicated group, of anything in the group, from this run's listing
 of the subscription's resources with ``createdTime``) and ``unmarked`` (labels of what in the holding's group does not carry the
 holding's owner mark, e.g. ``virtual machine db (no owner tag)``; empty for a shared-group chain,
-which is its marked objects only)."""
+which is its marked objects only) and ``object_tags`` (``[(ARM id, tags)]`` of the objects that
+carry the holding's owner mark: the group of a dedicated chain, each object of a shared one; the
+audit reads its marks from them and writes them there)."""
 
 from __future__ import absolute_import, division, print_function
 
@@ -109,7 +111,8 @@ class Listing:
                                   % (group.name, RESOURCE_TAG))
                 continue
             name = group.name
-            dedicated[_lower(name)] = {"name": name, "id": group.id, "owner": owner, "vms": []}
+            dedicated[_lower(name)] = {"name": name, "id": group.id, "owner": owner, "vms": [],
+                                       "tags": dict(getattr(group, "tags", None) or {})}
         shared = {}
         if shared_group:
             shared[_lower(shared_group)] = shared_group
@@ -170,7 +173,7 @@ class Listing:
                 "ids": [entry["id"]], "created_at": oldest(created) if created else oldest(listed_times),
                 "youngest_at": youngest(created + listed_times),
                 "unmarked": sort_contents(listed, entry["owner"])[1],
-                "match": match, "marked": True,
+                "match": match, "marked": True, "object_tags": [(entry["id"], entry["tags"])],
             })
 
     def _shared_holdings(self, group):
@@ -210,6 +213,7 @@ class Listing:
                     "unmarked": [],
                     "match": set([_lower(build_vm_id(self.clients.subscription_id, group, vm_name))]) if vm_name else set(),
                     "marked": True,
+                    "object_tags": [(item.id, dict(getattr(item, "tags", None) or {})) for _kind, item in items],
                 })
 
     def backend_key(self, backend_id):

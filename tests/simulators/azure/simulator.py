@@ -33,7 +33,8 @@ Operation names (call log and fault injection): ``openid``, ``token``, ``msi.app
 ``{virtual_networks,public_ips,nsgs,nics}.list_all`` (the subscription's, as ARM's List All),
 ``vms.{list,list_all,list_by_location,get,put,delete,instance_view,vm_sizes,deallocate,start,power_off,restart}``,
 ``vm_sizes.list``, ``skus.list``, ``vm_images.{list,get}`` (a marketplace image's versions in a location),
-``disks.{list,list_all,get,update,delete}``, ``resources.{list,list_by_group}``.
+``disks.{list,list_all,get,update,delete}``, ``resources.{list,list_by_group}``,
+``tags.update_at_scope`` (ARM's Tags API on a group or a resource: :mod:`.tags`).
 
 Subscriptions: only the preset's exists (``presets.SUBSCRIPTION_ID``); as ARM, any other answers
 404 ``SubscriptionNotFound`` and a malformed id 400 ``InvalidSubscriptionId``, on every call under it.
@@ -67,6 +68,7 @@ from tests.simulators.azure.arm import (STATUS_CODES, ArmError, CaseInsensitiveM
 from tests.simulators.azure.compute import ComputeProvider
 from tests.simulators.azure.lro import LRO_MODES, LroEngine, LroFailure, Operation
 from tests.simulators.azure.network import NetworkProvider
+from tests.simulators.azure.tags import TagsProvider
 from tests.simulators.common import Simulator, json_response
 
 AAD_OPERATIONS = frozenset({"openid", "token", "msi.app_service", "msi.imds"})
@@ -86,7 +88,7 @@ SUBSCRIPTION_ID_FORM = re.compile(r"^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4
 RG = S + "/resourceGroups/<rg>"
 
 
-class AzureSimulator(NetworkProvider, ComputeProvider, Simulator):
+class AzureSimulator(NetworkProvider, ComputeProvider, TagsProvider, Simulator):
     name = "azure"
 
     def __init__(self, preset: str | None = "default", latency: float = 0.0, **options: Any):
@@ -171,7 +173,7 @@ class AzureSimulator(NetworkProvider, ComputeProvider, Simulator):
              "operations.get", self._get_operation),
             ("GET", S + "/providers/<provider>/locations/<loc>/operationResults/<op_id>",
              "operation_results.get", self._get_operation_result),
-        ] + self.network_routes() + self.compute_routes()
+        ] + self.network_routes() + self.compute_routes() + self.tags_routes()
         return [
             ("GET", "/<tenant>/v2.0/.well-known/openid-configuration", "openid", self._openid),
             ("POST", "/<tenant>/oauth2/v2.0/token", "token", self._token),

@@ -32,6 +32,8 @@ Operations (the names the call log records and faults target):
 ``tags.create``             POST /v2/tags -> 201
 ``tags.get``                GET /v2/tags/{name}
 ``tags.delete``             DELETE /v2/tags/{name} -> 204 (untags the droplets)
+``tags.tag_resources``      POST /v2/tags/{name}/resources (droplets) -> 204
+``tags.untag_resources``    DELETE /v2/tags/{name}/resources (droplets) -> 204
 ``account.get``             GET /v2/account
 ==========================  ==========================================================
 

@@ -186,6 +186,8 @@ class DigitalOceanSimulator(Simulator):
             ("POST", "/v2/tags", "tags.create", api(self.create_tag)),
             ("GET", "/v2/tags/<tag_name>", "tags.get", api(self.get_tag)),
             ("DELETE", "/v2/tags/<tag_name>", "tags.delete", api(self.delete_tag)),
+            ("POST", "/v2/tags/<tag_name>/resources", "tags.tag_resources", api(self.tag_resources)),
+            ("DELETE", "/v2/tags/<tag_name>/resources", "tags.untag_resources", api(self.untag_resources)),
             ("GET", "/v2/account", "account.get", api(self.get_account)),
         ]
 
@@ -896,6 +898,34 @@ class DigitalOceanSimulator(Simulator):
             raise ApiError(404, NOT_FOUND_MESSAGE)
         del self._tags[tag_name]
         for droplet in self._droplets.values():  # deleting a tag untags its resources
+            if tag_name in droplet["tags"]:
+                droplet["tags"].remove(tag_name)
+        return Response(b"", status=204)
+
+    def _tagged_droplets(self, request: Request, tag_name: str) -> list[dict]:
+        """The droplets a tag/untag request names (``resources``: ``resource_id``, ``resource_type``
+        droplet); 404 when the tag or a droplet does not exist, 400 for anything else."""
+        if tag_name not in self._tags:
+            raise ApiError(404, NOT_FOUND_MESSAGE)
+        resources = self._json_body(request).get("resources")
+        if not isinstance(resources, list) or not resources:
+            raise ApiError(400, "resources must be a non-empty list.")
+        droplets = []
+        for item in resources:
+            if not isinstance(item, dict) or item.get("resource_type") != "droplet" or \
+                    not str(item.get("resource_id", "")).isdigit():
+                raise ApiError(400, "Only droplets can be tagged here: resource_id and resource_type droplet.")
+            droplets.append(self._droplet_or_404(int(item["resource_id"])))
+        return droplets
+
+    def tag_resources(self, request: Request, tag_name: str) -> Response:
+        for droplet in self._tagged_droplets(request, tag_name):
+            if tag_name not in droplet["tags"]:
+                droplet["tags"].append(tag_name)
+        return Response(b"", status=204)
+
+    def untag_resources(self, request: Request, tag_name: str) -> Response:
+        for droplet in self._tagged_droplets(request, tag_name):
             if tag_name in droplet["tags"]:
                 droplet["tags"].remove(tag_name)
         return Response(b"", status=204)

@@ -12,8 +12,12 @@ from ansible_collections.waldur.site_agent.plugins.module_utils.agent.audit impo
     FINDINGS,
     Auditor,
     age_hours,
+    holding_mark,
+    mark_value,
+    parse_mark,
     plan_cleanup,
     power_check,
+    stale_marks,
     status,
 )
 from ansible_collections.waldur.site_agent.plugins.module_utils.agent.audit_report import build_report, write_report_files
@@ -210,22 +214,108 @@ def test_cleanup_takes_only_old_deletable_orphans_that_a_direct_read_shows_gone(
                            holding("3", owner=R3, marked=False)])
     young_unknown = dict(holding("4", owner="d" * 32), created_at=None)
     findings += judged([], [young_unknown])
-    assert plan_cleanup(findings, enabled=False, min_age_hours=24) == ([], [R1], "")
+    assert plan_cleanup(findings, enabled=False, min_age_hours=24, now=NOW) == ([], [R1], "")
     assert [item["cleanup"] for item in findings] == [
-        "would be deleted with audit_cleanup", "kept: younger than 24 h", "kept: not deletable by the audit",
-        "kept: its age is unknown"]
+        "would be deleted with audit_cleanup: marked when a pass proves its resource gone, deleted 24 h later if it "
+        "is still gone", "kept: younger than 24 h", "kept: not deletable by the audit", "kept: its age is unknown"]
     # without a direct read nothing is deleted: the candidates are what to read
-    chosen, candidates, refused = plan_cleanup(findings, enabled=True, min_age_hours=24)
+    chosen, candidates, refused = plan_cleanup(findings, enabled=True, min_age_hours=24, now=NOW)
     assert (chosen, candidates, refused) == ([], [R1], "")
     assert findings[0]["cleanup"] == "kept: resource %s was not read in Waldur directly" % R1
-    # only a 404 or Terminated is evidence
-    for answer, deleted in (("not found", True), ("Terminated", True), ("OK", False), ("Erred", False)):
-        chosen, _candidates, _refused = plan_cleanup(findings, enabled=True, min_age_hours=24, evidence={R1: answer})
-        assert [item["object_ids"] for item in chosen] == ([["1"]] if deleted else []), answer
-        assert findings[0]["cleanup"] == ("delete" if deleted else
-                                          "kept: a direct read of resource %s in Waldur answered %s" % (R1, answer))
-    plan_cleanup(findings, enabled=True, min_age_hours=24, evidence={})
+    # only Waldur's own 404 for a resource the listing does not hold is evidence here; the first time it
+    # marks the holding, and deletes nothing
+    for answer, gone in (("not found", True), ("Terminated", False), ("OK", False), ("Erred", False)):
+        findings[0].pop("_mark", None)
+        chosen, _candidates, _refused = plan_cleanup(findings, enabled=True, min_age_hours=24, evidence={R1: answer},
+                                                     now=NOW)
+        assert chosen == [] and findings[0].get("_mark") == ("mark" if gone else None), answer
+        assert findings[0]["cleanup"] == (
+            "kept: first seen gone at 2026-03-01T12:00:00Z (marked waldur-orphan-since 20260301T120000Z); deleted "
+            "after 24 h if still gone" if gone else
+            "kept: that resource %s is gone could not be proven: Waldur's listing shows it nowhere, a direct read "
+            "answered Terminated" % R1 if answer == "Terminated" else
+            "kept: a direct read of resource %s in Waldur answered %s" % (R1, answer))
+    plan_cleanup(findings, enabled=True, min_age_hours=24, evidence={}, now=NOW)
     assert findings[0]["cleanup"] == "kept: a direct read of resource %s in Waldur was not made" % R1
+
+
+def marked(key, owner, created=30, seen=None):
+    """A holding whose object carries the marks ``seen`` (hours ago, or mark values)."""
+    values = [value if isinstance(value, str) else mark_value(NOW - datetime.timedelta(hours=value))
+              for value in (seen or [])]
+    return dict(holding(key, owner=owner, created=created), marks=[values])
+
+
+@pytest.mark.parametrize("seen, grace, expected", [
+    ([30], 24, "delete"),
+    ([25], 24, "delete"),
+    ([23], 24, "kept: first seen gone at 2026-02-28T13:00:00Z; deleted after 24 h if still gone (1.0 h left)"),
+    ([1], 0.5, "delete"),
+    # the youngest of its marks counts
+    ([30, 2], 24, "kept: first seen gone at 2026-03-01T10:00:00Z; deleted after 24 h if still gone (22.0 h left)"),
+    # no evidence of a first sighting: one in the future, one older than the object, one that is no time
+    ([-1], 0, "mark"),
+    ([40], 0, "mark"),
+    (["yesterday"], 0, "mark"),
+    ([], 0, "mark"),
+])
+def test_a_holding_is_deleted_only_when_its_mark_is_the_grace_period_old(seen, grace, expected):
+    findings = judged([resource(R1, state="Terminated", backend_id="9")], [marked("1", R1, seen=seen)])
+    chosen, _candidates, _refused = plan_cleanup(findings, enabled=True, min_age_hours=24, now=NOW,
+                                                 evidence={R1: "Terminated"}, grace_hours=grace)
+    [item] = findings
+    assert (item["cleanup"] if expected != "mark" else item.get("_mark")) == expected
+    assert chosen == ([item] if expected == "delete" else [])
+
+
+def test_check_mode_says_what_it_would_mark():
+    findings = judged([resource(R1, state="Terminated", backend_id="9")], [marked("1", R1)])
+    plan_cleanup(findings, enabled=True, min_age_hours=24, now=NOW, evidence={R1: "Terminated"}, check_mode=True)
+    assert findings[0]["cleanup"] == ("kept: first seen gone at 2026-03-01T12:00:00Z (would mark waldur-orphan-since "
+                                      "20260301T120000Z); deleted after 24 h if still gone")
+
+
+@pytest.mark.parametrize("listed, answer, why", [
+    ("absent", "Terminated", "Waldur's listing shows it nowhere, a direct read answered Terminated"),
+    ("Terminated", "not found", "Waldur's listing shows it Terminated, a direct read answered not found"),
+    ("absent", "unproven: Waldur GET /api/marketplace-provider-resources/x/ failed (HTTP 404): <html>",
+     "a direct read in Waldur was unproven: Waldur GET /api/marketplace-provider-resources/x/ failed (HTTP 404): "
+     "<html>"),
+])
+def test_reads_that_disagree_or_prove_nothing_never_delete_nor_touch_a_mark(listed, answer, why):
+    resources = [resource(R1, state="Terminated", backend_id="9")] if listed == "Terminated" else []
+    findings = judged(resources, [marked("1", R1, seen=[48])])
+    chosen, _candidates, _refused = plan_cleanup(findings, enabled=True, min_age_hours=24, now=NOW,
+                                                 evidence={R1: answer})
+    assert chosen == [] and "_mark" not in findings[0]
+    assert findings[0]["cleanup"] == "kept: that resource %s is gone could not be proven: %s" % (R1, why)
+
+
+@pytest.mark.parametrize("answer, unmark", [("OK", True), ("Erred", True), ("resource of offering %s" % R3, True),
+                                            (None, False)])
+def test_a_direct_read_showing_the_resource_alive_makes_its_mark_no_evidence(answer, unmark):
+    findings = judged([resource(R1, state="Terminated", backend_id="9")], [marked("1", R1, seen=[48])])
+    chosen, _candidates, _refused = plan_cleanup(findings, enabled=True, min_age_hours=24, now=NOW,
+                                                 evidence={R1: answer} if answer else {})
+    assert chosen == [] and findings[0].get("_mark") == ("unmark" if unmark else None)
+
+
+def test_a_mark_whose_resource_the_listing_shows_alive_is_stale():
+    holdings = [marked("1", R1, seen=[48]), marked("2", R2, seen=[48]), marked("3", R3, seen=[48]),
+                holding("4", owner=R1)]
+    resources = {R1: resource(R1), R2: resource(R2, state="Terminated")}
+    assert [(item["key"], found["uuid"]) for item, found in stale_marks(holdings, resources)] == [("1", R1)]
+
+
+def test_marks_are_read_in_every_form_and_the_youngest_object_bounds_them():
+    assert parse_mark("20261204T120000Z") == datetime.datetime(2026, 12, 4, 12, tzinfo=datetime.timezone.utc)
+    assert parse_mark("20261204T1200Z") == parse_mark("2026-12-04T12:00:00Z") == parse_mark("20261204t120000z")
+    assert parse_mark("soon") is None and mark_value(NOW) == "20260301T120000Z"
+    held = marked("1", R1, created=30, seen=[20])
+    assert holding_mark(held, NOW) == (NOW - datetime.timedelta(hours=20), True)
+    assert holding_mark(dict(held, youngest_at=hours_ago(10)), NOW) == (None, True)  # a newer object joined it
+    assert holding_mark(dict(held, marks=[[mark_value(NOW - datetime.timedelta(hours=20))], []]), NOW) == (None, True)
+    assert holding_mark(holding("2"), NOW) == (None, False)
 
 
 def test_the_youngest_object_decides_the_age_and_a_foreign_object_keeps_the_holding():
@@ -248,14 +338,14 @@ def test_an_erred_resource_is_not_gone():
 
 def test_the_circuit_breaker_refuses_the_whole_cleanup():
     owners = ["%032x" % number for number in range(1, 8)]
-    findings = judged([resource("f" * 32)], [holding(str(index), owner=owner) for index, owner in enumerate(owners)])
+    findings = judged([resource("f" * 32)], [marked(str(index), owner, seen=[25]) for index, owner in enumerate(owners)])
     evidence = dict((owner, "not found") for owner in owners)
-    chosen, candidates, refused = plan_cleanup(findings, enabled=True, min_age_hours=24, evidence=evidence)
+    chosen, candidates, refused = plan_cleanup(findings, enabled=True, min_age_hours=24, evidence=evidence, now=NOW)
     assert (chosen, candidates) == ([], []) and "7 holdings, more than audit_cleanup_max=5" in refused
     assert all(item["cleanup"] == "kept: cleanup refused (more than audit_cleanup_max)"
                for item in findings if item["kind"] == "orphan")
     chosen, _candidates, refused = plan_cleanup(findings, enabled=True, min_age_hours=24, evidence=evidence,
-                                                max_deletions=7)
+                                                max_deletions=7, now=NOW)
     assert len(chosen) == 7 and refused == ""
     # Waldur listing nothing at all is no evidence: refused however few
     chosen, _candidates, refused = plan_cleanup(findings[:1], enabled=True, min_age_hours=24, evidence=evidence,
@@ -271,7 +361,7 @@ def test_the_report_counts_escapes_and_shows_what_to_do(tmp_path):
                                        now=NOW)
     assert report["status"] == FINDINGS
     assert report["counts"] == {"orphans": 1, "vanished": 1, "drift": 0, "stuck_orders": 0, "orphans_by_name": 0,
-                                "deleted": 1, "would_delete": 0, "cleanup_failed": 0,
+                                "deleted": 1, "would_delete": 0, "cleanup_failed": 0, "marked": 0, "would_mark": 0,
                                 "repaired": 0, "would_repair": 0, "repair_failed": 0}
     assert all("_holding" not in item for item in report["findings"])
     json.dumps(report)  # the report is plain data

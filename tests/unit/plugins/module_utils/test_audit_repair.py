@@ -32,10 +32,11 @@ def resource(index=0, state="OK", limits=None, **fields):
                  "limits": dict(limits or SMALL), "attributes": {}, "paused": False, "downscaled": False}, **fields)
 
 
-def machine(index=0, size="s-2vcpu-4gb", power="on"):
+def machine(index=0, size="s-2vcpu-4gb", power="on", owners=None):
     key = str(100 + index)
     return {"id": key, "object": "droplet %s web-%d" % (key, index), "power": power, "size": size,
-            "created_at": (NOW - datetime.timedelta(hours=48)).isoformat()}
+            "created_at": (NOW - datetime.timedelta(hours=48)).isoformat(),
+            "owners": [uuid_of(index)] if owners is None else owners, "label": "droplet %s" % key}
 
 
 def judged(resources, machines, checks=()):
@@ -69,7 +70,8 @@ def test_size_drift_says_waldurs_limits_against_the_droplets_size():
     [size] = drift(judged([resource()], [machine()]), "size")
     assert size["detail"] == "droplet 100 is s-2vcpu-4gb, Waldur keeps cpu=1 ram=1024 (which size_mapping maps to " \
                              "s-1vcpu-1gb)"
-    assert size["_repair"] == {"size": "s-1vcpu-1gb", "from": "s-2vcpu-4gb", "key": "100"}
+    assert size["_repair"] == {"size": "s-1vcpu-1gb", "from": "s-2vcpu-4gb", "key": "100", "owners": [uuid_of(0)],
+                               "label": "droplet 100"}
 
 
 def test_azure_size_drift_says_the_size_waldur_keeps():
@@ -113,6 +115,30 @@ def test_a_repair_acts_only_when_a_direct_read_shows_the_resource_ok_with_the_li
     [size] = drift(findings, "size")
     assert size["repair"].startswith(expected) and refused == ""
     assert to_repair == ([size] if expected.startswith("resize") else [])
+
+
+@pytest.mark.parametrize("owners, why", [
+    ([uuid_of(7)], "it carries the owner mark of another resource (%s)" % uuid_of(7)),
+    ([], "it carries no owner mark"),
+    ([uuid_of(0), uuid_of(7)], "it carries the owner marks of 2 resources (%s, %s)" % (uuid_of(0), uuid_of(7))),
+])
+def test_only_a_machine_carrying_this_resources_owner_mark_and_no_other_is_repaired(owners, why):
+    findings = judged([resource()], [machine(owners=owners)])
+    to_repair, candidates, _refused = plan_repair(findings, True, evidence={uuid_of(0): ok()})
+    assert to_repair == [] and candidates == []  # not even read in Waldur
+    assert drift(findings, "size")[0]["repair"] == (
+        "refused: droplet 100 is not provably this resource's: %s; audit_repair acts only on a machine carrying "
+        "this resource's owner mark and no other" % why)
+    # without audit_repair the report promises nothing for it either
+    findings = judged([resource()], [machine(owners=owners)])
+    assert plan_repair(findings, False) == ([], [], "") and drift(findings, "size")[0]["repair"] == ""
+
+
+def test_a_machine_whose_owners_the_backend_did_not_list_is_not_repaired():
+    findings = judged([resource()], [dict(machine(), owners=None)])
+    del findings[0]["_repair"]["owners"]
+    assert plan_repair(findings, True, evidence={uuid_of(0): ok()})[0] == []
+    assert "whose machine it is is unknown" in findings[0]["repair"]
 
 
 def test_the_circuit_breaker_refuses_the_whole_repair():

@@ -9,6 +9,7 @@ import json
 import pytest
 from tests.unit.compat import patch_module_args
 from tests.unit.plugins.module_utils.test_digitalocean import FakeTime, api, make_client, scripted_server  # noqa: F401  # pylint: disable=unused-import
+from tests.unit.plugins.modules.do_audit_fakes import SendsLikeDigitalOcean, fresh
 from tests.unit.plugins.modules.test_do_droplet import FakeClient, copy_of, create_item, facts, item, run
 
 from ansible_collections.waldur.site_agent.plugins.filter.order_pass import order_pass_report
@@ -215,7 +216,11 @@ def test_the_site_config_warns_about_a_plain_http_digitalocean_endpoint_naming_t
 
 # ---- do_audit -----------------------------------------------------------------------------------
 
-class Account:
+# a first sighting of the resource gone, a day after the droplet was made: past the grace period
+SEEN_GONE = "waldur-orphan-since:20200102T000000Z"
+
+
+class Account(SendsLikeDigitalOcean):
     api_calls = 0
 
     def __init__(self, listed, fresh=None):
@@ -226,7 +231,8 @@ class Account:
 
     def get_droplet(self, droplet_id):
         self.calls.append(("get", droplet_id))
-        return self.fresh.get(droplet_id, next((d for d in self.listed if d["id"] == droplet_id), None))
+        return fresh(droplet_id, self.fresh.get(droplet_id, next((d for d in self.listed if d["id"] == droplet_id),
+                                                                 None)))
 
     def destroy_droplet(self, droplet_id):
         self.calls.append(("destroy", droplet_id))
@@ -255,7 +261,8 @@ def test_holdings_carry_youngest_at_and_no_unmarked_parts():
 
 
 def test_cleanup_keeps_an_orphan_whose_name_is_not_derived_for_its_resource(monkeypatch, capsys):
-    client = Account([audit_droplet(7, "someones-db", [TAG]), audit_droplet(8, "gone", [OTHER_TAG])])
+    client = Account([audit_droplet(7, "someones-db", [TAG, SEEN_GONE]),
+                      audit_droplet(8, "gone", [OTHER_TAG, SEEN_GONE])])
     resources = [{"uuid": UUID, "name": "gone", "state": "Terminated", "backend_id": ""},
                  {"uuid": OTHER, "name": "gone", "state": "Terminated", "backend_id": ""}]
     out = run_audit(monkeypatch, capsys, client, resources)
@@ -268,7 +275,8 @@ def test_cleanup_keeps_an_orphan_whose_name_is_not_derived_for_its_resource(monk
 
 def test_cleanup_reads_the_droplet_again_right_before_deleting(monkeypatch, capsys):
     # listed with the derived name; renamed by hand by the time cleanup comes to it
-    client = Account([audit_droplet(7, "gone", [TAG])], fresh={7: audit_droplet(7, "now-in-use", [TAG])})
+    client = Account([audit_droplet(7, "gone", [TAG, SEEN_GONE])],
+                     fresh={7: audit_droplet(7, "now-in-use", [TAG, SEEN_GONE])})
     out = run_audit(monkeypatch, capsys, client, [{"uuid": UUID, "name": "gone", "state": "Terminated"}])
     assert out["findings"][0]["cleanup"].startswith("kept: its name now-in-use is not one the agent derives")
     assert client.calls == [("get", 7)]

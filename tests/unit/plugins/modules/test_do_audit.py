@@ -1,5 +1,6 @@
-"""do_audit in-process: bad input named before any call, check mode deletes nothing, a listing
-that keeps changing fails the task."""
+"""do_audit in-process: bad input named before any call, check mode deletes and marks nothing, a
+holding is marked the first time its resource is shown gone and deleted only on a later run past the
+grace period, a listing that keeps changing fails the task."""
 
 from __future__ import annotations
 
@@ -7,7 +8,9 @@ import json
 
 import pytest
 from tests.unit.compat import patch_module_args
+from tests.unit.plugins.modules.do_audit_fakes import MARK, NOT_OURS_404, SendsLikeDigitalOcean, fresh, writes
 
+from ansible_collections.waldur.site_agent.plugins.module_utils.agent.audit import parse_mark
 from ansible_collections.waldur.site_agent.plugins.modules import do_audit
 
 OFFERING = "d" * 32
@@ -15,7 +18,7 @@ OWNER = "a" * 32
 OLD = "2020-01-01T00:00:00Z"
 
 
-class Account:
+class Account(SendsLikeDigitalOcean):
     """The client calls do_audit makes, on a fixed list of droplets."""
 
     api_calls = 0
@@ -27,11 +30,11 @@ class Account:
 
     def scan_droplets(self, max_pages):
         self.calls.append("scan")
-        return self.scans.pop(0) if self.scans else list(self.droplets)
+        return self.scans.pop(0) if self.scans else [dict(d, tags=list(d["tags"])) for d in self.droplets]
 
     def get_droplet(self, droplet_id):
         self.calls.append(("get", droplet_id))
-        return next((d for d in self.droplets if d["id"] == droplet_id), None)
+        return fresh(droplet_id, next((d for d in self.droplets if d["id"] == droplet_id), None))
 
     def destroy_droplet(self, droplet_id):
         self.calls.append(("destroy", droplet_id))
@@ -68,7 +71,7 @@ def test_bad_input_is_named_before_any_call(run_module, args, message):
     assert client.calls == []
 
 
-def test_check_mode_says_what_cleanup_would_delete_and_deletes_nothing(run_module):
+def test_check_mode_says_what_cleanup_would_mark_or_delete_and_writes_nothing(run_module):
     client = Account([droplet(7, ["waldur-resource:" + OWNER]), droplet(8, [])])
     resources = [{"uuid": OWNER, "name": "web", "state": "Terminated", "backend_id": "7"}]
     # without a direct read of the resource nothing would go: it is a candidate to read
@@ -76,17 +79,79 @@ def test_check_mode_says_what_cleanup_would_delete_and_deletes_nothing(run_modul
     assert out["changed"] is False and out["cleanup_candidates"] == [OWNER]
     evidence = {OWNER: "Terminated"}
     out = run_module({"resources": resources, "cleanup": True, "cleanup_evidence": evidence}, client, check=True)
-    assert out["changed"] is True and out["status"] == "findings"
-    assert [(item["object_ids"], item["cleanup"]) for item in out["findings"]] == [(["7"], "would delete")]
-    assert ("destroy", 7) not in client.calls and out["counts"]["would_delete"] == 1
+    [finding] = out["findings"]
+    assert finding["cleanup"].startswith("kept: first seen gone at ") and \
+        "(would mark waldur-orphan-since " in finding["cleanup"] and \
+        finding["cleanup"].endswith("; deleted after 24 h if still gone")
+    assert out["counts"]["would_mark"] == 1 and out["counts"]["would_delete"] == 0
+    assert writes(client.calls) == []
 
-    out = run_module({"resources": resources, "cleanup": True, "cleanup_evidence": evidence}, client)
-    assert ("destroy", 7) in client.calls and out["counts"]["deleted"] == 1
-    assert "dop_v1_secret-token" not in json.dumps(out)
+
+def test_a_holding_is_marked_first_and_deleted_only_past_the_grace_period(run_module):
+    client = Account([droplet(7, ["waldur-resource:" + OWNER])])
+    resources = [{"uuid": OWNER, "name": "web", "state": "Terminated", "backend_id": "7"}]
+    args = {"resources": resources, "cleanup": True, "cleanup_evidence": {OWNER: "Terminated"}}
+
+    out = run_module(args, client)
+    [finding] = out["findings"]
+    [tag] = [t for t in client.droplets[0]["tags"] if t.startswith(MARK)]
+    assert finding["cleanup"] == ("kept: first seen gone at %s (marked waldur-orphan-since %s); deleted after 24 h "
+                                  "if still gone" % (parse_mark(tag[len(MARK):]).strftime(
+                                      "%Y-%m-%dT%H:%M:%SZ"), tag[len(MARK):]))
+    assert writes(client.calls) == [("create tag", tag), ("tag", tag, 7)] and out["counts"]["marked"] == 1
+    # within the grace period: kept, nothing written
+    client.calls.clear()
+    out = run_module(args, client)
+    assert out["findings"][0]["cleanup"].startswith("kept: first seen gone at ")
+    assert "h left)" in out["findings"][0]["cleanup"] and writes(client.calls) == []
+    # past it (a grace of 0 h), still shown gone: deleted, after a fresh read
+    out = run_module(dict(args, cleanup_grace_hours=0), client)
+    assert out["findings"][0]["cleanup"] == "deleted" and writes(client.calls) == [("destroy", 7)]
+
+
+def test_an_old_mark_deletes_nothing_unless_this_run_shows_the_resource_gone(run_module):
+    marked = droplet(7, ["waldur-resource:" + OWNER, MARK + "20200102T000000Z"])
+    resources = [{"uuid": OWNER, "name": "web", "state": "Terminated", "backend_id": "7"}]
+    for answer in ("OK", "unproven: Waldur GET /api/marketplace-provider-resources/x/ failed (HTTP 404)", "not found"):
+        client = Account([dict(marked, tags=list(marked["tags"]))])
+        out = run_module({"resources": resources, "cleanup": True, "cleanup_evidence": {OWNER: answer}}, client)
+        cleanup = out["findings"][0]["cleanup"]
+        assert ("destroy", 7) not in client.calls, answer
+        if answer == "OK":  # alive again: the mark is no evidence and goes
+            assert cleanup.endswith("answered OK; its waldur-orphan-since mark is removed")
+            assert writes(client.calls) == [("untag", MARK + "20200102T000000Z", 7)]
+        else:  # an unproven answer, or a 404 for a resource the listing shows Terminated: kept, mark kept
+            assert "could not be proven" in cleanup and writes(client.calls) == []
+
+
+def test_a_resource_alive_in_the_listing_clears_a_mark_only_with_cleanup(run_module):
+    marked = droplet(7, ["waldur-resource:" + OWNER, MARK + "20200102T000000Z"])
+    resources = [{"uuid": OWNER, "name": "web", "state": "OK", "backend_id": "7"}]
+    client = Account([marked])
+    out = run_module({"resources": resources}, client)
+    assert out["status"] == "clean" and writes(client.calls) == []
+    assert "its waldur-orphan-since mark is no evidence, resource web (%s) is OK in Waldur; audit_cleanup removes " \
+           "the mark" % OWNER in out["notes"][0]
+    out = run_module({"resources": resources, "cleanup": True}, client, check=True)
+    assert out["notes"][0].endswith("audit_cleanup would remove the mark") and writes(client.calls) == []
+    out = run_module({"resources": resources, "cleanup": True}, client)
+    assert out["notes"][0].endswith("the mark is removed")
+    assert writes(client.calls) == [("untag", MARK + "20200102T000000Z", 7)] and marked["tags"] == [
+        "waldur-resource:" + OWNER]
+
+
+def test_a_fresh_read_that_is_not_digitaloceans_own_not_found_is_no_proof(run_module):
+    marked = droplet(7, ["waldur-resource:" + OWNER, MARK + "20200102T000000Z"])
+    client = Account([marked])
+    client.get_droplet = lambda droplet_id: fresh(droplet_id, NOT_OURS_404)
+    out = run_module({"resources": [{"uuid": OWNER, "name": "web", "state": "Terminated", "backend_id": "7"}],
+                      "cleanup": True, "cleanup_evidence": {OWNER: "Terminated"}}, client)
+    assert out["findings"][0]["cleanup"].startswith("kept: whether droplet 7 still exists could not be proven (")
+    assert writes(client.calls) == []
 
 
 def test_a_droplet_whose_tags_changed_since_the_listing_is_kept(run_module):
-    listed = droplet(7, ["waldur-resource:" + OWNER])
+    listed = droplet(7, ["waldur-resource:" + OWNER, MARK + "20200102T000000Z"])
     client = Account([droplet(7, ["waldur-resource:" + OWNER, "waldur-resource:" + "b" * 32])], scans=[[listed]])
     out = run_module({"resources": [{"uuid": OWNER, "state": "Terminated", "backend_id": "7"}], "cleanup": True,
                       "cleanup_evidence": {OWNER: "Terminated"}}, client)

@@ -1,5 +1,7 @@
 """do_audit's repair in-process: a droplet is read again before it is resized, a repair that would
-shrink its disk is refused naming why, and check mode says what it would do and writes nothing."""
+shrink its disk is refused naming why, a droplet that is not provably the resource's own (another
+resource's tag, no tag, a fresh read that proves nothing) is never touched, and check mode says what it
+would do and writes nothing."""
 
 from __future__ import annotations
 
@@ -7,6 +9,7 @@ import json
 
 import pytest
 from tests.unit.compat import patch_module_args
+from tests.unit.plugins.modules.do_audit_fakes import NOT_OURS_404, SendsLikeDigitalOcean, fresh
 
 from ansible_collections.waldur.site_agent.plugins.modules import do_audit
 
@@ -16,7 +19,7 @@ MAPPING = {"s-1vcpu-1gb": {"cpu": 1, "ram": 1024}, "s-2vcpu-4gb": {"cpu": 2, "ra
 SIZES = [{"slug": "s-1vcpu-1gb", "disk": 25, "regions": ["ams3"]}, {"slug": "s-2vcpu-4gb", "disk": 80, "regions": ["ams3"]}]
 
 
-class Account:
+class Account(SendsLikeDigitalOcean):
     api_calls = 0
 
     def __init__(self, listed, current):
@@ -28,7 +31,7 @@ class Account:
 
     def get_droplet(self, droplet_id):
         self.calls.append(("get", droplet_id))
-        return dict(self.current) if self.current else None
+        return fresh(droplet_id, self.current)
 
     def listing(self, path, key):
         self.calls.append(("list", path))
@@ -38,9 +41,9 @@ class Account:
         raise AssertionError("wrote %r" % (args,))
 
 
-def droplet(size="s-2vcpu-4gb", disk=25):
+def droplet(size="s-2vcpu-4gb", disk=25, tags=("waldur-resource:" + OWNER,)):
     return {"id": 7, "name": "web", "status": "active", "size_slug": size, "disk": disk, "region": "ams3",
-            "created_at": "2020-01-01T00:00:00Z", "tags": ["waldur-resource:" + OWNER]}
+            "created_at": "2020-01-01T00:00:00Z", "tags": list(tags)}
 
 
 RESOURCE = {"uuid": OWNER, "name": "web", "state": "OK", "backend_id": "7", "limits": {"cpu": 1, "ram": 1024}}
@@ -93,3 +96,35 @@ def test_a_resource_updating_in_waldur_is_not_repaired(run_module):
     assert size_finding(result)["repair"].startswith("refused: a direct read of resource %s in Waldur shows it "
                                                      "Updating" % OWNER)
     assert client.calls == [] and result["counts"]["repaired"] == 0
+
+
+OTHER = "b" * 32
+
+
+@pytest.mark.parametrize("tags, why", [
+    (["waldur-resource:" + OTHER], "it carries the owner mark of another resource (%s)" % OTHER),
+    ([], "it carries no owner mark"),
+    (["waldur-resource:" + OWNER, "waldur-resource:" + OTHER], "it carries the owner marks of 2 resources"),
+])
+def test_a_droplet_that_is_not_the_resources_own_as_listed_is_never_read_nor_touched(run_module, tags, why):
+    client = Account(droplet(tags=tags), droplet(tags=tags))
+    result = run_module(client)
+    repair = size_finding(result)["repair"]
+    assert repair.startswith("refused: droplet 7 is not provably this resource's: %s" % why), repair
+    assert repair.endswith("audit_repair acts only on a machine carrying this resource's owner mark and no other")
+    assert client.calls == [] and result["repair_candidates"] == []
+
+
+@pytest.mark.parametrize("current, expected", [
+    (droplet(tags=["waldur-resource:" + OTHER]), "refused: droplet 7 is not provably this resource's: it carries "
+                                                 "the owner mark of another resource (%s)" % OTHER),
+    (droplet(tags=[]), "refused: droplet 7 is not provably this resource's: it carries no owner mark"),
+    (None, "refused: droplet 7 is gone since it was listed (GET /v2/droplets/7 answered not found"),
+    (NOT_OURS_404, "refused: that droplet 7 is this resource's, as listed, could not be proven (DigitalOcean "
+                   "answered GET /v2/droplets/7 with 404 text/html '<html>', not its own not_found)"),
+])
+def test_the_fresh_read_must_show_the_resources_own_droplet(run_module, current, expected):
+    client = Account(droplet(), current)
+    repair = size_finding(run_module(client))["repair"]
+    assert repair.startswith(expected), repair
+    assert client.calls == [("get", 7)]  # no size listing, no action
