@@ -336,7 +336,12 @@ def _vm_plan(orders, backend_settings=None, ssh_keys=None, offering_uuid=None):
     orders = unpacked(orders, "orders")
 
     def create(order, resource, settings):
-        return _vm_create_params(order, resource, settings, ssh_keys)
+        params = _vm_create_params(order, resource, settings, ssh_keys)
+        if resource.get("backend_id"):
+            # The machine exists: a Create or Restore only checks it (azure_vm_chain reads it by its
+            # backend id); what a new machine would need (an SSH key, a location) is not asked for.
+            params.pop("error", None)
+        return params
 
     # Azure machines are not resized (set_resource_limits refuses upstream too).
     items = _order_items(orders, backend_settings, create,

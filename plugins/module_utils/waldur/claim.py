@@ -15,7 +15,11 @@ from ansible_collections.waldur.site_agent.plugins.module_utils.core.packed impo
 from ansible_collections.waldur.site_agent.plugins.module_utils.core.ssh_keys import ssh_key_fingerprint
 from ansible_collections.waldur.site_agent.plugins.module_utils.core.times import parse_time, utc_now
 from ansible_collections.waldur.site_agent.plugins.module_utils.core.uuids import hex_uuid, normalize_uuid
-from ansible_collections.waldur.site_agent.plugins.module_utils.waldur.client import WaldurApiError, error_message
+from ansible_collections.waldur.site_agent.plugins.module_utils.waldur.client import (
+    WaldurApiError,
+    WaldurUnproven,
+    error_message,
+)
 from ansible_collections.waldur.site_agent.plugins.module_utils.waldur.marketplace import (
     ACTIONABLE_ORDER_STATES,
     IN_FLIGHT_RESOURCE_STATES,
@@ -459,6 +463,17 @@ def run_claim(module, client, offering_uuid, params):
     if any(order["type"] in CREATE_TYPES for order in orders):
         try:
             ssh_keys = claim.ssh_keys()
+            named = set(key for key in (hex_uuid((order.get("attributes") or {}).get(field))
+                                        for order in orders if order["type"] in CREATE_TYPES
+                                        for field in ("ssh_key", "ssh_key_uuid")) if key)
+            if named - set(key["uuid"] for key in ssh_keys):
+                # An order naming a key the listing lacks is erred for it: only when a second
+                # listing agrees (one answer that lost the keys never errs a customer's order).
+                again = claim.ssh_keys()
+                if sorted(key["uuid"] for key in again) != sorted(key["uuid"] for key in ssh_keys):
+                    raise WaldurUnproven(200, "GET", "marketplace-service-providers/keys/", (
+                        "two listings of the service provider's SSH keys disagree (%d and %d keys); no Create "
+                        "is carried out on them" % (len(ssh_keys), len(again))))
         except (WaldurApiError, ItemError) as exc:
             # Without the keys a Create could not be carried out correctly: leave those orders
             # untouched for the next pass, go on with the others.
