@@ -57,7 +57,7 @@ def _line(outcome, entry, check_mode, limit=REASON_LIMIT):
                                       one_line(entry.get("msg") or outcome, limit))
 
 
-def order_pass_report(claim, settle=None, check_mode=False, act=None, listed=None):
+def order_pass_report(claim, settle=None, check_mode=False, act=None, listing=None):
     """``{counts, lines}`` of an order pass: the counts of the outcomes over every order
     the pass listed, and one line (outcome, resource name, order UUID, reason) per order that
     did not end done. The claim's ``rejected_orders`` (turned down before approval) count as
@@ -65,11 +65,11 @@ def order_pass_report(claim, settle=None, check_mode=False, act=None, listed=Non
     ``rejected`` are what the pass would do, and are counted as ``would_done``, ``would_erred`` and
     ``would_reject``; a dry run is read for what it would do,
     so every order gets its line there, and the backend's own words (``act``'s results, what it
-    would build or change) lead the reason. ``listed``: the listing before the catalogue check, whose
+    would build or change) lead the reason. ``listing``: the listing before the catalogue check, whose
     ``errors`` (an order whose resource could not be read) count as ``failed``: the claim leaves such
     an order pending, as one placed after the check, but the pass must not look green."""
     claim = claim or {}
-    unlisted = dict((entry.get("uuid"), entry) for entry in (listed or {}).get("errors") or [] if entry.get("uuid"))
+    unlisted = dict((entry.get("uuid"), entry) for entry in (listing or {}).get("errors") or [] if entry.get("uuid"))
     settle = settle or {}
     backend_says = {}
     if check_mode:

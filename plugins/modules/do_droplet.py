@@ -362,7 +362,7 @@ results:
         - Null when there is no droplet.
       type: dict
     dropped_tags:
-      description: Ordered tags dropped because their C(waldur-resource:) prefix is reserved.
+      description: Ordered tags dropped because their C(waldur-resource:) or C(waldur-orphan-since:) prefix is reserved.
       type: list
       elements: str
 changed:

@@ -196,7 +196,8 @@ class DropletWorker(DropletPowerSteps):
         tags, dropped = droplet_tags(item.get("tags"), item["resource_uuid"])
         result["dropped_tags"] = dropped
         if dropped:
-            notes.append("dropped tag(s) %s: the waldur-resource: prefix is reserved" % ", ".join(dropped))
+            notes.append("dropped tag(s) %s: the waldur-resource: and waldur-orphan-since: prefixes are reserved"
+                         % ", ".join(dropped))
         if id(item) in self.clashes:
             _held(result, self.clashes[id(item)])
             return self._finish(result, notes)

@@ -12,6 +12,9 @@ import re
 from ansible_collections.waldur.site_agent.plugins.module_utils.core.uuids import normalize_uuid
 
 RESOURCE_TAG_PREFIX = "waldur-resource:"
+# The audit's mark of a droplet whose resource was first seen gone (do_audit): an order may not set it
+# either, or a droplet could be ordered with an old mark and deleted by audit_cleanup early.
+ORPHAN_MARK_PREFIX = "waldur-orphan-since:"
 
 
 def resource_tag(resource_uuid):
@@ -57,7 +60,7 @@ def droplet_tags(tags, resource_uuid):
         tag = str(tag).strip()
         if not tag:
             continue
-        if is_resource_tag(tag):
+        if is_resource_tag(tag) or tag.lower().startswith(ORPHAN_MARK_PREFIX):
             dropped.append(tag)
         elif tag not in kept:
             kept.append(tag)
