@@ -47,6 +47,7 @@ from ansible_collections.waldur.site_agent.plugins.module_utils.azure.auth impor
 from ansible_collections.waldur.site_agent.plugins.module_utils.azure.endpoints import plain_http_endpoints
 from ansible_collections.waldur.site_agent.plugins.module_utils.azure.errors import (  # pylint: disable=unused-import  # re-exported
     AzureError,
+    AzureUnproven,
     OperationStillRunning,
     credential_hint,
 )
@@ -168,7 +169,15 @@ def translate_error(exc, what=None, secrets=()):
             message = _first_line(getattr(exc, "message", None) or exc) or type(exc).__name__
         if not isinstance(exc, SdkAzureError):
             message = "%s: %s" % (type(exc).__name__, message)
-        error = AzureError(message, status=status, code=code)
+        if isinstance(exc, DecodeError) and DecodeError is not Exception:
+            # a 2xx answer that is not the JSON object the call expects (JsonAnswers): proves nothing
+            error = AzureUnproven(message, status=status, code=code)
+        elif status == 404 and not code:
+            # a 404 without ARM's error body: a proxy's page, not ARM saying the object is gone
+            error = AzureUnproven("%s (a 404 without ARM's error code: whether the object exists is not proven)"
+                                  % message, status=status)
+        else:
+            error = AzureError(message, status=status, code=code)
     if what:
         error = error.retitled("%s: %s" % (what, error.message))
     error.message = credential_hint(redact_text(error.message, secrets))
@@ -406,7 +415,9 @@ class AzureClients:
             raise translate_error(exc, what, secrets=self._secrets)
 
     def read(self, what, function, *args, **kwargs):
-        """Like :meth:`call` for a GET, but a 404 gives None instead of an error."""
+        """Like :meth:`call` for a GET, but ARM's own not-found of the object (a 404 with an error code
+        ending in ``NotFound``) gives None: None is proven absence. Any other 404 (a proxy's page, a
+        subscription ARM does not know) raises."""
         try:
             return self.call(what, function, *args, **kwargs)
         except AzureError as error:
@@ -436,8 +447,8 @@ class AzureClients:
         if not isinstance(body, dict):
             content_type = (response.headers.get("Content-Type") or "no content type").split(";")[0].strip()
             text = " ".join((response.text() or "").split())
-            raise AzureError("ARM answered GET %s with %s %r instead of a JSON object; nothing in it is trusted"
-                             % (urlsplit(url).path, content_type, text[:80] + ("..." if len(text) > 80 else "")))
+            raise AzureUnproven("ARM answered GET %s with %s %r instead of a JSON object; nothing in it is trusted"
+                                % (urlsplit(url).path, content_type, text[:80] + ("..." if len(text) > 80 else "")))
         return body
 
     def json_pages(self, kind, path, params=None):
@@ -448,9 +459,9 @@ class AzureClients:
         url = "%s%s?%s" % (self.arm_endpoint, path, urlencode(query))
         while url:
             body = self._json(url)
-            if not isinstance(body.get("value"), list):
-                raise AzureError("ARM answered GET %s without the list 'value' of a listing; the listing is not "
-                                 "trusted" % urlsplit(url).path)
+            if not isinstance(body.get("value"), list) or not all(isinstance(item, dict) for item in body["value"]):
+                raise AzureUnproven("ARM answered GET %s without the list 'value' of a listing; the listing is not "
+                                    "trusted" % urlsplit(url).path)
             yield body["value"]
             url = body.get("nextLink")
 
@@ -464,9 +475,10 @@ class AzureClients:
         query = urlencode({"api-version": LOCATIONS_API_VERSION})
         url = "%s/subscriptions/%s/locations?%s" % (self.arm_endpoint, self.subscription_id, query)
         body = self._json(url)
-        if not isinstance(body.get("value"), list):
-            raise AzureError("ARM answered GET /subscriptions/%s/locations without the list 'value'; the listing is "
-                             "not trusted" % self.subscription_id)
+        if not isinstance(body.get("value"), list) or not body["value"]:
+            # every subscription has locations: an empty answer is not the subscription's list
+            raise AzureUnproven("ARM answered GET /subscriptions/%s/locations without a list 'value' of locations; "
+                                "the listing is not trusted" % self.subscription_id)
         return body["value"]
 
     def subscription(self):
