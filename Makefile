@@ -12,7 +12,7 @@ PYTEST_WORKERS ?= 2
 export ANSIBLE_COLLECTIONS_PATH := $(CURDIR)/.cache/collections
 export ANSIBLE_NOCOLOR := 1
 
-.PHONY: help venv demo check test test-matrix lint sanity galaxy unit integration molecule bench clean events-demo collection-link system-packages
+.PHONY: help venv demo check test test-matrix lint sanity galaxy unit integration molecule faults bench clean events-demo collection-link system-packages
 
 help:
 	@echo "make demo        - run the order, report and membership passes against the bundled simulators"
@@ -20,6 +20,8 @@ help:
 	@echo "make test        - lint, sanity, galaxy import, unit and integration tests, with each tier's time"
 	@echo "make test-matrix - unit tests and a smoke of every pass under each supported ansible-core"
 	@echo "make events-demo - a local RabbitMQ and simulators to try event processing (docs/events.md)"
+	@echo "make faults      - the whole fault matrix: every read of every pass answered wrong (make test runs a sample)"
+	@echo "make molecule    - the roles' Molecule scenarios (make integration runs them too)"
 	@echo "make bench       - benchmarks (not part of make test)"
 
 $(STAMP): requirements.txt requirements-dev.txt
@@ -77,7 +79,14 @@ integration: venv system-packages
 
 # The roles' Molecule scenarios (make integration runs them too, through pytest).
 molecule: venv
-	for scenario in order_process report membership_sync; do $(BIN)/molecule test -s $$scenario || exit 1; done
+	for scenario in order_process report membership_sync; do PATH="$(CURDIR)/$(BIN):$$PATH" $(BIN)/molecule test -s $$scenario || exit 1; done
+
+# Every case of the fault matrix (tests/faults; make test runs a sample of them), then
+# docs/faults.md rendered from the results.
+faults: venv
+	rm -f .cache/fault-matrix-results.json
+	FAULT_MATRIX=all $(PY) -m pytest tests/integration/test_fault_matrix.py -q -n $(PYTEST_WORKERS) -k faulted; \
+	status=$$?; $(PY) -m tests.faults render; exit $$status
 
 # A local RabbitMQ (web-STOMP), the Waldur simulator publishing events to it and the DigitalOcean
 # simulator, for docs/events.md's "Try it locally"; .venv/bin/python -m scripts.events_demo stop.

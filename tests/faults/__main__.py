@@ -1,5 +1,8 @@
 """``python -m tests.faults inventory``: run every world clean against fresh simulators and write
-the reads each pass makes to tests/faults/reads.json (the fault matrix's rows)."""
+the reads each pass makes to tests/faults/reads.json (the fault matrix's rows).
+
+``python -m tests.faults render``: docs/faults.md from the results of the last whole run
+(``make faults``, .cache/fault-matrix-results.json)."""
 
 from __future__ import annotations
 
@@ -40,10 +43,69 @@ def inventory() -> dict:
     return found
 
 
+def render() -> str:
+    """docs/faults.md: the matrix's size, the last whole run's result, its failures."""
+    import datetime
+    import subprocess
+
+    from tests.faults import matrix
+
+    inventory = matrix.load_inventory()
+    every = matrix.cases(inventory)
+    rows = [json.loads(line) for line in matrix.results_path().read_text().splitlines() if line.strip()] \
+        if matrix.results_path().exists() else []
+    failed = [row for row in rows if row["problems"]]
+    commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True,
+                            cwd=str(Path(__file__).resolve().parents[2])).stdout.strip()
+    reads = sum(len(reads) for reads in inventory.values())
+    lines = [
+        "# The fault matrix",
+        "",
+        "<!-- rendered by `python -m tests.faults render` after `make faults`; do not edit by hand -->",
+        "",
+        "Every read the passes make (`tests/faults/reads.json`, enumerated from the simulators' call logs",
+        "by `python -m tests.faults inventory`), answered wrong on purpose at its first call and, when a",
+        "clean run makes it more than once, at its last: %s." % ", ".join("`%s`" % kind for kind in matrix.KINDS),
+        "After each run the invariants of `tests/faults/matrix.py` are checked: at most one machine per",
+        "resource; no machine touched that is not proven the resource's (a foreign machine beside them",
+        "keeps its size and power; no cloud write where the pass only reads); no order done without its",
+        "machine and none erred while its machine runs or on an answer that proves nothing; no usage",
+        "lowered; a non-zero exit status whenever the run did not end as a clean run does; no secret in",
+        "the output. `make test` runs a sample of the cases (its seed in the session header,",
+        "`FAULT_MATRIX_SEED` to run it again); `make faults` runs them all and renders this page.",
+        "",
+        "| | |",
+        "|---|---|",
+        "| worlds (a pass and a backend) | %d: %s |" % (len(inventory), ", ".join(sorted(inventory))),
+        "| reads | %d |" % reads,
+        "| fault kinds | %d |" % len(matrix.KINDS),
+        "| cases | %d |" % len(every),
+    ]
+    if rows:
+        lines += [
+            "| last whole run | %s, commit %s: %d cases run, %d passed, %d failed |" % (
+                datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"), commit, len(rows),
+                len(rows) - len(failed), len(failed)),
+        ]
+    else:
+        lines.append("| last whole run | none recorded |")
+    if failed:
+        lines += ["", "## Cases that failed in the last whole run", ""]
+        for row in failed:
+            lines.append("* `%s` (exit %s): %s" % (row["case"], row["rc"], "; ".join(
+                problem.splitlines()[0] for problem in row["problems"])))
+    return "\n".join(lines) + "\n"
+
+
 if __name__ == "__main__":
     import_collection_from_checkout()
+    if sys.argv[1:] == ["render"]:
+        target = Path(__file__).resolve().parents[2] / "docs" / "faults.md"
+        target.write_text(render())
+        print("wrote %s" % target)
+        sys.exit(0)
     if sys.argv[1:] != ["inventory"]:
-        sys.exit("usage: python -m tests.faults inventory")
+        sys.exit("usage: python -m tests.faults inventory | render")
     from tests.faults.matrix import INVENTORY
     data = inventory()
     INVENTORY.write_text(json.dumps(data, indent=1, sort_keys=True) + "\n")
