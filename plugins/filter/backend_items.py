@@ -317,18 +317,18 @@ def vm_items(orders, backend_settings=None, ssh_keys=None, offering_uuid=None):
     """Claimed orders -> ``azure_vm_chain`` items, for the orders that need Azure.
 
     ``offering_uuid`` (else each order's own) goes into the owner tags of the objects made."""
-    return like(_backend_items(_vm_plan(orders, backend_settings, ssh_keys, offering_uuid)), orders)
+    return like(_backend_items(_vm_plan(orders, backend_settings, ssh_keys or [], offering_uuid)), orders)
 
 
 def vm_outcomes(orders, backend_settings=None, ssh_keys=None, offering_uuid=None):
     """Claimed orders -> settle outcomes of those that need no Azure call (erred or skipped)."""
-    return _planned_outcomes(_vm_plan(orders, backend_settings, ssh_keys, offering_uuid))
+    return _planned_outcomes(_vm_plan(orders, backend_settings, ssh_keys or [], offering_uuid))
 
 
 def vm_plan(orders, backend_settings=None, ssh_keys=None, offering_uuid=None):
     """Claimed orders -> ``{backend_items, set_aside, notes}``: ``vm_items`` and ``vm_outcomes`` from
     one planning (``notes`` is empty: nothing an Azure order asks for is dropped)."""
-    return _plan_parts(_vm_plan(orders, backend_settings, ssh_keys, offering_uuid), orders)
+    return _plan_parts(_vm_plan(orders, backend_settings, ssh_keys or [], offering_uuid), orders)
 
 
 def _vm_plan(orders, backend_settings=None, ssh_keys=None, offering_uuid=None):
@@ -375,6 +375,8 @@ def _vm_create_params(order, resource, settings, ssh_keys):
         if not params[what]:
             params["error"] = "Azure %s is set neither on the order nor in backend_settings" % what
             return params
+    if ssh_keys is None:
+        return params  # the catalogue check (no keys read yet) judges the location, size and image only
     public_key = _first(attributes, "ssh_public_key")
     if not public_key:
         key_uuid = _first(attributes, "ssh_key", "ssh_key_uuid")
@@ -418,7 +420,8 @@ def catalogue_items(orders, backend_settings=None, backend="digitalocean"):
     if backend == "digitalocean":
         planned = _droplet_plan(building, backend_settings, [])
     else:
-        planned = _vm_plan(building, backend_settings, [])
+        # the provider's keys are read by the claim, after the check: an order naming one is still judged
+        planned = _vm_plan(building, backend_settings, None)
     items = []
     for order, item in zip(building, planned):
         if item.get("error") or item.get("skip") or item.get("backend_id") or item.get("state") != "present":

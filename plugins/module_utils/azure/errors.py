@@ -57,7 +57,7 @@ class AzureUnproven(AzureError, Unproven):
         self.args = (message,)
 
     def __str__(self):
-        return AzureError.__str__(self)
+        return "unproven: %s" % AzureError.__str__(self)
 
 
 class OperationStillRunning(AzureError):

@@ -41,10 +41,10 @@ class DigitalOceanUnproven(DigitalOceanError, Unproven):
         DigitalOceanError.__init__(self, message, status=status, method=method, path=path)
         self.message = message
         self.call = "%s %s" % (method, path) if method else None
-        self.args = (message,)
+        self.args = ("unproven: %s" % message,)
 
     def __str__(self):
-        return self.message
+        return "unproven: %s" % self.message
 
 
 # Where the token comes from, for the message that asks to fix it (see token_source).
