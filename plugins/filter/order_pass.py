@@ -82,8 +82,8 @@ def order_pass_report(claim, settle=None, check_mode=False, act=None, listing=No
     lines = []
     for uuid, entry in sorted(unlisted.items()):
         counts["failed"] += 1
-        lines.append(_line("failed", dict(entry, order_uuid=uuid, msg="could not be judged before approval, left as "
-                                                                       "it is: %s" % entry.get("msg")), check_mode))
+        reason = "could not be judged before approval, left as it is: %s" % entry.get("msg")
+        lines.append(_line("failed", dict(entry, order_uuid=uuid, msg=reason), check_mode))
     for entry in claim.get("skipped_orders") or []:
         if entry.get("uuid") in unlisted:
             continue  # counted above, with the reason the listing gave

@@ -180,7 +180,9 @@ def outcome(world, state) -> dict:
     """What a run leaves, as a clean run is compared with a faulted one: each order (by its type and
     its resource's name), the stored usage and each machine by its owner's name (the uuids and the
     ids of machines a run creates are new each run)."""
-    label = lambda key: LABELS.get(key, key)  # noqa: E731
+    def label(key):
+        return LABELS.get(key, key)
+
     by_owner = dict((machine_id, resource) for resource, ids in owners(world, state).items() for machine_id in ids)
     machines = {}
     for machine_id, machine in state["machines"].items():

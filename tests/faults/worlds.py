@@ -8,7 +8,6 @@ from decimal import Decimal
 import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable
 
 import yaml
 

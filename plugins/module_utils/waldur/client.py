@@ -44,7 +44,7 @@ from ansible.module_utils.basic import missing_required_lib
 from ansible.module_utils.parsing.convert_bool import BOOLEANS_FALSE, BOOLEANS_TRUE
 
 from ansible_collections.waldur.site_agent.plugins.module_utils.core.batch import ItemError
-from ansible_collections.waldur.site_agent.plugins.module_utils.core.evidence import ProvenList, ProvenObject, Unproven
+from ansible_collections.waldur.site_agent.plugins.module_utils.core.evidence import ProvenList, ProvenObject
 from ansible_collections.waldur.site_agent.plugins.module_utils.core.pass_guard import check_write
 from ansible_collections.waldur.site_agent.plugins.module_utils.core.http import (
     DONE,

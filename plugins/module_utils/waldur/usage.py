@@ -103,9 +103,9 @@ def _stored_amount(client, record):
     except (InvalidOperation, ValueError):
         amount = None
     if amount is None or not amount.is_finite():
+        held = str(record.get("usage"))[:40]
         raise WaldurUnproven(200, "GET", client.api_path("marketplace-component-usages/"),
-                             "a stored usage of component %s holds %r, not a number" % (record.get("type"),
-                                                                                         str(record.get("usage"))[:40]))
+                             "a stored usage of component %s holds %r, not a number" % (record.get("type"), held))
     return amount
 
 

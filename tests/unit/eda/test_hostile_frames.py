@@ -132,7 +132,7 @@ def test_the_size_is_counted_in_bytes_of_utf8(plugin):
 
 def test_the_limits_come_before_json_reads_the_body(plugin, monkeypatch):
     read = []
-    monkeypatch.setattr(MESSAGES, "json", types.SimpleNamespace(loads=lambda body: read.append(body)))
+    monkeypatch.setattr(MESSAGES, "json", types.SimpleNamespace(loads=read.append))
     decide(plugin, "x" * (plugin.MAX_BODY_BYTES + 1))
     decide(plugin, "[" * 33)
     assert read == []
@@ -309,7 +309,7 @@ class MiniStompBroker:
                         self._answer(connection, raw.decode())
 
     def _answer(self, connection, raw):
-        command, _, rest = raw.partition("\n")
+        command, _newline, rest = raw.partition("\n")
         headers = dict(line.split(":", 1) for line in rest.split("\n\n", 1)[0].split("\n") if ":" in line)
         out = b""
         if command in ("CONNECT", "STOMP"):

@@ -64,8 +64,9 @@ def test_reading_the_catalogue_reads_each_image_once():
 
         def image(self, image):
             calls.append("images/" + image)
-            return ProvenAbsence("GET /v2/images/gone") if image == "gone" else {"id": 1, "slug": image,
-                                                                                  "regions": ["ams3"]}
+            if image == "gone":
+                return ProvenAbsence("GET /v2/images/gone")
+            return {"id": 1, "slug": image, "regions": ["ams3"]}
 
     catalogue = do.read_catalogue(Client(), ["ubuntu-22-04-x64", "gone", "ubuntu-22-04-x64", 7])
     assert calls == ["regions/", "sizes/", "images/ubuntu-22-04-x64", "images/gone", "images/7"]
