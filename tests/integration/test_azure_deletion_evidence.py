@@ -200,7 +200,7 @@ def test_a_write_throttled_for_900_seconds_ends_as_a_retry_before_the_deadline(t
     run = run_playbook(ORDER_PASS, extra_vars={"order_process_deadline": 120},
                        env={"WALDUR_SITE_AGENT_CONFIG": str(config)})
 
-    assert run.rc == 0, run.output[-6000:]
+    assert run.rc == 4, run.output[-6000:]  # the order left for the next run
     # the SDK would have slept 900 s (then the batch cut the item at its 120 s deadline)
     assert time.monotonic() - started < 115
     assert len(azure.app.calls_of("vms.put")) == 1

@@ -259,11 +259,12 @@ def test_orders_that_cannot_be_built_are_erred_before_any_write(tmp_path, waldur
         (order_vm(waldur, "keyless", location="westeurope"), "the order carries no SSH key"),
         (order_vm(waldur, "stranger", location="westeurope", ssh_key="e00000000000000000000000000000ff"),
          "e00000000000000000000000000000ff is not an SSH key of the service provider"),
-        (order_vm(waldur, "odd-image", location="westeurope", ssh_key=KEY_1["uuid"], image="Canonical:ubuntu"),
-         "is not of the form publisher:offer:sku:version"),
         (order_vm(waldur, "nowhere", ssh_key=KEY_1["uuid"]),
          "Azure location is set neither on the order nor in backend_settings"),
     ]
+    # judged by the catalogue before approval (a key it names is the claim's to read): rejected
+    odd_image, _resource = order_vm(waldur, "odd-image", location="westeurope", ssh_key=KEY_1["uuid"],
+                                    image="Canonical:ubuntu")
 
     run_pass(ORDER_PASS, config)
 
@@ -271,6 +272,9 @@ def test_orders_that_cannot_be_built_are_erred_before_any_write(tmp_path, waldur
         assert_erred(waldur, order_uuid, reason)
         assert (waldur.app.resource(resource_uuid)["state"], waldur.app.resource(resource_uuid)["backend_id"]) == \
             ("Erred", "")
+    rejected = waldur.app.order(odd_image)
+    assert rejected["state"] == "rejected", rejected
+    assert "is not of the form publisher:offer:sku:version" in rejected["provider_rejection_comment"]
     assert not [call for call in azure.app.calls if call["method"] == "PUT"]
     assert arm_writes(azure) == [] and azure.app.resources() == []
 

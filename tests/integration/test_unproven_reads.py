@@ -36,7 +36,7 @@ def droplet_of_a_killed_pass(waldur, do):
     return order["uuid"], resource_uuid, droplet
 
 
-@pytest.mark.parametrize("kind", ["empty_items", "html", "truncated", "wrong_shape", "field_missing"])
+@pytest.mark.parametrize("kind", ["html", "truncated", "wrong_shape", "field_missing", "empty_body"])
 def test_a_listing_that_proves_nothing_never_builds_a_second_droplet_or_errs_the_order(
         tmp_path, waldur_sim, do_sim, kind):
     waldur, do = waldur_sim, do_sim
@@ -56,6 +56,26 @@ def test_a_listing_that_proves_nothing_never_builds_a_second_droplet_or_errs_the
     assert_done(waldur, order_uuid)
     assert waldur.app.resource(resource_uuid)["backend_id"] == str(droplet["id"])
     assert len(do.app.droplets()) == 1
+
+
+def test_an_empty_listing_of_the_tag_is_read_again_before_a_second_droplet_is_made(tmp_path, waldur_sim, do_sim):
+    """The first listing of the resource's tag answers nothing, its count saying so too (a stale
+    cache): taken as the truth, a second droplet would be built for the order a killed pass
+    already built. The order was approved by that earlier pass, so its absence is read again; the
+    second listing shows the droplet, which is adopted."""
+    waldur, do = waldur_sim, do_sim
+    waldur.app.reset("empty")
+    config = write_config(tmp_path, waldur, do)
+    order_uuid, resource_uuid, droplet = droplet_of_a_killed_pass(waldur, do)
+    do.app.add_fault("droplets.list", kind="empty_items")
+    since = len(do.app.calls)
+
+    order_pass(config)
+
+    assert [d["id"] for d in droplets_tagged(do, resource_uuid)] == [droplet["id"]]
+    assert do.app.calls_of("droplets.create", since) == []
+    assert_done(waldur, order_uuid)
+    assert waldur.app.resource(resource_uuid)["backend_id"] == str(droplet["id"])
 
 
 def test_a_terminate_is_never_done_while_its_droplet_may_run(tmp_path, waldur_sim, do_sim):

@@ -320,8 +320,12 @@ class DropletWorker(DropletPowerSteps):
         shared = [d for d in tagged if d not in own]
         if not tagged and not item.get("approved_now"):
             # An earlier pass may have made the droplet (the order was approved before this pass):
-            # creating on its absence needs a second listing that agrees.
-            self._confirm_none(tag)
+            # creating on its absence needs a second listing that agrees. One that shows a droplet
+            # (the first answer lost it, or a pass running beside this one made it) is what is
+            # decided on: the droplet is adopted, never a second one made.
+            tagged = self.client.list_droplets(tag_name=tag)
+            own = [d for d in tagged if resource_tags(d["tags"]) == set([tag])]
+            shared = [d for d in tagged if d not in own]
         if len(own) > 1:
             own = self._remove_duplicates(item, own, tags, result, notes)
             if not own:
