@@ -183,6 +183,6 @@ def test_a_404_without_arms_code_is_named_as_it_came_not_as_an_unknown_subscript
     with pytest.raises(AzureError) as error:
         read_subscription(ScriptedClients([("GET", 404, {}, None)]))
     message = str(error.value)
-    assert message.startswith("subscription_id sub-1 could not be read as service principal client-1: GET "
-                              "/subscriptions/sub-1: ")
-    assert "no such subscription" not in message
+    assert message.startswith("subscription_id sub-1 could not be read as service principal client-1: unproven: "
+                              "GET /subscriptions/sub-1: ")
+    assert "no such subscription" not in message and "not proven" in message
