@@ -12,12 +12,13 @@ PYTEST_WORKERS ?= 2
 export ANSIBLE_COLLECTIONS_PATH := $(CURDIR)/.cache/collections
 export ANSIBLE_NOCOLOR := 1
 
-.PHONY: help venv demo check test test-matrix lint sanity galaxy unit integration molecule faults bench clean events-demo collection-link system-packages
+.PHONY: help venv demo check test test-matrix lint sanity galaxy docs unit integration molecule faults bench clean events-demo collection-link system-packages
 
 help:
 	@echo "make demo        - run the order, report and membership passes against the bundled simulators"
 	@echo "make check       - lint and unit tests (quick, for everyday work)"
-	@echo "make test        - lint, sanity, galaxy import, unit and integration tests, with each tier's time"
+	@echo "make test        - lint, sanity, galaxy import, docsite, unit and integration tests, with each tier's time"
+	@echo "make docs        - the collection's docsite (antsibull-docs, Sphinx) in .cache/docsite; fails on a warning"
 	@echo "make test-matrix - unit tests and a smoke of every pass under each supported ansible-core"
 	@echo "make events-demo - a local RabbitMQ and simulators to try event processing (docs/events.md)"
 	@echo "make faults      - the whole fault matrix: every read of every pass answered wrong (make test runs a sample)"
@@ -45,7 +46,7 @@ check: venv
 	@scripts/run-tiers.sh lint unit
 
 test: venv
-	@scripts/run-tiers.sh lint sanity galaxy unit integration
+	@scripts/run-tiers.sh lint sanity galaxy docs unit integration
 
 # Every supported ansible-core in its own venv (.cache/matrix); see scripts/test-matrix.sh.
 test-matrix:
@@ -57,6 +58,10 @@ lint: venv
 
 sanity: venv
 	VENV=$(VENV) scripts/sanity.sh
+
+# The docsite antsibull-docs builds for docs.ansible.com, from the collection's own documentation.
+docs: venv
+	VENV=$(VENV) scripts/build-docsite.sh
 
 # galaxy-importer on the built tarball: what Galaxy and Automation Hub check on publishing.
 galaxy: venv

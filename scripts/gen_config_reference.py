@@ -478,7 +478,16 @@ def plain_doc(text):
     """Ansible documentation markup (C(), E(), O(), V(), M(), ...) as Markdown."""
     if isinstance(text, list):
         text = " ".join(text)
-    return _DOC_MARKUP.sub(lambda match: "`%s`" % match.group(2), str(text)).replace("I(", "(")
+    return _DOC_MARKUP.sub(lambda match: "`%s`" % _option_of(match.group(2)), str(text)).replace("I(", "(")
+
+
+def _option_of(value):
+    """``O(waldur.site_agent.waldur_orders#module:x)`` reads as ``waldur_orders`` ``x``: the option
+    and the plugin it belongs to, without the reference's syntax."""
+    plugin, sep, option = value.partition("#")
+    if not sep:
+        return value
+    return "%s %s" % (plugin.rsplit(".", 1)[-1], option.split(":", 1)[-1])
 
 
 # --------------------------------------------------------------------- checks

@@ -40,6 +40,9 @@ def markup(text: str) -> str:
     """Ansible's documentation markup (O(), C(), V(), E(), I(), M()) as Markdown."""
     def one(match):
         kind, value = match.groups()
+        plugin, sep, option = value.partition("#")
+        if sep:  # O(waldur.site_agent.waldur_orders#module:x): the option of another plugin
+            value = "%s %s" % (plugin.rsplit(".", 1)[-1], option.split(":", 1)[-1])
         return "*%s*" % value if kind == "I" else "`%s`" % value
     return _MARKUP.sub(one, " ".join(str(text).split()))
 
