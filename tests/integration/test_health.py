@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import os
 import socket
+import sys
 import time
 
 import pytest
@@ -342,3 +344,27 @@ def test_health_verifies_waldur_as_verify_ssl_says_whatever_the_environment(
         assert "Not ready: DigitalOcean VM (Waldur is unreachable at %s/api/ (waldur_api_url): " % tls_waldur.url \
             in run.output
         assert "CERTIFICATE_VERIFY_FAILED" in run.output or "certificate verify failed" in run.output
+
+
+@pytest.mark.parametrize("auth_source", ["auto", "env", "cli", "msi"])
+def test_health_is_not_ready_for_an_azure_offering_that_cannot_sign_in(tmp_path, waldur_sim, do_sim, azure_sim,
+                                                                        monkeypatch, auth_source):
+    """Every sign-in source is proven by a token and a read of the subscription: an Azure offering
+    with no credentials at all (no secret, no CLI on PATH, no managed identity on this host) was
+    reported ready before (issue 38), and its first order pass then failed."""
+    for name in ("AZURE_CLIENT_ID", "AZURE_TENANT_ID", "AZURE_SECRET", "AZURE_CLIENT_SECRET", "IDENTITY_ENDPOINT",
+                 "MSI_ENDPOINT", "IMDS_ENDPOINT", "AZURE_FEDERATED_TOKEN_FILE", "AZURE_SUBSCRIPTION_ID"):
+        monkeypatch.delenv(name, raising=False)
+    config = site_config(waldur_sim.url, do_sim.url, azure_sim.url)
+    settings = config["offerings"][1]["backend_settings"]
+    for key in ("tenant_id", "client_id", "client_secret"):
+        settings.pop(key, None)
+    settings["auth_source"] = auth_source
+    path = write_config(tmp_path, config)
+
+    run = run_playbook(HEALTH, extra_vars={"agent_pass_config": str(path)},
+                       env={"PATH": "/usr/bin:/bin:%s" % os.path.dirname(sys.executable), "HOME": str(tmp_path)})
+
+    assert run.rc != 0, run.output[-4000:]
+    assert "NOT READY" in run.output and "Azure VM" in run.output.split("Not ready:", 1)[-1], run.output[-4000:]
+    assert "offering Azure VM: ready" not in run.output
