@@ -14,11 +14,13 @@ import logging
 from collections import namedtuple
 from datetime import datetime, timezone
 
+from ansible_collections.waldur.site_agent.plugins.module_utils.core.evidence import NULL, STRING, Shape
 from ansible_collections.waldur.site_agent.plugins.module_utils.core.uuids import uuid_or_none
 from ansible_collections.waldur.site_agent.plugins.module_utils.waldur.client import (
     COLLECTION_VERSION,
     WaldurApiError,
     WaldurClient,
+    WaldurUnproven,
 )
 from ansible_collections.waldur.site_agent.plugins.module_utils.events.messages import LOGGER_NAME
 
@@ -33,6 +35,9 @@ except ImportError:
     requests = None
 
 logger = logging.getLogger(LOGGER_NAME)
+# What the source reads of an agent identity (Waldur's site agent identities).
+IDENTITY_SHAPE = Shape("site agent identity", required={"uuid": STRING, "name": STRING},
+                       optional={"offering": (STRING, NULL)})
 
 QueueRegistration = namedtuple("QueueRegistration", ["identity_uuid", "queue_name", "rmq_username", "vhost",
                                                      "object_types"])
@@ -84,7 +89,15 @@ class WaldurEventsApi:
         """The offering's agent identity: found by name (and offering) and refreshed with
         PUT, or created."""
         body = self.identity_body()
-        found = self.client.get(IDENTITIES, params={"name": body["name"]}, expect=list)
+        found = self.client.list(IDENTITIES, params={"name": body["name"]}, shape=IDENTITY_SHAPE)
+        if not found:
+            # A second identity is made only when a second listing agrees that there is none (one
+            # answer that lost its items must not leave the offering with two agents).
+            again = self.client.list(IDENTITIES, params={"name": body["name"]}, shape=IDENTITY_SHAPE)
+            if again:
+                raise WaldurUnproven(200, "GET", self.client.api_path(IDENTITIES), (
+                    "two listings of the agent identities named %s disagree (none, then %d); none was created"
+                    % (body["name"], len(again))))
         for identity in found:
             if (isinstance(identity, dict) and identity.get("name") == body["name"]
                     and uuid_or_none(identity.get("offering")) in (None, self.settings.offering_uuid_hex)

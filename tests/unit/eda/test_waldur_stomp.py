@@ -221,10 +221,19 @@ def test_registration_creates_the_identity_then_the_queue(plugin, waldur):
     assert registration.queue_name == queue["queue_name"] and registration.queue_name.startswith("consumer_")
     assert registration.rmq_username == registration.vhost == P.PROVIDER_USER_UUID
     assert queue["object_types"] == ["order", "resource"]
+    # none listed, and a second listing agrees before one is created
     assert [c["operation"] for c in waldur.app.calls] == [
-        "agent_identities.list", "agent_identities.create", "agent_identities.register_service",
-        "agent_identities.register_queue"]
-    assert waldur.app.calls[0]["query"] == "name=agent-%s" % OFFERING
+        "agent_identities.list", "agent_identities.list", "agent_identities.create",
+        "agent_identities.register_service", "agent_identities.register_queue"]
+    assert waldur.app.calls[0]["query"].startswith("name=agent-%s" % OFFERING)
+
+
+def test_an_empty_listing_of_the_identities_never_makes_a_second_agent(plugin, waldur):
+    api_for(plugin, waldur.url).register()
+    waldur.app.add_fault("agent_identities.list", kind="empty_items")  # a stale page: none listed
+    with pytest.raises(plugin.WaldurApiError, match="two listings of the agent identities named agent-.* disagree"):
+        api_for(plugin, waldur.url).register()
+    assert len(waldur.app.events.identities) == 1
 
 
 def test_registering_again_updates_the_identity_and_keeps_the_queue(plugin, waldur):
@@ -232,7 +241,7 @@ def test_registering_again_updates_the_identity_and_keeps_the_queue(plugin, wald
     second = api_for(plugin, waldur.url, object_types=["order"]).register()
     assert second.queue_name == first.queue_name
     assert len(waldur.app.events.identities) == 1 and len(waldur.app.events.services) == 1
-    assert [c["operation"] for c in waldur.app.calls][4:] == [
+    assert [c["operation"] for c in waldur.app.calls][5:] == [
         "agent_identities.list", "agent_identities.update", "agent_identities.register_service",
         "agent_identities.register_queue"]
     assert second.object_types == ("order",)
@@ -265,7 +274,9 @@ class ScriptedWaldur:
         self.requests.append((key, request.get_data(as_text=True), dict(request.headers)))
         status, body = self.answers.get(key, (404, {"detail": "Not found."}))
         text = body if isinstance(body, str) else json.dumps(body)
-        return Response(text, status=status, content_type="application/json")(environ, start_response)
+        # a listing carries its count, as Waldur's every paged listing does
+        headers = {"X-Result-Count": str(len(body))} if isinstance(body, list) else {}
+        return Response(text, status=status, content_type="application/json", headers=headers)(environ, start_response)
 
     def __enter__(self):
         self.thread.start()
