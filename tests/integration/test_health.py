@@ -347,8 +347,8 @@ def test_health_verifies_waldur_as_verify_ssl_says_whatever_the_environment(
 
 
 @pytest.mark.parametrize("auth_source", ["auto", "env", "cli", "msi"])
-def test_health_is_not_ready_for_an_azure_offering_that_cannot_sign_in(tmp_path, waldur_sim, do_sim, azure_sim,
-                                                                        monkeypatch, auth_source):
+def test_health_is_not_ready_for_an_azure_offering_that_cannot_sign_in(
+        tmp_path, waldur_sim, do_sim, azure_sim, monkeypatch, auth_source):
     """Every sign-in source is proven by a token and a read of the subscription: an Azure offering
     with no credentials at all (no secret, no CLI on PATH, no managed identity on this host) was
     reported ready before (issue 38), and its first order pass then failed."""
