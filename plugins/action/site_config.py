@@ -25,7 +25,6 @@ from ansible.errors import AnsibleError
 from ansible.module_utils.common.collections import is_sequence
 from ansible.plugins.action import ActionBase
 
-from ansible_collections.waldur.site_agent.plugins.module_utils.core.secrets import error_message_without_source
 from ansible_collections.waldur.site_agent.plugins.module_utils.agent.site_config import (
     PASS_ROLES,
     apply_environment,
@@ -33,6 +32,7 @@ from ansible_collections.waldur.site_agent.plugins.module_utils.agent.site_confi
     role_key_typos,
     select_offerings,
     validate,
+    yaml_error_text,
 )
 
 
@@ -83,7 +83,8 @@ class ActionModule(ActionBase):
         try:
             config = _plain(self._loader.load_from_file(path))
         except AnsibleError as exc:
-            result.update(failed=True, msg="%s could not be read as YAML: %s" % (path, error_message_without_source(exc)))
+            # The position and PyYAML's problem, never the excerpt: the line may hold a token.
+            result.update(failed=True, msg="%s; nothing was done" % yaml_error_text(path, exc))
             return result
 
         filled = apply_environment(config, os.environ)

@@ -29,6 +29,14 @@ description:
     C(rejected) and the reason as the event); one per warning and deprecation; a C(pass summary)
     line for each C(Summarise the pass) task, its C(key=value) pairs as keys; and
     C(playbook finished) with the counts per host and the run time."
+  - "Each offering of a pass (the C(waldur.site_agent.agent_pass) role) has one C(pass summary)
+    line, written when the offering's pass ends, with C(pass), C(offering) and C(status): C(ok),
+    or C(failed) with the C(reason) at level error. An offering that failed before its pass role
+    summarised (not found in Waldur, Waldur unreachable, the backend refusing its credentials, the
+    role failing early) still gets it, with C(pass), C(offering), C(status) and C(reason) only. The
+    audit's summary keeps its own C(status) (C(clean), C(findings)) unless the offering failed."
+  - "Every line of an offering's tasks carries C(offering): the offering of the passes' loop
+    (C(waldur_offering), the items of that loop included), else the inventory host's."
   - "While a batch module of the collection runs longer than 10 seconds, its action plugin adds
     progress lines in the same format, at least every 30 seconds: C(status) C(running), C(task),
     C(host), C(offering), C(items), C(items_done), C(items_failed) and C(deadline), the event
@@ -127,7 +135,7 @@ EXAMPLES = r"""
 #  "play": "Waldur site agent - order_process pass", "task": "Summarise the pass", "host": "localhost",
 #  "duration": 0.358, "offering": "DigitalOcean VM", "pass": "order_process", "orders": 1, "done": 1,
 #  "erred": 0, "rejected": 0, "retry": 0, "refused": 0, "failed": 0, "skipped": 0, "diverged": 0,
-#  "machines_changed": 1, "api_calls": 21, "seconds": 23.6}
+#  "machines_changed": 1, "api_calls": 21, "seconds": 23.6, "status": "ok"}
 
 # ansible.cfg: JSON lines, failures to Sentry
 # [defaults]
@@ -171,6 +179,11 @@ _RECORD_KEYS = RECORD_KEYS
 # Keys of a batch module's item result that are worth a log line (never free-form data).
 _ITEM_KEYS = ("outcome", "resource_name", "action", "backend_id", "state", "actions", "retry")
 _LONG_TEXT = 4000
+# agent_pass sets this variable on the tasks of an offering's pass: the callback holds that pass's
+# summary until the offering's end (the fact below), so that the one summary carries its status.
+_HOLD_SUMMARY_VAR = "agent_pass_hold_summary"
+# The fact agent_pass sets when an offering's pass ends: pass, offering, status (ok or failed), reason.
+_OFFERING_END_FACT = "agent_pass_offering_end"
 
 
 # ansible-core 2.19 made TaskResult's parts public (result.task, .host, .result,
@@ -309,6 +322,24 @@ def _rejected_orders(data):
     return items
 
 
+def _offering_end(data):
+    """How an offering's pass ended (agent_pass's C(agent_pass_offering_end) fact), or None."""
+    facts = data.get("ansible_facts")
+    end = facts.get(_OFFERING_END_FACT) if isinstance(facts, dict) else None
+    if isinstance(end, dict) and end.get("offering") not in (None, "") and end.get("pass"):
+        return end
+    return None
+
+
+def _summary_level(fields):
+    """A failed offering's summary is an error; one with erred, failed, refused or diverged work a warning."""
+    if fields.get("status") == "failed":
+        return "error"
+    troubled = any(isinstance(fields.get(key), int) and not isinstance(fields.get(key), bool) and fields[key] > 0
+                   for key in ("erred", "failed", "refused", "diverged"))
+    return "warning" if troubled else "info"
+
+
 def _is_batch_item(item):
     return isinstance(item, dict) and ("order_uuid" in item or "resource_uuid" in item) and "ansible_loop_var" not in item
 
@@ -371,6 +402,9 @@ class CallbackModule(CallbackBase):
         self._config_sentry_dsn = None
         self._sentry_sdk = None
         self._sentry_state = None  # None: not tried yet, "on", or "off"
+        # Pass summaries waiting for their offering's end, by (host, offering, pass), in order.
+        self._held_summaries = {}
+        self._flush_registered = False
 
     # Output -------------------------------------------------------------------------------
 
@@ -405,6 +439,14 @@ class CallbackModule(CallbackBase):
         collect_secret_values(data, extra_keys=SECRET_KEYS, values=self._secrets)
 
     # Context ------------------------------------------------------------------------------
+
+    @staticmethod
+    def _holds_summary(task):
+        """True for a task of agent_pass's offering block, whose end says how the offering's pass ended."""
+        try:
+            return bool(task.get_vars().get(_HOLD_SUMMARY_VAR))
+        except Exception:  # pylint: disable=broad-except
+            return False
 
     @staticmethod
     def _offering_of(task, host):
@@ -523,7 +565,7 @@ class CallbackModule(CallbackBase):
         if not failure and task.action in _DEBUG_ACTIONS:
             summary = parse_summary(data.get("msg"))
             if "offering" in summary and "pass" in summary:
-                self._emit_summary(summary, fields)
+                self._emit_summary(summary, fields, hold=self._holds_summary(task))
                 self._emit_warnings(result, fields)
                 return
 
@@ -556,15 +598,54 @@ class CallbackModule(CallbackBase):
         if not failure:
             for order in _rejected_orders(data):
                 self._emit_batch_item(order, fields, level="warning")
+            end = _offering_end(data)
+            if end is not None:
+                self._end_offering(end, fields)
         self._emit_warnings(result, fields)
 
-    def _emit_summary(self, summary, fields):
+    def _emit_summary(self, summary, fields, hold=False):
         context_fields = dict((key, fields[key]) for key in ("playbook", "play", "task", "host", "duration"))
         for key, value in summary.items():
             if key not in _RECORD_KEYS:
                 context_fields[key] = value
-        troubled = any(isinstance(summary.get(key), int) and summary[key] > 0 for key in ("erred", "failed", "refused", "diverged"))
-        self._emit("pass summary", "warning" if troubled else "info", **context_fields)
+        if hold:
+            # Emitted at the offering's end with its status: a step after the summary may still fail it.
+            key = (fields["host"], to_text(summary["offering"]).strip(), to_text(summary["pass"]).strip())
+            self._held_summaries[key] = context_fields
+            if not self._flush_registered:
+                self._flush_registered = True
+                atexit.register(self._flush_summaries)
+            return
+        self._emit("pass summary", _summary_level(context_fields), **context_fields)
+
+    def _end_offering(self, end, task_fields):
+        """The one summary record of an offering's pass, with ``status`` and, when it failed, ``reason``:
+        the pass role's summary held until now, or, for an offering that failed before its role
+        summarised (the offering not found in Waldur, the backend unusable, the role failing early),
+        a record of its own."""
+        offering, pass_name = to_text(end["offering"]).strip(), to_text(end["pass"]).strip()
+        fields = self._held_summaries.pop((task_fields["host"], offering, pass_name), None)
+        failed = to_text(end.get("status")) == "failed"
+        if fields is None:
+            if not failed:
+                return  # nothing summarised and nothing failed: nothing to say
+            fields = dict((key, task_fields[key]) for key in ("playbook", "play", "task", "host", "duration"))
+            fields.update(offering=offering)
+            fields["pass"] = pass_name
+        if failed:
+            fields["status"] = "failed"
+            fields["reason"] = to_text(end.get("reason") or "").strip() or "failed"
+        else:
+            # The audit's summary has a status of its own (clean, findings).
+            fields.setdefault("status", "ok")
+        self._emit("pass summary", _summary_level(fields), **fields)
+
+    def _flush_summaries(self):
+        """Summaries whose offering never reached its end (the run was stopped): as they are."""
+        while self._held_summaries:
+            key = next(iter(self._held_summaries))
+            fields = self._held_summaries.pop(key)
+            self._emit("pass summary", _summary_level(fields), **fields)
 
     def _emit_batch_item(self, item, task_fields, level=None):
         fields = dict((key, task_fields[key]) for key in ("playbook", "play", "task", "host", "offering"))
@@ -597,6 +678,11 @@ class CallbackModule(CallbackBase):
         self._learn_secrets(data)
         label = data.get("_ansible_item_label", data.get(data.get("ansible_loop_var") or "item"))
         fields["item"] = label
+        if fields.get("offering") is None:
+            # agent_pass's loop over the offerings: each item is an offering (only its name is read).
+            looped = data.get("waldur_offering") if data.get("ansible_loop_var") == "waldur_offering" else None
+            if isinstance(looped, dict) and isinstance(looped.get("name"), str):
+                fields["offering"] = to_text(looped["name"])
         if failed:
             event = _message(data.get("msg")) or "item failed"
         else:
@@ -621,6 +707,7 @@ class CallbackModule(CallbackBase):
     # The end ------------------------------------------------------------------------------
 
     def v2_playbook_on_stats(self, stats):
+        self._flush_summaries()
         hosts = {}
         totals = dict(ok=0, changed=0, failed=0, unreachable=0, skipped=0, rescued=0, ignored=0)
         for host in sorted(stats.processed.keys()):

@@ -105,13 +105,13 @@ from ansible.module_utils.common.text.converters import to_bytes, to_native, to_
 from ansible.plugins.inventory import BaseInventoryPlugin, Constructable
 
 from ansible_collections.waldur.site_agent.plugins.module_utils.core.uuids import normalize_uuid
-from ansible_collections.waldur.site_agent.plugins.module_utils.core.secrets import error_message_without_source
 from ansible_collections.waldur.site_agent.plugins.module_utils.agent.site_config import (
     PASS_ROLES,
     SUPPORTED_BACKENDS,
     config_file_problem,
     supported_offerings,
     validate,
+    yaml_error_text,
 )
 
 try:
@@ -241,19 +241,9 @@ class InventoryModule(BaseInventoryPlugin, Constructable):
         try:
             data = self.loader.load_from_file(config_path, cache="none")
         except AnsibleError as exc:
-            # The message and position only: the error's source context would quote a line
+            # The position and the problem only: the error's source context would quote a line
             # of a file full of secrets.
-            where = getattr(exc, "obj", None)
-            # ansible-core 2.18 and older keep the YAML error's mark instead of a position.
-            mark = getattr(getattr(exc, "orig_exc", None), "problem_mark", None)
-            if getattr(where, "line_num", None):
-                position = " (line %s, column %s)" % (where.line_num, where.col_num)
-            elif mark is not None:
-                position = " (line %s, column %s)" % (mark.line + 1, mark.column + 1)
-            else:
-                position = ""
-            raise AnsibleParserError("%s could not be read%s: %s" % (
-                config_path, position, to_native(error_message_without_source(exc)))) from None
+            raise AnsibleParserError(yaml_error_text(config_path, exc)) from None
         if not isinstance(data, dict) or "offerings" not in data:
             raise AnsibleParserError("%s is not a Waldur site agent configuration: it has no top-level "
                                      "'offerings' list" % config_path)

@@ -19,6 +19,11 @@ description:
   - Every problem is reported at once, each with its key path, for example
     C(offerings[1].backend_settings.client_secret) followed by C(required).
     Values of secrets never appear in messages.
+  - A value of the wrong kind is named in the words of the file - C(integer), C(number), C(string),
+    C(boolean), C(list), C(mapping), C(null) - for example C(expected a number, got a string)
+    followed by the value when it is a number, a flag or a short word (never a secret's). A file that
+    is not valid YAML fails naming the file, the line and the column and what is wrong there, never
+    quoting the line (it may hold a token).
   - Refused, besides wrong or missing keys, are an offering that has only OIDC credentials (this
     collection authenticates with C(waldur_api_token)), two offerings with one
     C(waldur_offering_uuid), and a file larger than 1 MiB or whose YAML aliases would expand it

@@ -12,7 +12,8 @@ a secret.
 
 ``yaml_bound_problem(text)`` refuses a file whose YAML aliases would expand it
 beyond a bound before anything walks the data (a few hundred bytes of nested
-aliases expand to billions of values). ``select_offerings()`` picks the
+aliases expand to billions of values); ``yaml_error_text(path, exc)`` is the one wording of
+a file that is not valid YAML (file, line, column, problem). ``select_offerings()`` picks the
 offerings of a pass and names those it leaves out.
 """
 
@@ -33,6 +34,7 @@ from ansible_collections.waldur.site_agent.plugins.module_utils.agent.site_confi
     _secret_present,
     _type_name,
     _url_host,
+    describe_value,
     _URL,
     _UUID,
     _CIDR,
@@ -43,6 +45,7 @@ from ansible_collections.waldur.site_agent.plugins.module_utils.agent.site_confi
     MAX_YAML_NODES,
     config_file_problem,
     yaml_bound_problem,
+    yaml_error_text,
 )
 from ansible_collections.waldur.site_agent.plugins.module_utils.azure.auth import (
     SECRET_SETTINGS as AZURE_SECRET_SETTINGS,

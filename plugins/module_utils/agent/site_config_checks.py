@@ -8,8 +8,10 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
+import datetime
 import re
 
+from ansible_collections.waldur.site_agent.plugins.module_utils.core.secrets import is_secret_key
 from ansible_collections.waldur.site_agent.plugins.module_utils.core.uuids import UUID_FULL_PATTERN
 
 
@@ -33,9 +35,56 @@ class ConfigProblems:
         self.warnings.append("%s: %s" % (path, message))
 
 
+# The kinds whose given value is quoted: a word where a number or a flag was wanted ("five",
+# "yes please") says what went wrong; a string where a mapping, URL or UUID was wanted may be a
+# token pasted one line off, so it is never quoted.
+_QUOTED_KINDS = ("int", "number", "bool")
+# Longer strings are not quoted: a number or flag written as a word is short, a secret is not.
+_QUOTED_MAX = 20
+
+
 def _type_name(value):
-    return {dict: "a mapping", list: "a list", bool: "a boolean", int: "an integer",
-            float: "a number"}.get(type(value), "a string" if isinstance(value, str) else type(value).__name__)
+    """The kind of a configuration value in the words of the YAML file: ``an integer``, ``a
+    number``, ``a string``, ``a boolean``, ``a list``, ``a mapping``, ``null`` (or ``a date``).
+    Never a Python class: ansible-core 2.19+ hands over tagged subclasses (``_AnsibleTaggedInt``),
+    older releases ``AnsibleUnicode``, so the kind is decided by isinstance, bool before int."""
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "a boolean"
+    if isinstance(value, int):
+        return "an integer"
+    if isinstance(value, float):
+        return "a number"
+    if isinstance(value, str):
+        return "a string"
+    if isinstance(value, dict):
+        return "a mapping"
+    if isinstance(value, (list, tuple)):
+        return "a list"
+    if isinstance(value, (datetime.date, datetime.datetime)):
+        return "a date"  # YAML reads 2024-01-01 unquoted as a date
+    if hasattr(value, "keys") and hasattr(value, "items"):
+        return "a mapping"
+    if hasattr(value, "__iter__") and not isinstance(value, bytes):
+        return "a list"
+    return "a value of another kind"
+
+
+def describe_value(value, quote=True):
+    """What was given, for ``expected ..., got <this>``: its kind, with the value itself when it
+    is a number or a flag, or a short one-line string (``a string ("five")``). ``quote=False``
+    for a secret's key or a kind where a misplaced token could land: then the kind alone."""
+    kind = _type_name(value)
+    if not quote or value is None:
+        return kind
+    if isinstance(value, bool):
+        return "%s (%s)" % (kind, "true" if value else "false")
+    if isinstance(value, (int, float)):
+        return "%s (%s)" % (kind, repr(float(value)) if isinstance(value, float) else int(value))
+    if isinstance(value, str) and len(value) <= _QUOTED_MAX and value.isprintable() and '"' not in value:
+        return '%s ("%s")' % (kind, value)
+    return kind
 
 
 def _is_number(value):
@@ -80,7 +129,10 @@ def _expect(problems, path, value, kind):
     else:  # pragma: no cover - programming error
         raise ValueError(kind)
     if not ok:
-        problems.error(path, "expected %s, got %s" % (expected, _type_name(value)))
+        # A secret's value is never quoted, whatever its kind (a numeric password is a password).
+        secret = is_secret_key(path.rsplit(".", 1)[-1])
+        quote = not secret and (kind in _QUOTED_KINDS or not isinstance(value, str))
+        problems.error(path, "expected %s, got %s" % (expected, describe_value(value, quote)))
     return ok
 
 

@@ -1,11 +1,13 @@
 # -*- coding: utf-8 -*-
 # Copyright: Waldur site agent developers
 # MIT License (see LICENSE)
-"""Bounds checked before a site agent configuration file is loaded.
+"""Bounds checked before a site agent configuration file is loaded, and the words for a file
+that cannot be loaded.
 
 ``yaml_bound_problem(text)`` refuses a file whose YAML aliases would expand it
 beyond a bound before anything walks the data (a few hundred bytes of nested
-aliases expand to billions of values).
+aliases expand to billions of values). ``yaml_error_text(path, exc)`` says where and why
+a file is not valid YAML, without quoting it.
 """
 
 from __future__ import absolute_import, division, print_function
@@ -13,6 +15,9 @@ from __future__ import absolute_import, division, print_function
 __metaclass__ = type
 
 import os
+import re
+
+from ansible_collections.waldur.site_agent.plugins.module_utils.core.secrets import error_message_without_source
 
 # Files larger than this are not read: a site agent configuration is a few KiB.
 MAX_CONFIG_BYTES = 1024 * 1024
@@ -86,3 +91,63 @@ def yaml_bound_problem(text, max_nodes=MAX_YAML_NODES):
         stack.append((node, True))
         stack.extend((child, False) for child in children if id(child) not in sizes)
     return None
+
+
+# The most of PyYAML's problem text kept (its problems are short; a line is the bound of a message).
+_PROBLEM_MAX = 300
+
+
+def _marked_yaml_error(exc):
+    """The PyYAML error (one with ``problem_mark``) behind ``exc``: ``exc`` itself, the
+    ``orig_exc`` of an AnsibleError (ansible-core 2.18 and older) or its cause (2.19+)."""
+    seen = []
+    queue = [exc]
+    while queue and len(seen) < 8:
+        error = queue.pop(0)
+        if error is None or any(error is other for other in seen):
+            continue
+        seen.append(error)
+        if getattr(error, "problem_mark", None) is not None or getattr(error, "context_mark", None) is not None:
+            return error
+        queue.extend((getattr(error, "orig_exc", None), getattr(error, "__cause__", None),
+                      getattr(error, "__context__", None)))
+    return None
+
+
+def _one_line(text):
+    text = re.sub(r"\s+", " ", str(text or "")).strip()
+    return text if len(text) <= _PROBLEM_MAX else text[:_PROBLEM_MAX] + "..."
+
+
+def _position(mark):
+    # PyYAML counts lines and columns from 0, an editor from 1.
+    return "line %d, column %d" % (mark.line + 1, mark.column + 1)
+
+
+def yaml_error_text(path, exc):
+    """One line saying why the configuration file at ``path`` could not be read, with the line
+    and column when the error has them: ``<path> could not be read (line 12, column 5): it is not
+    valid YAML: mapping values are not allowed here``. ``exc``: PyYAML's error, or the AnsibleError
+    of Ansible's loader (which wraps PyYAML's). Only the position and PyYAML's problem are given,
+    never PyYAML's snippet of the source nor Ansible's excerpt: the line may hold a token."""
+    marked = _marked_yaml_error(exc)
+    if marked is not None:
+        mark = marked.problem_mark or marked.context_mark
+        problem = _one_line(marked.problem or marked.context or "invalid YAML")
+        context_mark = marked.context_mark
+        if marked.problem and marked.context and context_mark is not None and \
+                (context_mark.line, context_mark.column) != (mark.line, mark.column):
+            problem += " (%s that starts at %s)" % (_one_line(marked.context), _position(context_mark))
+        return "%s could not be read (%s): it is not valid YAML: %s" % (path, _position(mark), problem)
+    is_yaml = any(klass.__module__.split(".")[0] == "yaml" for klass in type(exc).__mro__)
+    # ansible-core 2.19+ gives the position as the error's origin (1-based already).
+    origin = getattr(exc, "obj", None)
+    position = ""
+    if isinstance(getattr(origin, "line_num", None), int):
+        position = " (line %d, column %d)" % (origin.line_num, getattr(origin, "col_num", None) or 1)
+    if is_yaml:
+        # A PyYAML error without a mark (an unreadable character): its own words, first line only.
+        first_line = (str(exc).splitlines() or [type(exc).__name__])[0]
+        return "%s could not be read%s: it is not valid YAML: %s" % (path, position, _one_line(first_line))
+    # Without its closing full stop: callers go on after it ("; nothing was done").
+    return "%s could not be read%s: %s" % (path, position, _one_line(error_message_without_source(exc)).rstrip("."))

@@ -20,10 +20,12 @@ from ansible_collections.waldur.site_agent.plugins.module_utils.waldur.client im
 from ansible_collections.waldur.site_agent.plugins.module_utils.agent.site_config import (
     MAX_CONFIG_BYTES,
     apply_environment,
+    describe_value,
     is_foreign,
     select_offerings,
     validate,
     yaml_bound_problem,
+    yaml_error_text,
 )
 from ansible_collections.waldur.site_agent.plugins.module_utils.events.messages import (
     DEFAULT_BATCH_MAX,
@@ -68,7 +70,7 @@ def _bool(args, name, default):
     try:
         return boolean(value, strict=True)  # Ansible's rule, as for a module's bool option
     except TypeError:
-        raise ValueError("%s must be a boolean, got %r" % (name, value)) from None
+        raise ValueError("%s must be a boolean, got %s" % (name, describe_value(value))) from None
 
 
 def _number(args, name, default, minimum, kind=float):
@@ -80,7 +82,7 @@ def _number(args, name, default, minimum, kind=float):
             raise ValueError
         number = kind(value)
     except (TypeError, ValueError):
-        raise ValueError("%s must be a number, got %r" % (name, value)) from None
+        raise ValueError("%s must be a number, got %s" % (name, describe_value(value))) from None
     if number < minimum:
         raise ValueError("%s must be at least %s, got %r" % (name, minimum, value))
     return number
@@ -195,7 +197,8 @@ def read_site_config(path, environ=None):
     try:
         config = yaml.safe_load(text)
     except yaml.YAMLError as exc:
-        raise ValueError("config: %s is not valid YAML: %s" % (path, str(exc).splitlines()[0])) from None
+        # The position and the problem, never PyYAML's snippet of the line (it may hold a token).
+        raise ValueError("config: %s" % yaml_error_text(path, exc)) from None
     if not isinstance(config, dict) or not isinstance(config.get("offerings"), list):
         raise ValueError("config: %s has no offerings list" % path)
     apply_environment(config, environ)
