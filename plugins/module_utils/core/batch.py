@@ -17,7 +17,7 @@ import traceback
 
 from ansible_collections.waldur.site_agent.plugins.module_utils.core import pass_guard
 from ansible_collections.waldur.site_agent.plugins.module_utils.core.packed import pack
-from ansible_collections.waldur.site_agent.plugins.module_utils.core.progress import Progress, current
+from ansible_collections.waldur.site_agent.plugins.module_utils.core.progress import current, module_progress
 
 
 class ItemError(Exception):
@@ -198,6 +198,10 @@ class BatchRunner:
         problem = batch_option_problem(module.params)
         if problem:
             self.fail(problem)
+        # The module's progress file from its first runner on, not from its first batch: the reads
+        # before a batch (prefetch listings, a claim's listings) take minutes at scale too.
+        # ``WaldurModule`` counts its calls itself.
+        self.progress = module_progress(api_calls or getattr(module, "api_calls", None))
 
     @property
     def max_workers(self):
@@ -213,9 +217,9 @@ class BatchRunner:
     def run(self, items, worker=None):
         """One shaped result per item, in input order."""
         items = list(items)
-        self._stop_progress()
-        # kept until the module exits: a module may still wait for the cloud after the batch
-        self.progress = Progress.from_environment(items, self.module.params["deadline"])
+        if self.progress is not None and items:
+            # kept until the next batch or the module's finish: it may still wait for the cloud after the batch
+            self.progress.begin(items, self.module.params["deadline"])
         raw = run_batch(items, worker or self.worker, max_workers=self.max_workers,
                         deadline_seconds=self.module.params["deadline"], on_error=self.on_error,
                         progress=self.progress)
@@ -233,9 +237,7 @@ class BatchRunner:
 
     def _stop_progress(self):
         if self.progress is not None:
-            self.progress.settle()
-            self.progress.stop()
-            self.progress = None
+            self.progress.end()  # the file itself stops when the module ends
 
     def fail(self, msg, **result):
         self._stop_progress()
