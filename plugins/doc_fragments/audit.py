@@ -115,6 +115,11 @@ options:
     description:
       - File name of the report without its suffix (no C(/)); default O(offering), else O(offering_uuid).
     type: str
+  report_link:
+    description:
+      - Point C(<report_link>.json) and C(.md) at the report files, by links relative to their folder, each
+        replaced whole - the latest report, when each run writes a report of its own. Needs O(report_dir).
+    type: path
 notes:
   - Reads only listings (pages of droplets, resource groups, machines); only O(cleanup) and O(repair) read
     and change single objects.

@@ -138,7 +138,7 @@ def test_awx_configure_creates_types_credentials_templates_and_schedules(tmp_pat
         assert types[name]["inputs"] == load_yaml(base / "inputs.yml")
         assert types[name]["injectors"] == load_yaml(base / "injectors.yml")
 
-    credentials = {args["name"]: args for args in calls_to(calls, "credential")}
+    credentials = {args["name"]: args for args in calls_to(calls, "credential") if args.get("state") != "absent"}
     assert credentials["Waldur site agent configuration"]["credential_type"] == "Waldur site agent configuration"
     assert credentials["Waldur site agent configuration"]["inputs"] == {"configuration": config.read_text().rstrip("\n")}
     assert credentials["Waldur site agent DigitalOcean"]["inputs"] == {"token": "do-token-2600"}
@@ -157,22 +157,29 @@ def test_awx_configure_creates_types_credentials_templates_and_schedules(tmp_pat
 
     templates = {args["name"]: args for args in calls_to(calls, "job_template")}
     assert sorted(templates) == sorted(f"Waldur site agent: {name}" for name in (
-        "order_process", "report", "membership_sync", "load_components", "health", "diagnostics"))
-    for template in templates.values():
+        "order_process", "report", "membership_sync", "audit", "load_components", "health", "diagnostics"))
+    for name, template in templates.items():
+        # the thin project's playbook, which imports the execution environment's collection
+        assert template["playbook"] == "extensions/awx/project/%s.yml" % name.split(": ", 1)[1]
         assert (REPO / template["playbook"]).is_file()
         assert template["credentials"] == ["Waldur site agent configuration", "Waldur site agent DigitalOcean"]
-        assert template["allow_simultaneous"] is False
-        assert template["extra_vars"] == {"agent_pass_config": ""}
+        assert template["allow_simultaneous"] is False and template["ask_variables_on_launch"] is True
+        assert template["extra_vars"]["agent_pass_config"] == ""
         assert template["execution_environment"] == environment["name"]
+    assert templates["Waldur site agent: audit"]["extra_vars"] == {
+        "agent_pass_config": "", "audit_cleanup": False, "audit_repair": False}
 
-    schedules = {args["name"]: args for args in calls_to(calls, "schedule")}
-    assert {name: args["rrule"] for name, args in schedules.items()} == {
-        "Waldur site agent: order_process": "DTSTART:20240101T000000Z RRULE:FREQ=MINUTELY;INTERVAL=5",
-        "Waldur site agent: report": "DTSTART:20240101T000000Z RRULE:FREQ=MINUTELY;INTERVAL=30",
-        "Waldur site agent: membership_sync": "DTSTART:20240101T000000Z RRULE:FREQ=MINUTELY;INTERVAL=5",
+    [workflow] = calls_to(calls, "workflow_job_template")
+    assert workflow["name"] == "Waldur site agent: machines" and workflow["allow_simultaneous"] is False
+    assert [node["identifier"] for node in workflow["workflow_nodes"]] == ["order_process", "membership_sync", "audit"]
+
+    schedules = {args["name"]: args for args in calls_to(calls, "schedule") if args.get("state") != "absent"}
+    assert {name: (args["unified_job_template"], args["rrule"]) for name, args in schedules.items()} == {
+        "Waldur site agent: order_process, membership_sync": (
+            "Waldur site agent: machines", "DTSTART:20240101T000000Z RRULE:FREQ=MINUTELY;INTERVAL=5"),
+        "Waldur site agent: audit": ("Waldur site agent: machines", "DTSTART:20240101T000000Z RRULE:FREQ=MINUTELY;INTERVAL=1440"),
+        "Waldur site agent: report": ("Waldur site agent: report", "DTSTART:20240101T000000Z RRULE:FREQ=MINUTELY;INTERVAL=30"),
     }
-    for name, args in schedules.items():
-        assert args["unified_job_template"] in templates and args["unified_job_template"] == name
 
     for secret in ("config-token-5150", "do-token-2600", "controller-token-1984"):
         assert secret not in run.output
@@ -188,7 +195,7 @@ def test_awx_configure_attaches_an_azure_sign_in_credential_for_a_certificate(tm
         "awx_use_offerings_inventory": False})
 
     assert run.rc == 0, run.output
-    credentials = {args["name"]: args for args in calls_to(calls, "credential")}
+    credentials = {args["name"]: args for args in calls_to(calls, "credential") if args.get("state") != "absent"}
     assert "Waldur site agent Azure" not in credentials
     sign_in = credentials["Waldur site agent Azure sign-in"]
     assert sign_in["credential_type"] == "Azure sign-in"
@@ -207,8 +214,12 @@ def test_awx_schedules_follow_the_period_variables(tmp_path, awx_standin, monkey
     run, calls, dummy = configure_awx(tmp_path, awx_standin, extra_vars={"awx_use_offerings_inventory": False})
 
     assert run.rc == 0, run.output
-    assert [args["rrule"].split(" ", 1)[1] for args in calls_to(calls, "schedule")] == [
-        "RRULE:FREQ=MINUTELY;INTERVAL=2", "RRULE:FREQ=MINUTELY;INTERVAL=60", "RRULE:FREQ=MINUTELY;INTERVAL=15"]
+    assert [(args["name"], args["rrule"].split(" ", 1)[1]) for args in calls_to(calls, "schedule")
+            if args.get("state") != "absent"] == [
+        ("Waldur site agent: order_process", "RRULE:FREQ=MINUTELY;INTERVAL=2"),
+        ("Waldur site agent: membership_sync", "RRULE:FREQ=MINUTELY;INTERVAL=15"),
+        ("Waldur site agent: audit", "RRULE:FREQ=MINUTELY;INTERVAL=1440"),
+        ("Waldur site agent: report", "RRULE:FREQ=MINUTELY;INTERVAL=60")]
     assert calls_to(calls, "inventory_source") == []
 
 
@@ -295,5 +306,52 @@ def test_the_built_collection_holds_the_operations_content(built_collection):
     for expected in ("meta/execution-environment.yml", "bindep.txt", "requirements.txt",
                      "roles/schedule/meta/argument_specs.yml", "playbooks/health.yml", "playbooks/diagnostics.yml",
                      "playbooks/awx_configure.yml", "extensions/awx/credential_types/waldur_api/injectors.yml",
-                     "extensions/awx/inventory/waldur_offerings.yml"):
+                     "extensions/awx/inventory/waldur_offerings.yml", "extensions/awx/project/order_process.yml",
+                     "extensions/awx/project/pass_not_asked.yml", "extensions/eda/rulebooks/event_process_controller.yml",
+                     "decision-environment.yml"):
         assert expected in names
+
+
+def test_ansible_builder_creates_a_decision_environment_with_the_source_and_no_cloud_sdk(built_collection, tmp_path):
+    """decision-environment.yml: the event source's needs (ansible-rulebook, Java, stomp-py,
+    requests, ansible-core) and the collection from the same tarball as the execution environment,
+    installed after the introspection, which would add the passes' cloud SDKs."""
+    source, tarball = built_collection
+    context = tmp_path / "context"
+
+    create = subprocess.run([str(BIN / "ansible-builder"), "create", "--file", "decision-environment.yml",
+                             "--context", str(context)], cwd=source, capture_output=True, text=True, check=False)
+
+    assert create.returncode == 0, create.stdout + create.stderr
+    [build_file] = [p for p in (context / "Containerfile", context / "Dockerfile") if p.exists()]
+    text = build_file.read_text()
+    assert (context / "_build" / "collections" / tarball.name).read_bytes() == tarball.read_bytes()
+    python = (context / "_build" / "requirements.txt").read_text().split()
+    assert python[0].startswith("ansible-rulebook") and set(python[1:]) == {"stomp-py>=8.2.0", "requests>=2.31"}
+    floors = {line.split(">=")[0]: line for line in (REPO / "requirements.txt").read_text().splitlines()
+              if line and not line.startswith("#")}
+    assert all(floors[line.split(">=")[0]] == line for line in python[1:])
+    assert "java-17-openjdk-headless [platform:rpm]" in (context / "_build" / "bindep.txt").read_text()
+    assert 'ARG ANSIBLE_INSTALL_REFS="ansible-core>=2.21,<2.22 ansible-runner>=2.4"' in text
+    install = ("ansible-galaxy collection install --offline --no-deps --collections-path /usr/share/ansible/collections "
+               "/tmp/waldur-collections/waldur-site_agent-*.tar.gz")
+    assert text.index("introspect") < text.index("FROM base AS final") < text.index(install) < text.index("USER 1000")
+
+
+def test_every_pass_names_the_collection_version_it_runs(built_collection, tmp_path):
+    """Installed (MANIFEST.json, as in an execution environment) the first line of a pass names its
+    version; the AWX project's playbook runs that collection, not the project's checkout."""
+    dummy, tarball = built_collection
+    installed = tmp_path / "collections"
+    subprocess.run([str(BIN / "ansible-galaxy"), "collection", "install", "--offline", "--no-deps", "-p",
+                    str(installed), str(tarball)], capture_output=True, check=True,
+                   env=dict(os.environ, ANSIBLE_COLLECTIONS_PATH=str(installed)))
+    version = load_yaml(REPO / "galaxy.yml")["version"]
+
+    run = run_playbook(REPO / "extensions" / "awx" / "project" / "order_process.yml",
+                       env={"ANSIBLE_COLLECTIONS_PATH": str(installed), "WALDUR_SITE_AGENT_CONFIG": "/nonexistent"})
+
+    assert run.rc != 0
+    assert str(installed / "ansible_collections" / "waldur" / "site_agent" / "roles" / "agent_pass") in run.output
+    assert '"msg": "waldur.site_agent %s"' % version in run.stdout
+    assert run.stdout.index("waldur.site_agent %s" % version) < run.stdout.index("is not a readable file")

@@ -204,12 +204,14 @@ def audit_argument_spec():
         repair_evidence=dict(type="dict"),
         report_dir=dict(type="path"),
         report_name=dict(type="str"),
+        report_link=dict(type="path"),
     )
 
 
-def write_report_files(report_dir, name, report, text):
+def write_report_files(report_dir, name, report, text, link=None):
     """``<report_dir>/<name>.json`` and ``.md``, each replaced whole (a reader never sees half a
-    report); returns their paths."""
+    report); returns their paths. ``link``: ``<link>.json`` and ``.md`` then point at them, by
+    links relative to their folder, each replaced whole too (an offering's latest report)."""
     if not os.path.isdir(report_dir):
         os.makedirs(report_dir, 0o750)
     paths = []
@@ -225,6 +227,19 @@ def write_report_files(report_dir, name, report, text):
             if os.path.exists(temporary):
                 os.unlink(temporary)
         paths.append(path)
+    for path in paths if link else ():
+        latest = link + os.path.splitext(path)[1]
+        folder = os.path.dirname(latest) or "."
+        # a fresh name beside it, then one rename: the link is never missing
+        temporary = os.path.join(folder, ".%s.%d.link" % (os.path.basename(latest), os.getpid()))
+        if os.path.lexists(temporary):
+            os.unlink(temporary)
+        os.symlink(os.path.relpath(path, folder), temporary)
+        try:
+            os.rename(temporary, latest)
+        finally:
+            if os.path.lexists(temporary):
+                os.unlink(temporary)
     return paths
 
 
@@ -267,6 +282,8 @@ def checked_params(module):
     name = params["report_name"]
     if name is not None and (not name.strip() or "/" in name or name.strip(".") == ""):
         module.fail_json(msg="report_name: expected a file name without '/', got %r" % (name,))
+    if params["report_link"] and not params["report_dir"]:
+        module.fail_json(msg="report_link: points at the report, so report_dir is needed too")
     resources = []
     for index, resource in enumerate(params["resources"]):
         item = dict(resource)
@@ -367,7 +384,7 @@ def finish(module, backend, offering_uuid, auditor, holdings, machines, delete, 
         name = params["report_name"] or params["offering"] or offering_uuid
         report["report_files"] = [os.path.join(params["report_dir"], name + suffix) for suffix in (".json", ".md")]
         try:
-            files = write_report_files(params["report_dir"], name, report, text)
+            files = write_report_files(params["report_dir"], name, report, text, link=params["report_link"])
         except (IOError, OSError) as error:
             module.fail_json(msg="report_dir: could not write the report to %s: %s" % (params["report_dir"], error),
                              status=report["status"], counts=report["counts"], findings=report["findings"],
