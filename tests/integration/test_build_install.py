@@ -83,7 +83,8 @@ def test_the_tarball_leaves_out_what_build_ignore_names(installed):
     # Only what runs, and what docs/releasing.md says the artifact holds.
     top_level = sorted({Path(name).parts[0] for name in names})
     assert top_level == ["FILES.json", "LICENSE", "MANIFEST.json", "README.md", "bindep.txt", "changelogs",
-                         "docs", "execution-environment.yml", "extensions", "meta", "playbooks", "plugins",
+                         "decision-environment.yml", "docs", "execution-environment.yml", "extensions", "meta",
+                         "playbooks", "plugins",
                          "requirements-azure.txt", "requirements-digitalocean.txt", "requirements.txt", "roles",
                          "tests"], top_level
     # Of tests/, only the sanity ignore lists travel (ansible-test sanity on the installed collection).
