@@ -24,6 +24,10 @@ from ansible_collections.waldur.site_agent.plugins.module_utils.core.http import
 # rejected: turned down before approval, the cloud would refuse what the order names (the claim's
 # rejected_orders; one already executing is erred instead)
 OUTCOMES = ("done", "erred", "rejected", "retry", "refused", "failed", "skipped", "diverged")
+# held: left pending-provider because it does not fit in the cloud's quota (the claim's skipped_orders
+# with outcome held); counted after the others, and in the summary only when there are some, so the
+# summary of a pass without any reads as before
+HELD = "held"
 REASON_LIMIT = 300
 
 
@@ -53,6 +57,8 @@ def _line(outcome, entry, check_mode, limit=REASON_LIMIT):
     word = ("would_" + outcome) if check_mode and outcome in ("done", "erred") else outcome
     if check_mode and outcome == "rejected":
         word = "would_reject"
+    if check_mode and outcome == HELD:
+        word = "would_hold"
     return "%s: %s (order %s): %s" % (word, name, entry.get("order_uuid") or entry.get("uuid"),
                                       one_line(entry.get("msg") or outcome, limit))
 
@@ -67,7 +73,11 @@ def order_pass_report(claim, settle=None, check_mode=False, act=None, listing=No
     so every order gets its line there, and the backend's own words (``act``'s results, what it
     would build or change) lead the reason. ``listing``: the listing before the catalogue check, whose
     ``errors`` (an order whose resource could not be read) count as ``failed``: the claim leaves such
-    an order pending, as one placed after the check, but the pass must not look green."""
+    an order pending, as one placed after the check, but the pass must not look green. The claim's
+    ``skipped_orders`` with outcome ``held`` (past the cloud's quota, left ``pending-provider``) count as
+    ``held`` (``would_hold`` in check mode), a key of the counts and of the summary only when there are
+    some; ``held_for_quota`` says how many, and the order pass then ends with exit status 4 (work left for a
+    later run), as for ``retry``."""
     claim = claim or {}
     unlisted = dict((entry.get("uuid"), entry) for entry in (listing or {}).get("errors") or [] if entry.get("uuid"))
     settle = settle or {}
@@ -84,9 +94,14 @@ def order_pass_report(claim, settle=None, check_mode=False, act=None, listing=No
         counts["failed"] += 1
         reason = "could not be judged before approval, left as it is: %s" % entry.get("msg")
         lines.append(_line("failed", dict(entry, order_uuid=uuid, msg=reason), check_mode))
+    quota_held = 0
     for entry in claim.get("skipped_orders") or []:
         if entry.get("uuid") in unlisted:
             continue  # counted above, with the reason the listing gave
+        if entry.get("outcome") == HELD:
+            quota_held += 1
+            lines.append(_line(HELD, dict(entry, order_uuid=entry.get("uuid")), check_mode))
+            continue
         counts["skipped"] += 1
         lines.append(_line("skipped", dict(entry, order_uuid=entry.get("uuid")), check_mode))
     for entry in claim.get("rejected_orders") or []:
@@ -118,6 +133,10 @@ def order_pass_report(claim, settle=None, check_mode=False, act=None, listing=No
         counts["would_erred"] = counts.pop("erred")
         counts["would_reject"] = counts.pop("rejected")
         order = ["would_done", "would_erred", "would_reject"] + order[3:]
+    if quota_held:
+        held_key = "would_hold" if check_mode else HELD
+        counts[held_key] = quota_held
+        order.append(held_key)
     # Orders the backend held for the operator (``held``: e.g. two droplets carry one resource's
     # tag and none is provably a copy) stay alive as retry, yet the pass must not look green.
     held = set(result.get("order_uuid") for result in _act_failures(act) if result.get("held"))
@@ -128,7 +147,7 @@ def order_pass_report(claim, settle=None, check_mode=False, act=None, listing=No
             # held: kept alive as retry for the operator; diverged: Waldur erred the order after the
             # backend acted. Either way Waldur and the cloud disagree, so the pass fails.
             "held": held, "unfinished": counts["failed"] + counts["refused"] + counts["diverged"] + held,
-            "diverged": counts["diverged"]}
+            "diverged": counts["diverged"], "held_for_quota": quota_held}
 
 
 def _act_failures(act):

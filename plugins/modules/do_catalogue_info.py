@@ -29,6 +29,16 @@ description:
     order. The module then fails naming each C(backend_settings) key, and the order pass approves nothing.
   - When the catalogue cannot be read (DigitalOcean unreachable, 5xx past the retries, an answer that is not
     the JSON the call expects) the module fails saying so; nothing is judged on half a catalogue.
+  - The quota - when a pending droplet passed the catalogue, the module reads the account's C(droplet_limit)
+    (C(GET /v2/account)) and how many droplets it has (C(meta.total) of C(GET /v2/droplets?per_page=1)). Each
+    droplet to create needs one more. The droplets of executing orders (O(droplets[].executing)) are counted
+    first and never held; then each pending droplet, in the order its order was placed (the C(created) of
+    O(listed_orders)), is approved if it fits in what is left, else returned in RV(held) with a line naming the
+    limit, its use and the need. The order pass leaves those orders C(pending-provider) (C(waldur_orders)
+    O(waldur.site_agent.waldur_orders#module:hold)) and ends with exit status 4. A resize needs no more droplets,
+    so Update orders are never judged here.
+  - When the limit or the number of droplets cannot be read (or the answer proves nothing, such as an HTML page
+    or an account without C(droplet_limit)) the module fails saying so, and the order pass approves nothing.
 author:
   - Waldur site agent developers (@waldur)
 extends_documentation_fragment:
@@ -82,8 +92,15 @@ options:
     type: list
     elements: str
     default: []
+  listed_orders:
+    description:
+      - The orders of M(waldur.site_agent.waldur_orders) with O(waldur.site_agent.waldur_orders#module:state=listed)
+        (a list, or packed as one JSON text), for their C(created) - the room under the droplet limit goes to the
+        pending orders in the order they were placed, oldest first. Without it, in the order of O(droplets).
+    type: raw
 notes:
   - The catalogue is read once per run, so once per pass and offering; nothing is read when O(droplets) is empty.
+  - The quota is read once per run, and only when a pending droplet passed the catalogue.
 """
 
 EXAMPLES = r"""
@@ -93,13 +110,15 @@ EXAMPLES = r"""
     default_region: "{{ backend_settings.default_region | default(omit) }}"
     default_size: "{{ backend_settings.default_size | default(omit) }}"
     default_image: "{{ backend_settings.default_image | default(omit) }}"
+    listed_orders: "{{ listed.orders_packed }}"
   register: catalogue
 
-- name: Approve the others, turn these down with the reason
+- name: Approve the others, turn these down with the reason, leave those past the droplet limit pending
   waldur.site_agent.waldur_orders:
     offering_uuid: d0000000000000000000000000000001
     state: claimed
     reject: "{{ catalogue.verdicts }}"
+    hold: "{{ catalogue.held }}"
 """
 
 RETURN = r"""
@@ -126,6 +145,39 @@ verdicts:
       resource_uuid: 7b1e0c9d8a7f4e3d2c1b0a9f8e7d6c5b
       resource_name: web-1
       msg: "DigitalOcean would refuse this droplet: region 'xx9' is not a DigitalOcean region (regions: ams3, ...)"
+held:
+  description:
+    - The pending droplets that do not fit in the account's droplet limit, one per order, in the order the orders
+      were placed; their orders are left C(pending-provider) for a later pass.
+  returned: success
+  type: list
+  elements: dict
+  contains:
+    order_uuid:
+      description: The order.
+      type: str
+    resource_uuid:
+      description: The order's resource.
+      type: str
+    resource_name:
+      description: The resource's name.
+      type: str
+    msg:
+      description: The limit, its use and what the order needs.
+      type: str
+  sample:
+    - order_uuid: 5f3c0a0e6d8b4f1e9a2b7c4d3e2f1a0b
+      resource_uuid: 7b1e0c9d8a7f4e3d2c1b0a9f8e7d6c5b
+      resource_name: web-4
+      msg: "DigitalOcean's droplet limit is 3 and 3 droplets exist; this order needs 1 more; left pending-provider
+        (raise the limit, or free a droplet)"
+quota:
+  description:
+    - The account's C(droplet_limit) and the number of C(droplets) it has, as read for the quota check; empty when
+      it was not read (no pending droplet to judge).
+  returned: success
+  type: dict
+  sample: {droplet_limit: 25, droplets: 3}
 judged:
   description: How many droplets were judged.
   returned: success
@@ -145,11 +197,14 @@ api_calls:
 
 from ansible.module_utils.basic import AnsibleModule
 
-from ansible_collections.waldur.site_agent.plugins.module_utils.core.packed import list_option
+from ansible_collections.waldur.site_agent.plugins.module_utils.core.packed import list_option, unpack
+from ansible_collections.waldur.site_agent.plugins.module_utils.core.times import by_placement
 from ansible_collections.waldur.site_agent.plugins.module_utils.core.evidence import Unproven
 from ansible_collections.waldur.site_agent.plugins.module_utils.digitalocean.catalogue import (
     droplet_problem,
+    quota_holds,
     read_catalogue,
+    read_quota,
     settings_problems,
 )
 from ansible_collections.waldur.site_agent.plugins.module_utils.digitalocean.client import client_from_module, digitalocean_argument_spec
@@ -176,12 +231,17 @@ def main():
         default_size=dict(type="str"),
         default_image=dict(type="str"),
         size_mapping_sizes=dict(type="list", elements="str", default=[]),
+        listed_orders=dict(type="raw"),
     )
     module = AnsibleModule(argument_spec=argument_spec, supports_check_mode=True,
                            mutually_exclusive=[("droplets", "droplets_packed")])
     droplets = list_option(module, "droplets", DROPLET_OPTIONS)
+    try:
+        listed_orders = unpack(module.params["listed_orders"], "listed_orders")
+    except ValueError as exc:
+        module.fail_json(msg=str(exc))
     if not droplets:
-        module.exit_json(changed=False, verdicts=[], judged=0, catalogue={}, api_calls=0)
+        module.exit_json(changed=False, verdicts=[], held=[], quota={}, judged=0, catalogue={}, api_calls=0)
     client = client_from_module(module, max_connections=1)
     params = module.params
     images = [droplet["image"] for droplet in droplets if droplet.get("image")]
@@ -211,7 +271,16 @@ def main():
     except DigitalOceanError as exc:
         module.fail_json(msg="DigitalOcean could not be read to judge the executing orders, so no order is "
                              "approved: %s" % exc, api_calls=client.api_calls)
-    module.exit_json(changed=False, verdicts=verdicts, judged=len(droplets),
+    rejected = set(verdict["order_uuid"] for verdict in verdicts)
+    held, quota = [], {}
+    if any(not droplet["executing"] and droplet["order_uuid"] not in rejected for droplet in droplets):
+        try:
+            quota = read_quota(client)
+        except (DigitalOceanError, Unproven) as exc:
+            module.fail_json(msg="DigitalOcean's droplet limit could not be read, so no order is approved: %s" % exc,
+                             api_calls=client.api_calls)
+        held = quota_holds(by_placement(droplets, listed_orders), quota, rejected)
+    module.exit_json(changed=False, verdicts=verdicts, held=held, quota=quota, judged=len(droplets),
                      catalogue=dict((key, len(catalogue[key])) for key in ("regions", "sizes", "images")),
                      api_calls=client.api_calls)
 

@@ -42,6 +42,10 @@ description:
     C(executing) (approved by an earlier pass) is set C(erred) with the reason instead. They are returned in
     RV(rejected_orders), never in RV(orders). With O(judged_orders), a C(pending-provider) order not among them
     (placed after the check) is left pending for the next pass and returned in RV(skipped_orders).
+  - With O(state=claimed), a C(pending-provider) order of O(hold) (past the cloud's quota, such as
+    C(waldur.site_agent.do_catalogue_info)'s RV(waldur.site_agent.do_catalogue_info#module:held)) is neither
+    approved nor returned in RV(orders); it stays C(pending-provider) for a later pass and is returned in
+    RV(skipped_orders) with C(outcome) C(held) and the reason. An order already C(executing) is never held.
   - With O(state=settled), takes the per-order outcomes of the backend task (a backend module's
     C(results) can be passed as they are; see O(outcomes) for the contract) and, per order,
     reads the order's state again (from one paged listing of the offering's C(executing) orders
@@ -128,6 +132,14 @@ options:
     description:
       - With O(state=claimed), orders to turn down before any is approved, each C(order_uuid) and C(msg) (the
         reason; other keys are ignored, so the verdicts of a catalogue check can be passed as they are).
+    type: list
+    elements: dict
+  hold:
+    description:
+      - With O(state=claimed), C(pending-provider) orders to leave pending this pass, each C(order_uuid) and C(msg)
+        (the reason, such as the quota it would exceed; other keys are ignored, so the RV(waldur.site_agent.do_catalogue_info#module:held)
+        of a catalogue check can be passed as they are). An order of O(reject) is rejected instead; one already
+        C(executing) is claimed as any other.
     type: list
     elements: dict
   judged_orders:
@@ -399,9 +411,10 @@ approved:
 skipped_orders:
   description: >-
     Orders not claimed because they are not actionable (another state or offering, not found, no
-    longer executing after approval, or a resource Waldur marked C(Erred) or C(Terminated)), as
-    C(uuid), C(state), C(type), C(resource_uuid), C(resource_name) and C(msg) (the reason, with
-    Waldur's error message when it erred the order).
+    longer executing after approval, or a resource Waldur marked C(Erred) or C(Terminated)), or left
+    pending (placed after the check, or held by O(hold)), as C(uuid), C(state), C(type),
+    C(resource_uuid), C(resource_name) and C(msg) (the reason, with Waldur's error message when it
+    erred the order); an order of O(hold) also has C(outcome) C(held).
   returned: when O(state=claimed) or O(state=listed)
   type: list
   elements: dict
@@ -539,6 +552,7 @@ def main():
         order_uuids=dict(type="list", elements="str"),
         with_pending=dict(type="bool", default=False),
         reject=dict(type="list", elements="dict"),
+        hold=dict(type="list", elements="dict"),
         judged_orders=dict(type="raw"),
         outcomes=dict(type="list", elements="dict"),
         outcomes_packed=dict(type="raw"),

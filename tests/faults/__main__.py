@@ -83,9 +83,10 @@ def render() -> str:
     ]
     if rows:
         lines += [
-            "| last whole run | %s, commit %s: %d cases run, %d passed, %d failed |" % (
+            "| last %s | %s, commit %s: %d of the %d cases run, %d passed, %d failed |" % (
+                "whole run" if len(rows) >= len(every) else "run (cut short, the rest not run)",
                 datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"), commit, len(rows),
-                len(rows) - len(failed), len(failed)),
+                len(every), len(rows) - len(failed), len(failed)),
         ]
     else:
         lines.append("| last whole run | none recorded |")

@@ -202,11 +202,13 @@ class Barrier:
     together see the same state (say, no droplet yet) and none acts before the others have
     looked: a race that really happens. When ``timeout`` seconds pass before all have arrived,
     the ones waiting are let go (``timed_out`` says so), so a client that never comes cannot
-    hang the others."""
+    hang the others. With ``query``, only the calls whose query string holds it count (say, the
+    listing by one tag, not the count of all droplets before it)."""
 
     operation: str
     clients: int = 2
     timeout: float = 30.0
+    query: str | None = None
     arrived: int = 0
     timed_out: bool = False
     condition: threading.Condition = field(default_factory=threading.Condition, repr=False)
@@ -226,7 +228,7 @@ class Barrier:
     def describe(self) -> dict:
         with self.condition:
             return {"operation": self.operation, "clients": self.clients, "timeout": self.timeout,
-                    "arrived": self.arrived, "timed_out": self.timed_out}
+                    "query": self.query, "arrived": self.arrived, "timed_out": self.timed_out}
 
 
 class Simulator:
@@ -293,12 +295,14 @@ class Simulator:
             self.faults.append(fault)
         return fault
 
-    def add_barrier(self, operation: str, clients: int = 2, timeout: float = 30.0) -> Barrier:
-        """Hold the next ``clients`` calls of ``operation`` until all of them have arrived
-        (or ``timeout`` seconds have passed), replacing any barrier on that operation."""
+    def add_barrier(self, operation: str, clients: int = 2, timeout: float = 30.0,
+                    query: str | None = None) -> Barrier:
+        """Hold the next ``clients`` calls of ``operation`` (whose query string holds ``query``, if
+        given) until all of them have arrived (or ``timeout`` seconds have passed), replacing any
+        barrier on that operation."""
         if clients < 1 or timeout <= 0:
             raise ValueError("a barrier needs clients >= 1 and a positive timeout")
-        barrier = Barrier(operation, int(clients), float(timeout))
+        barrier = Barrier(operation, int(clients), float(timeout), query)
         with self.lock:
             self.barriers[operation] = barrier
         return barrier
@@ -362,7 +366,7 @@ class Simulator:
                     response = self._fault_after(operation) or response
                 response = self._spoiled(operation, response)
             barrier = self.barriers.get(operation)
-            if barrier is not None:
+            if barrier is not None and (barrier.query is None or barrier.query in request.query_string.decode()):
                 # The answer is held (outside the simulator's lock) until every client's call
                 # has been answered: all of them saw the same state, none has acted on it yet.
                 barrier.wait()

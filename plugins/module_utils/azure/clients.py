@@ -63,6 +63,7 @@ from ansible_collections.waldur.site_agent.plugins.module_utils.azure.facts impo
     vm_addresses,
     vm_metadata,
 )
+from ansible_collections.waldur.site_agent.plugins.module_utils.core.evidence import INTEGER, OBJECT, STRING, ProvenList, Shape
 from ansible_collections.waldur.site_agent.plugins.module_utils.core.pass_guard import PassEnded, check_write
 from ansible_collections.waldur.site_agent.plugins.module_utils.core.secrets import redact_text, secret_text_problem
 
@@ -113,6 +114,15 @@ RETRY_DEADLINE_MARGIN = 5.0
 JSON_API_VERSIONS = {"compute": "2024-07-01", "network": "2024-05-01"}
 # Subscriptions - List Locations and Subscriptions - Get (Microsoft.Resources).
 LOCATIONS_API_VERSION = SUBSCRIPTION_API_VERSION = "2022-12-01"
+# Resource Skus - List (Microsoft.Compute/skus) has API versions of its own.
+RESOURCE_SKUS_API_VERSION = "2021-07-01"
+# Usage - List (Microsoft.Compute/locations/{location}/usages): a quota, its use and its limit. The
+# quota check approves on these numbers, so an item without them is not proof.
+USAGE_SHAPE = Shape("usage", required={"name": OBJECT, "currentValue": INTEGER, "limit": INTEGER})
+USAGE_NAME_SHAPE = Shape("usage name", required={"value": STRING})
+# Resource Skus - List: what the quota check reads of a SKU (a VM size's family names its vCPU quota).
+RESOURCE_SKU_SHAPE = Shape("resource SKU", required={"resourceType": STRING, "name": STRING},
+                           optional={"family": STRING})
 # Subscription states in which ARM creates nothing (Warned and PastDue still work).
 UNUSABLE_SUBSCRIPTION_STATES = ("disabled", "deleted")
 
@@ -464,6 +474,57 @@ class AzureClients:
                                     "trusted" % urlsplit(url).path)
             yield body["value"]
             url = body.get("nextLink")
+
+    def _checked_listing(self, path, params, api_version, shape, what, title):
+        """Every item of an ARM listing (all pages, ``nextLink``) at ``path``, each of ``shape``, as a
+        ``ProvenList``; raises :class:`AzureError` (translated, titled ``title``) or
+        :class:`AzureUnproven` for an answer that proves nothing, an empty one included."""
+        call = "GET %s" % path
+        query = dict(params or {})
+        query["api-version"] = api_version
+
+        def fetch():
+            items = []
+            url = "%s%s?%s" % (self.arm_endpoint, path, urlencode(query))
+            while url:
+                body = self._json(url)
+                if not isinstance(body.get("value"), list):
+                    raise AzureUnproven("ARM answered %s without the list 'value' of a listing; the listing is not "
+                                        "trusted" % call)
+                items.extend(body["value"])
+                url = body.get("nextLink")
+            return items
+
+        items = self.call(title, fetch)
+        problem = shape.first_problem(items)
+        if problem:
+            raise AzureUnproven("%s: ARM answered JSON of another shape (%s); nothing is decided on it" % (call, problem))
+        if not items:
+            raise AzureUnproven("%s: ARM listed no %s at all; that proves nothing" % (call, what))
+        return ProvenList(items, call)
+
+    def vcpu_usages(self, location):
+        """The subscription's Compute quotas in ``location`` (Usage - List,
+        ``GET /subscriptions/{id}/providers/Microsoft.Compute/locations/{location}/usages``), as ARM's JSON
+        items (``name.value`` such as ``cores`` or ``standardBSFamily``, ``currentValue``, ``limit``), in a
+        ``ProvenList``; every item checked, its ``name`` too."""
+        path = "/subscriptions/%s/providers/Microsoft.Compute/locations/%s/usages" % (
+            quote(str(self.subscription_id), safe=""), quote(str(location), safe=""))
+        usages = self._checked_listing(path, None, JSON_API_VERSIONS["compute"], USAGE_SHAPE, "usage",
+                                       "listing the vCPU quotas of location %s" % location)
+        problem = USAGE_NAME_SHAPE.first_problem([usage["name"] for usage in usages])
+        if problem:
+            raise AzureUnproven("%s: ARM answered JSON of another shape (%s); nothing is decided on it"
+                                % (usages.source, problem))
+        return usages
+
+    def resource_skus(self, location):
+        """The Compute SKUs offered in ``location`` (Resource Skus - List,
+        ``GET /subscriptions/{id}/providers/Microsoft.Compute/skus?$filter=location eq '{location}'``), as
+        ARM's JSON items (``resourceType``, ``name``, ``family``) in a ``ProvenList``."""
+        path = "/subscriptions/%s/providers/Microsoft.Compute/skus" % quote(str(self.subscription_id), safe="")
+        return self._checked_listing(path, {"$filter": "location eq '%s'" % location}, RESOURCE_SKUS_API_VERSION,
+                                     RESOURCE_SKU_SHAPE, "SKU", "listing the VM SKUs of location %s" % location)
 
     def json_at(self, url):
         """ARM's JSON object at an absolute ``url`` ARM handed out (an operation's status)."""

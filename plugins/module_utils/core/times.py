@@ -46,3 +46,18 @@ def oldest(values):
     """The earliest of some times, or None when none of them is a time."""
     moments = [moment for moment in (parse_time(value) for value in values) if moment is not None]
     return min(moments) if moments else None
+
+
+def by_placement(items, orders):
+    """``items`` (one per order, ``order_uuid``) in the order their orders were placed: by the
+    ``created`` of ``orders`` (Waldur's listed orders), oldest first; an item whose order has no
+    time keeps its place after those that have one. The quota checks give the room left to the
+    orders in this order."""
+    placed = {}
+    for order in orders or []:
+        if isinstance(order, dict) and order.get("uuid"):
+            placed[str(order["uuid"]).replace("-", "").lower()] = parse_time(order.get("created"))
+    timed = [(placed.get(str(item.get("order_uuid") or "").replace("-", "").lower()), index, item)
+             for index, item in enumerate(items)]
+    known = sorted((entry for entry in timed if entry[0] is not None), key=lambda entry: (entry[0], entry[1]))
+    return [entry[2] for entry in known] + [entry[2] for entry in timed if entry[0] is None]

@@ -6,6 +6,10 @@ verdict on the droplet an order asks for (region, size, image) against it.
 
 ``read_catalogue`` makes the calls (two listings and one read per distinct image); everything else
 is a pure function of what it read, so the verdicts are unit-tested without a cloud.
+
+The quota check (``read_quota``, ``quota_holds``): the account's ``droplet_limit`` and how many
+droplets it has, and which pending orders fit in what is left, in the order they were placed; the
+rest are held (left ``pending-provider``) with a line naming the limit, its use and the need.
 """
 
 from __future__ import absolute_import, division, print_function
@@ -19,6 +23,7 @@ from ansible_collections.waldur.site_agent.plugins.module_utils.core.evidence im
     Shape,
     Unproven,
     is_absent,
+    require,
 )
 
 # What the verdicts read of a region and a size (DigitalOcean's OpenAPI types).
@@ -130,3 +135,54 @@ def settings_problems(defaults, mapped_sizes, catalogue):
         if problem:
             problems.append("backend_settings.size_mapping: %s" % problem)
     return problems
+
+
+# ---------------------------------------------------------------- the quota before approval
+
+# What an order that is held waits for (the end of its line).
+HELD_ADVICE = "left pending-provider (raise the limit, or free a droplet)"
+
+
+def read_quota(client):
+    """``{droplet_limit, droplets}``: the account's limit (``GET /v2/account``) and how many
+    droplets it has (``meta.total`` of ``GET /v2/droplets?per_page=1``), both from checked reads;
+    a read that proves nothing raises, and nothing is approved on it."""
+    account = require(client.account_limits(), "the account's droplet limit")
+    count = require(client.droplet_count(), "the number of droplets")
+    return {"droplet_limit": account["droplet_limit"], "droplets": count["total"]}
+
+
+def _droplets(count):
+    return "%d droplet%s" % (count, "" if count == 1 else "s")
+
+
+def quota_holds(droplets, quota, rejected=()):
+    """The pending droplets that do not fit in the account's droplet limit, as ``held`` entries
+    (``order_uuid``, ``resource_uuid``, ``resource_name``, ``msg``), in the order of ``droplets``
+    (their placement). Each droplet to create needs one more droplet. An executing order's (approved
+    by an earlier pass) is never held: its droplet is counted first, whether or not it already
+    exists, so a pending order is never approved on room that droplet may take. Then each pending
+    order that fits in what is left takes its droplet; one that does not is held. ``rejected``:
+    the orders the catalogue turns down (they take nothing)."""
+    rejected = set(rejected or ())
+    limit, existing = quota["droplet_limit"], quota["droplets"]
+    wanted = [droplet for droplet in droplets if droplet["order_uuid"] not in rejected]
+    planned = sum(1 for droplet in wanted if droplet.get("executing"))
+    held = []
+    for droplet in wanted:
+        if droplet.get("executing"):
+            continue
+        if existing + planned + 1 <= limit:
+            planned += 1
+            continue
+        before = (", %d more going to orders placed before it" % planned) if planned else ""
+        held.append({"order_uuid": droplet["order_uuid"], "resource_uuid": droplet.get("resource_uuid"),
+                     "resource_name": droplet.get("resource_name") or "",
+                     "msg": "DigitalOcean's droplet limit is %d and %s exist%s%s; this order needs 1 more; %s"
+                            % (limit, _droplets(existing), "s" if existing == 1 else "", before, HELD_ADVICE)})
+    return held
+
+
+def headroom(quota):
+    """The account's headroom as ``health`` shows it: ``droplets 3 of 3 used``."""
+    return "droplets %d of %d used" % (quota["droplets"], quota["droplet_limit"])

@@ -100,6 +100,8 @@ DROPLET_SHAPE = Shape("droplet", required={
 })
 ACCOUNT_SHAPE = Shape("account", required={"uuid": STRING, "status": STRING},
                       optional={"droplet_limit": INTEGER, "email": STRING})
+# The account as the quota check reads it: the limit must be there to approve anything on it.
+ACCOUNT_LIMITS_SHAPE = Shape("account", required={"uuid": STRING, "status": STRING, "droplet_limit": INTEGER})
 # A listing's ``meta`` (every paged listing of DigitalOcean carries its total).
 LISTING_META_SHAPE = Shape("listing meta", required={"total": INTEGER})
 # DigitalOcean's body of a missing object (``"id": "not_found"``): the only 404 that proves absence.
@@ -316,6 +318,23 @@ class DigitalOceanClient:
         the token and the API."""
         return self._object(self.build(BoundListing).get_data("account/"), "account", "GET /v2/account",
                             ACCOUNT_SHAPE)
+
+    def account_limits(self):
+        """The account with its ``droplet_limit`` (``GET /v2/account``), for the quota check before
+        approval: an answer without the limit proves nothing to approve on."""
+        return self._object(self.build(BoundListing).get_data("account/"), "account", "GET /v2/account",
+                            ACCOUNT_LIMITS_SHAPE)
+
+    def droplet_count(self):
+        """How many droplets the account has (``GET /v2/droplets?page=1&per_page=1``: the listing's
+        ``meta.total``), as a ``ProvenObject`` ``{"total": n}``. A first page that holds no droplet
+        while the total says there are some (or more than the one asked for) is not trusted."""
+        call = "GET /v2/droplets/?per_page=1"
+        data = self.build(BoundListing).get_data("droplets/", params={"page": 1, "per_page": 1})
+        items, total = self._page(data, "droplets", call, DROPLET_SHAPE)
+        if total < 0 or len(items) != min(total, 1):
+            raise self._unproven(call, "a page of %d droplet(s) but a total of %d" % (len(items), total))
+        return ProvenObject({"total": total}, call)
 
     # ---- catalogue ----------------------------------------------------------------
     def image(self, image):

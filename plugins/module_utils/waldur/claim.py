@@ -343,14 +343,20 @@ class Claim:
                 "resource_name": order.get("resource_name") or "", "msg": msg}
 
 
+def _reasons(module, params, option):
+    """``{order uuid: reason}`` of a list option of ``order_uuid`` and ``msg`` mappings (O(reject), O(hold))."""
+    reasons = {}
+    for index, entry in enumerate(params.get(option) or []):
+        if not isinstance(entry, dict) or not entry.get("order_uuid") or not entry.get("msg"):
+            module.fail_json(msg="%s[%d] must be a mapping with order_uuid and msg (the reason), got %r"
+                             % (option, index, entry))
+        reasons[module.uuid_param(entry["order_uuid"], "%s[%d].order_uuid" % (option, index))] = _one_line(entry["msg"])
+    return reasons
+
+
 def _verdicts(module, params):
     """``{order uuid: reason}`` of O(reject), and the set of O(judged_orders) (None when not given)."""
-    verdicts = {}
-    for index, entry in enumerate(params.get("reject") or []):
-        if not isinstance(entry, dict) or not entry.get("order_uuid") or not entry.get("msg"):
-            module.fail_json(msg="reject[%d] must be a mapping with order_uuid and msg (the reason), got %r"
-                             % (index, entry))
-        verdicts[module.uuid_param(entry["order_uuid"], "reject[%d].order_uuid" % index)] = _one_line(entry["msg"])
+    verdicts = _reasons(module, params, "reject")
     judged = None
     if params.get("judged_orders") is not None:
         try:
@@ -434,6 +440,7 @@ def run_claim(module, client, offering_uuid, params):
     except WaldurApiError as exc:
         module.fail_from_error(exc, msg="could not list the orders of offering %s" % offering_uuid)
     verdicts, judged = _verdicts(module, params)
+    holds = _reasons(module, params, "hold")
     rejected, unjudged = [], []
     for order in orders:
         if order["uuid"] in verdicts:
@@ -441,6 +448,12 @@ def run_claim(module, client, offering_uuid, params):
         elif judged is not None and order["state"] == "pending-provider" and order["uuid"] not in judged:
             skipped.append(claim._skipped(order, "placed after the check against the cloud's catalogue; left "
                                                  "pending-provider for the next pass"))
+        elif order["uuid"] in holds and order["state"] == "pending-provider":
+            # past the cloud's quota: not approved, so nothing is built for it; a later pass approves it once
+            # there is room (an executing order is never held: its machine may exist already)
+            held = claim._skipped(order, holds[order["uuid"]])
+            held["outcome"] = "held"
+            skipped.append(held)
         else:
             unjudged.append(order)
     orders = unjudged

@@ -1,6 +1,7 @@
 """Microsoft.Compute as the simulator serves it: virtual machines (create/update
 LRO, instance view, power actions, delete with delete options), managed disks,
-VM sizes and resource SKUs. Mixed into :class:`AzureSimulator`.
+VM sizes, resource SKUs and the vCPU quotas (Usage - List; a VM PUT that would
+exceed one is refused as ARM refuses it). Mixed into :class:`AzureSimulator`.
 """
 
 from __future__ import annotations
@@ -66,6 +67,7 @@ class ComputeProvider:
             ("GET", S + "/locations/<loc>/virtualMachines", "vms.list_by_location", self._list_vms_by_location),
             ("GET", S + "/locations/<loc>/vmSizes", "vm_sizes.list", self._list_vm_sizes),
             ("GET", S + "/skus", "skus.list", self._list_skus),
+            ("GET", S + "/locations/<loc>/usages", "usages.list", self._list_usages),
             ("GET", S + VMIMAGE + "/versions", "vm_images.list", self._list_image_versions),
             ("GET", S + VMIMAGE + "/versions/<version>", "vm_images.get", self._get_image_version),
             ("GET", RG + "/virtualMachines", "vms.list", self._list_vms),
@@ -101,7 +103,7 @@ class ComputeProvider:
 
     # ---- VM create / update -------------------------------------------------------------
     def _put_vm(self, request: Request, sub: str, rg: str, name: str) -> Response:
-        record, created = self.apply_vm(rg, name, self._json(request))
+        record, created = self.apply_vm(rg, name, self._json(request), check_quota=True)
         if created:
             record["power"] = "starting"
 
@@ -115,8 +117,9 @@ class ComputeProvider:
 
         return self._finish_put(request, "vms.put", COMPUTE, record, created, started, failed)
 
-    def apply_vm(self, rg: str, name: str, body: dict) -> tuple[dict, bool]:
-        """Validate a VM PUT and store it (the disk too); returns (record, created)."""
+    def apply_vm(self, rg: str, name: str, body: dict, check_quota: bool = False) -> tuple[dict, bool]:
+        """Validate a VM PUT and store it (the disk too); returns (record, created). ``check_quota``:
+        refuse it when its vCPUs would exceed a quota (a PUT; seeds bypass the quotas)."""
         group = self._require_group(rg, write=True)
         location = self._location(body, "Microsoft.Compute/virtualMachines")
         arm_id = self._resource_id(group, COMPUTE, "virtualMachines", name)
@@ -131,6 +134,8 @@ class ComputeProvider:
         if not isinstance(props, dict):
             raise _missing("properties")
         size = self._vm_size(props, location)
+        if check_quota:
+            self._check_vcpu_quota(location, size, existing)
         image_key, image_ref = self._image(props, existing)
         image = presets.IMAGES[image_key]
         os_disk = self._os_disk(props, existing, name, image, group)
@@ -630,6 +635,68 @@ class ComputeProvider:
                                      {"name": "MinSizeGiB", "value": "0"}],
                     "restrictions": [],
                 })
+        return json_response({"value": items})
+
+    # ---- vCPU quotas (Usage - List) ---------------------------------------------------------
+    def vcpu_limit(self, location: str, name: str) -> int:
+        """The limit of quota ``name`` (``cores`` or a family, any case) in ``location``: the option
+        ``vcpu_quotas`` for that location, else for every location, else the default."""
+        quotas = dict((str(quota).lower(), limit) for quota, limit in self.vcpu_quotas.items())
+        key = name.lower()
+        return int(quotas.get(f"{normalize_location(location)}/{key}", quotas.get(key, presets.DEFAULT_VCPU_QUOTA)))
+
+    def vcpu_use(self, location: str, name: str) -> int:
+        """vCPUs the location's machines take of quota ``name``: every VM counts, running or deallocated,
+        as ARM counts them."""
+        key = name.lower()
+        used = 0
+        for record in self._vms(normalize_location(location)):
+            size = presets.VM_SIZES.get(str(record.get("size") or "").lower())
+            if size is not None and (key == presets.REGIONAL_QUOTA or size.family.lower() == key):
+                used += size.cores
+        return used
+
+    def _check_vcpu_quota(self, location: str, size: presets.VmSize, existing: dict | None) -> None:
+        """ARM's refusal of a PUT whose vCPUs exceed the family's quota or the regional total (a resize
+        needs only the difference): 409 OperationNotAllowed, family first."""
+        old = presets.VM_SIZES.get(str(existing.get("size") or "").lower()) if existing else None
+        for name, words, page_name in ((size.family, f"{size.family} Cores", "per-vm-quota-requests"),
+                                       (presets.REGIONAL_QUOTA, "Total Regional Cores", "regional-quota-requests")):
+            key = name.lower()
+            freed = old.cores if old is not None and (key == presets.REGIONAL_QUOTA or old.family.lower() == key) else 0
+            required = size.cores - freed
+            if required <= 0:
+                continue
+            limit, used = self.vcpu_limit(location, key), self.vcpu_use(location, key)
+            if used + required > limit:
+                raise ArmError(409, "OperationNotAllowed", (
+                    f"Operation could not be completed as it results in exceeding approved {words} quota. "
+                    f"Additional details - Deployment Model: Resource Manager, Location: {location}, Current Limit: "
+                    f"{limit}, Current Usage: {used}, Additional Required: {required}, (Minimum) New Limit Required: "
+                    f"{used + required}. Submit a request for Quota increase at https://aka.ms/ProdportalCRP/#blade/"
+                    "Microsoft_Azure_Capacity/UsageAndQuota.ReactView by specifying parameters listed in the "
+                    "'Details' section for deployment to succeed. Please read more about quota limits at "
+                    f"https://docs.microsoft.com/en-us/azure/azure-supportability/{page_name}"))
+
+    def _list_usages(self, request: Request, sub: str, loc: str) -> Response:
+        location = normalize_location(loc)
+        if location not in presets.LOCATIONS:
+            raise ArmError(400, "NoRegisteredProviderFound",
+                           f"No registered resource provider found for location '{loc}' and API version "
+                           f"'{request.args.get('api-version')}' for type 'locations/usages'.")
+
+        def usage(name: str, display: str, used: int, limit: int) -> dict:
+            return {"limit": limit, "unit": "Count", "currentValue": used,
+                    "name": {"value": name, "localizedValue": display}}
+
+        machines = len(self._vms(location))
+        others = {"availabilitySets": 0, "virtualMachines": machines, "virtualMachineScaleSets": 0}
+        items = [usage(name, display, others[name], limit) for name, display, limit in presets.OTHER_QUOTAS]
+        items.insert(1, usage(presets.REGIONAL_QUOTA, "Total Regional vCPUs",
+                              self.vcpu_use(location, presets.REGIONAL_QUOTA),
+                              self.vcpu_limit(location, presets.REGIONAL_QUOTA)))
+        items += [usage(family, presets.family_display(family), self.vcpu_use(location, family),
+                        self.vcpu_limit(location, family)) for family in presets.families()]
         return json_response({"value": items})
 
     # ---- marketplace images ---------------------------------------------------------------

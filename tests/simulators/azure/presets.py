@@ -129,6 +129,33 @@ def sizes_in(location: str) -> list[VmSize]:
     return [size for key, size in VM_SIZES.items() if key not in missing]
 
 
+# vCPU quotas (Usage - List, Microsoft.Compute/locations/{location}/usages). The family of each size
+# above is the one ARM's Resource Skus give it (``family`` of the virtualMachines SKU, e.g. Standard_B2s
+# -> standardBSFamily, Standard_D2s_v3 -> standardDSv3Family, Standard_A1_v2 -> standardAv2Family, as
+# ``az vm list-skus --location westeurope --size <size>`` shows them); the usages name each family's quota
+# by it, and ``cores`` is the total regional vCPUs. A new pay-as-you-go subscription starts far lower
+# (10 to 350 vCPUs a region); the simulator's default lets the bench build thousands of machines, and
+# the option ``vcpu_quotas`` sets real-sized ones.
+REGIONAL_QUOTA = "cores"
+DEFAULT_VCPU_QUOTA = 100_000
+# The other quotas ARM lists beside the vCPUs (name, localized name, limit), counted as the simulator can.
+OTHER_QUOTAS = (("availabilitySets", "Availability Sets", 2500),
+                ("virtualMachines", "Virtual Machines", 25000),
+                ("virtualMachineScaleSets", "Virtual Machine Scale Sets", 2500))
+
+
+def families() -> list[str]:
+    """Every VM family of the sizes, in the order of the sizes."""
+    return list(dict.fromkeys(size.family for size in VM_SIZES.values()))
+
+
+def family_display(family: str) -> str:
+    """ARM's localized name of a family's quota: ``standardBSFamily`` -> ``Standard BS Family vCPUs``."""
+    core = family[len("standard"):] if family.startswith("standard") else family
+    core = core[:-len("Family")] if core.endswith("Family") else core
+    return f"Standard {core} Family vCPUs"
+
+
 @dataclass(frozen=True)
 class PlatformImage:
     publisher: str

@@ -18,7 +18,17 @@ Options (constructor keywords; strings are accepted, as from ``--option k=v``):
 * ``token_lifetime``: seconds an access token is valid (3599);
 * ``compute_id_casing``: ``canonical`` (default) or ``upper_rg``, which makes the
   Compute provider upper-case the resource-group segment of VM and disk ids,
-  as real Azure often does.
+  as real Azure often does;
+* ``vcpu_quotas``: the limits of the vCPU quotas, ``{name: limit}`` with ``name`` ``cores`` (the
+  total regional vCPUs) or a VM family as ARM's Resource Skus name it (``standardBSFamily``; the
+  table is ``presets.VM_SIZES``), for every location, or ``<location>/<name>`` for one; as text
+  (``--option``) ``cores=10,standardBSFamily=4``. Unset quotas are ``presets.DEFAULT_VCPU_QUOTA``
+  (100,000). Usage - List (``usages.list``) answers them with their use (every machine of the
+  location counts, running or deallocated, as in ARM), and a VM PUT whose vCPUs would exceed the
+  family's quota or the regional total is refused as ARM refuses it: 409 ``OperationNotAllowed``,
+  "Operation could not be completed as it results in exceeding approved standardBSFamily Cores
+  quota. Additional details - ... Current Limit: 4, Current Usage: 4, Additional Required: 2 ..."
+  (``Total Regional Cores`` for the regional total). ``seed_vm`` bypasses the quotas.
 
 All of them are attributes too (``app.lro_mode``, ``app.retry_after``, ...),
 settable at run time or with ``POST /_sim/options``; ``reset()`` restores the
@@ -32,7 +42,8 @@ Operation names (call log and fault injection): ``openid``, ``token``, ``msi.app
 ``{virtual_networks,subnets,public_ips,nsgs,security_rules,nics}.{list,get,put,delete}``,
 ``{virtual_networks,public_ips,nsgs,nics}.list_all`` (the subscription's, as ARM's List All),
 ``vms.{list,list_all,list_by_location,get,put,delete,instance_view,vm_sizes,deallocate,start,power_off,restart}``,
-``vm_sizes.list``, ``skus.list``, ``vm_images.{list,get}`` (a marketplace image's versions in a location),
+``vm_sizes.list``, ``skus.list``, ``usages.list`` (the vCPU quotas of a location),
+``vm_images.{list,get}`` (a marketplace image's versions in a location),
 ``disks.{list,list_all,get,update,delete}``, ``resources.{list,list_by_group}``,
 ``tags.update_at_scope`` (ARM's Tags API on a group or a resource: :mod:`.tags`).
 
@@ -88,6 +99,26 @@ SUBSCRIPTION_ID_FORM = re.compile(r"^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4
 RG = S + "/resourceGroups/<rg>"
 
 
+def parse_vcpu_quotas(value) -> dict[str, int]:
+    """The option ``vcpu_quotas``: a mapping, or ``name=limit`` pairs separated by commas, with
+    lower-case keys (``cores``, ``standardbsfamily``, ``westeurope/cores``)."""
+    if isinstance(value, str):
+        pairs = [item.split("=", 1) for item in value.split(",") if item.strip()]
+        if any(len(pair) != 2 for pair in pairs):
+            raise ValueError("vcpu_quotas must be name=limit pairs separated by commas, e.g. cores=10,standardBSFamily=4")
+        value = dict((name.strip(), limit.strip()) for name, limit in pairs)
+    if not isinstance(value, dict):
+        raise ValueError("vcpu_quotas must map quota names (cores, a VM family) to limits")
+    quotas = {}
+    for name, limit in value.items():
+        location, _slash, quota = str(name).rpartition("/")
+        key = (normalize_location(location) + "/" if location else "") + quota.strip().lower()
+        quotas[key] = int(limit)
+        if quotas[key] < 0:
+            raise ValueError(f"vcpu_quotas: {name} must not be negative")
+    return quotas
+
+
 class AzureSimulator(NetworkProvider, ComputeProvider, TagsProvider, Simulator):
     name = "azure"
 
@@ -134,6 +165,8 @@ class AzureSimulator(NetworkProvider, ComputeProvider, TagsProvider, Simulator):
             if casing not in COMPUTE_ID_CASINGS:
                 raise ValueError(f"compute_id_casing must be one of {COMPUTE_ID_CASINGS}")
             self.compute_id_casing = casing
+        if "vcpu_quotas" in options:
+            self.vcpu_quotas = parse_vcpu_quotas(options["vcpu_quotas"])
 
     def reset_state(self, preset: str | None) -> None:
         preset = preset or "default"
@@ -142,6 +175,7 @@ class AzureSimulator(NetworkProvider, ComputeProvider, TagsProvider, Simulator):
         self.lro_mode, self.retry_after, self.lro_seconds = "instant", 1, 2.0
         self.slow_operations: dict[str, float] = {}
         self.page_size, self.compute_id_casing = 50, "canonical"
+        self.vcpu_quotas: dict[str, int] = {}
         self.tokens.lifetime = 3599
         self._apply_options(self.options)
         self.records.clear()
@@ -653,7 +687,8 @@ class AzureSimulator(NetworkProvider, ComputeProvider, TagsProvider, Simulator):
         return {"lro": self.lro_mode, "retry_after": self.retry_after,
                 "lro_seconds": self.lro_seconds, "slow_operations": dict(self.slow_operations),
                 "page_size": self.page_size,
-                "token_lifetime": self.tokens.lifetime, "compute_id_casing": self.compute_id_casing}
+                "token_lifetime": self.tokens.lifetime, "compute_id_casing": self.compute_id_casing,
+                "vcpu_quotas": dict(self.vcpu_quotas)}
 
     # ---- read helpers for tests ---------------------------------------------------------
     def resources(self) -> list[str]:

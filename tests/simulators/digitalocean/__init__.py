@@ -81,7 +81,10 @@ Behaviour:
 Options (constructor keywords, ``--option key=value``, ``app.configure(...)`` or
 POST ``/_sim/options``; ``configure`` lasts until the next reset): ``action_seconds``,
 ``boot_seconds``, ``enforce_limits``, ``burst_limit``, ``burst_window``,
-``hourly_limit``, ``droplet_limit`` (100; creates past it are 422).
+``hourly_limit``, ``droplet_limit`` (100: the account's ``droplet_limit`` of ``GET /v2/account``; a
+create that would take the account's droplets, ``meta.total`` of ``GET /v2/droplets``, past it is
+refused as DigitalOcean refuses it: 422 ``unprocessable_entity`` "creating this/these droplet(s) will
+exceed your droplet limit").
 
 Presets: ``default`` (no droplets or tags, the two SSH keys of
 ``presets.PRESET_SSH_KEYS``) and ``empty`` (no keys either).
