@@ -10,7 +10,7 @@ DOCUMENTATION = r"""
 name: waldur_json
 type: stdout
 short_description: JSON lines in the Waldur site agent's log format, with optional Sentry reporting
-version_added: 0.1.0
+version_added: 1.0.0
 author:
   - Waldur site agent developers (@waldur)
 description:

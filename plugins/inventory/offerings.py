@@ -9,7 +9,7 @@ __metaclass__ = type
 DOCUMENTATION = r"""
 name: offerings
 short_description: The offerings of a Waldur site agent configuration as inventory hosts
-version_added: 0.1.0
+version_added: 1.0.0
 author:
   - Waldur site agent developers (@waldur)
 description:

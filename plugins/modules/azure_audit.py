@@ -11,7 +11,7 @@ DOCUMENTATION = r"""
 ---
 module: azure_audit
 short_description: Set an Azure subscription's machines beside a Waldur offering's resources
-version_added: 0.1.0
+version_added: 1.0.0
 description:
   - Reads listings only, run side by side - the resource groups carrying this offering's owner tag
     C(waldur-offering-uuid), the virtual machines of the subscription and their power states, the

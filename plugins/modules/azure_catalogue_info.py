@@ -10,7 +10,7 @@ __metaclass__ = type
 DOCUMENTATION = r"""
 module: azure_catalogue_info
 short_description: Check the machines orders ask for against Azure's catalogue before approval
-version_added: 0.1.0
+version_added: 1.0.0
 description:
   - Reads Azure's catalogue once - the subscription's locations (C(GET /subscriptions/{id}/locations)), the VM
     sizes offered in each location the machines name (C(Microsoft.Compute/locations/{location}/vmSizes), one

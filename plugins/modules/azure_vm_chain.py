@@ -11,7 +11,7 @@ DOCUMENTATION = r"""
 ---
 module: azure_vm_chain
 short_description: Create, delete, deallocate and start the Azure virtual machines of Waldur resources
-version_added: 0.1.0
+version_added: 1.0.0
 description:
   - Works on a list of machines at once, concurrently, and returns one result per machine in input order.
     One machine failing never stops the others.

@@ -11,7 +11,7 @@ DOCUMENTATION = r"""
 ---
 module: azure_vm_chain_info
 short_description: Read Azure virtual machines by ARM id and measure what they are allocated
-version_added: 0.1.0
+version_added: 1.0.0
 description:
   - For every ARM id, whether the virtual machine exists, its location, size and power state, and the cores,
     memory and disk of its size (the figures).

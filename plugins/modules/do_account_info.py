@@ -10,7 +10,7 @@ __metaclass__ = type
 DOCUMENTATION = r"""
 module: do_account_info
 short_description: Prove a DigitalOcean token with one cheap read of its account
-version_added: 0.1.0
+version_added: 1.0.0
 description:
   - Reads the account the token belongs to (C(GET /v2/account)) and fails, with one line saying why,
     when DigitalOcean rejects the token, cannot be reached, keeps failing past O(max_retry_seconds), or

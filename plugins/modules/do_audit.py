@@ -10,7 +10,7 @@ __metaclass__ = type
 DOCUMENTATION = r"""
 module: do_audit
 short_description: Set a DigitalOcean account's droplets beside a Waldur offering's resources
-version_added: 0.1.0
+version_added: 1.0.0
 description:
   - Lists every droplet of the account (pages of 200, one listing; never one read per droplet) and
     compares it with the offering's resources, in every state.

@@ -10,7 +10,7 @@ __metaclass__ = type
 DOCUMENTATION = r"""
 module: do_catalogue_info
 short_description: Check the droplets orders ask for against DigitalOcean's catalogue before approval
-version_added: 0.1.0
+version_added: 1.0.0
 description:
   - Reads DigitalOcean's catalogue once - every region (C(GET /v2/regions)) and size (C(GET /v2/sizes)) with
     their availability, and each distinct image the droplets and O(default_image) name (C(GET /v2/images/{id or

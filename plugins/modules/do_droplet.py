@@ -10,7 +10,7 @@ __metaclass__ = type
 DOCUMENTATION = r"""
 module: do_droplet
 short_description: Create, adopt, resize, power and delete DigitalOcean droplets of Waldur resources
-version_added: 0.1.0
+version_added: 1.0.0
 description:
   - Works on a list of droplets, one per Waldur resource, concurrently on a bounded pool of workers,
     and returns one result per item in the order of the input.

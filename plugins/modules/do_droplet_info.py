@@ -10,7 +10,7 @@ __metaclass__ = type
 DOCUMENTATION = r"""
 module: do_droplet_info
 short_description: Facts of many DigitalOcean droplets at once
-version_added: 0.1.0
+version_added: 1.0.0
 description:
   - Looks up droplets by id and returns their facts and the backend metadata Waldur stores, in the order
     of O(backend_ids).

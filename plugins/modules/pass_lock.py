@@ -10,7 +10,7 @@ __metaclass__ = type
 DOCUMENTATION = r"""
 module: pass_lock
 short_description: Hold a lock for one site agent pass of an offering, released on any exit
-version_added: 0.1.0
+version_added: 1.0.0
 description:
   - Keeps two passes from working on the same offering at once (two timers, a manual run beside
     a timer, the event rulebook's run beside its sweep). The C(waldur.site_agent.agent_pass) role

@@ -10,7 +10,7 @@ __metaclass__ = type
 DOCUMENTATION = r"""
 module: site_config
 short_description: Read and validate a Waldur site agent configuration file
-version_added: 0.1.0
+version_added: 1.0.0
 description:
   - Reads the upstream Waldur site agent's YAML configuration (an C(offerings) list with
     C(waldur_api_url), C(waldur_api_token), C(waldur_offering_uuid), C(backend_type),

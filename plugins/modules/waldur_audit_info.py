@@ -10,7 +10,7 @@ __metaclass__ = type
 DOCUMENTATION = r"""
 module: waldur_audit_info
 short_description: What Waldur holds for an offering's audit - every resource and the stuck orders
-version_added: 0.1.0
+version_added: 1.0.0
 description:
   - Lists the offering's resources in every state, Terminated included
     (C(/api/marketplace-provider-resources/), all pages), and its orders in state C(executing)

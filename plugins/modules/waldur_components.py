@@ -10,7 +10,7 @@ __metaclass__ = type
 DOCUMENTATION = r"""
 module: waldur_components
 short_description: Create or update the components of a Waldur offering from the agent configuration
-version_added: 0.1.0
+version_added: 1.0.0
 description:
   - Loads the C(backend_components) of a site-agent offering configuration into Waldur, as the
     upstream C(waldur_site_load_components) command does.

@@ -10,7 +10,7 @@ __metaclass__ = type
 DOCUMENTATION = r"""
 module: waldur_offering_info
 short_description: Check that a Waldur offering exists and is provided by the token's organisation
-version_added: 0.1.0
+version_added: 1.0.0
 description:
   - One read of the offering as its service provider sees it
     (C(/api/marketplace-provider-offerings/<uuid>/)). Waldur shows there only the offerings of the

@@ -10,7 +10,7 @@ __metaclass__ = type
 DOCUMENTATION = r"""
 module: waldur_order
 short_description: Order, change or terminate a Waldur marketplace resource as a consumer
-version_added: 0.1.0
+version_added: 1.0.0
 description:
   - The consumer side of the marketplace order flow, as the Waldur CLI's C(provision) and
     C(terminate) commands offer it. Submit an order, wait for it, get the resource.

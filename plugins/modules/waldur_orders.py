@@ -10,7 +10,7 @@ __metaclass__ = type
 DOCUMENTATION = r"""
 module: waldur_orders
 short_description: Claim and settle the Waldur marketplace orders of an offering
-version_added: 0.1.0
+version_added: 1.0.0
 description:
   - The first and last task of an order pass (claim, act, settle).
   - With O(state=claimed), lists the offering's orders in C(pending-provider) and C(executing)

@@ -10,7 +10,7 @@ __metaclass__ = type
 DOCUMENTATION = r"""
 module: waldur_resource_metadata
 short_description: Record backend metadata on Waldur provider resources, only where it changed
-version_added: 0.1.0
+version_added: 1.0.0
 description:
   - For each resource, compares the wanted backend metadata with what Waldur holds and calls
     C(set_backend_metadata) only where they differ.

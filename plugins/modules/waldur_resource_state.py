@@ -10,7 +10,7 @@ __metaclass__ = type
 DOCUMENTATION = r"""
 module: waldur_resource_state
 short_description: Set Erred Waldur resources OK again once their machines are known to be healthy
-version_added: 0.1.0
+version_added: 1.0.0
 description:
   - Waldur marks a resource C(Erred) when one of its orders is erred, for example an Update order
     that cannot be carried out, although the machine is unchanged and running. Waldur then refuses

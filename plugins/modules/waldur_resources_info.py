@@ -10,7 +10,7 @@ __metaclass__ = type
 DOCUMENTATION = r"""
 module: waldur_resources_info
 short_description: List the provider resources of a Waldur offering
-version_added: 0.1.0
+version_added: 1.0.0
 description:
   - Lists the marketplace resources of an offering as its service provider sees them
     (C(/api/marketplace-provider-resources/), all pages), in the shape the other modules and filters

@@ -10,7 +10,7 @@ __metaclass__ = type
 DOCUMENTATION = r"""
 module: waldur_usage
 short_description: Report component usage of Waldur resources for a billing month, idempotently
-version_added: 0.1.0
+version_added: 1.0.0
 description:
   - The last task of the report pass. Takes the usage measured for a batch of resources and submits
     it to Waldur with C(set_usage), one call per resource that has something new.

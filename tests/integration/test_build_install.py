@@ -166,6 +166,9 @@ def test_the_order_pass_of_the_installed_collection_creates_a_droplet(installed,
 def repo_copy(tmp_path):
     """A git repository holding a copy of the working tree, committed: a clean tree to release from."""
     repo = copy_working_tree(tmp_path / "repo")
+    # a change set after the last release, as a contributor adds it
+    (repo / "changelogs" / "fragments" / "operations.yml").write_text(
+        "---\nminor_changes:\n  - schedule role - runs the passes from systemd timers.\n")
     env = dict(os.environ, VENV=str(BIN.parent))
     for cmd in (["git", "init", "-q"], ["git", "add", "-A"], ["git", *GIT_IDENTITY, "commit", "-q", "-m", "Import"]):
         assert run(cmd, cwd=repo, env=env).returncode == 0

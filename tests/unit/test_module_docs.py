@@ -58,9 +58,9 @@ def test_ansible_doc_shows_the_description_as_written(module, rendered):
     shown = rendered["waldur.site_agent.%s" % module]["doc"]
     written = own["description"] if isinstance(own["description"], list) else [own["description"]]
     assert shown["description"] == written
-    assert shown["version_added"] == "0.1.0"
+    assert shown["version_added"] == "1.0.0"
     for option in shown["options"].values():
-        assert option.get("version_added", "0.1.0") == "0.1.0"
+        assert option.get("version_added", "1.0.0") == "1.0.0"
 
 
 def test_every_version_added_is_a_release_of_the_collection():

@@ -60,7 +60,7 @@ def test_the_matrix_tests_the_promised_ansible_core_range():
 
 # What the quickstart's simulator walkthrough (and make demo, make sanity) write into a checkout.
 CHECKOUT_LEFTOVERS = ["sim-config.yaml", "sim-ca/simulator-ca.pem", "sim-ca/simulator-ca-key.pem",
-                      ".cache/collections", ".venv", "dist/waldur-site_agent-0.1.0.tar.gz"]
+                      ".cache/collections", ".venv", "dist/waldur-site_agent-1.0.0.tar.gz"]
 
 
 def test_what_the_quickstart_writes_is_ignored_by_git_and_the_build():
@@ -98,3 +98,15 @@ def test_every_module_has_an_action_plugin_that_runs_it_in_the_worker():
         assert any(runner in action.read_text() for runner in runners), action
         # its imports, once in the controller: a worker would otherwise import requests or the SDKs again
         assert "\npreload(__name__)" in action.read_text(), "%s does not preload its module's imports" % action
+
+
+def test_the_version_in_galaxy_yml_is_a_release_of_the_changelog():
+    """What galaxy.yml says is released is in changelogs/changelog.yaml, with its summary, and in
+    CHANGELOG.rst; the version the collection reports to Waldur is the same."""
+    version = yaml.safe_load((REPO / "galaxy.yml").read_text())["version"]
+    releases = yaml.safe_load((REPO / "changelogs" / "changelog.yaml").read_text())["releases"]
+    assert version in releases, sorted(releases)
+    assert releases[version]["changes"]["release_summary"].strip()
+    assert "\nv%s\n" % version in (REPO / "CHANGELOG.rst").read_text()
+    client = (REPO / "plugins" / "module_utils" / "waldur" / "client.py").read_text()
+    assert 'COLLECTION_VERSION = "%s"' % version in client

@@ -448,7 +448,7 @@ def test_barrier_holds_the_first_calls_until_all_clients_sent_theirs(do):
     first.join(10)
     assert answers == {"first": 200, "second": 200}
     assert barrier.describe() == {"operation": "droplets.list", "clients": 2, "timeout": 30.0,
-                                  "arrived": 2, "timed_out": False}
+                                  "query": None, "arrived": 2, "timed_out": False}
     assert api(do, "GET", "/v2/droplets").status_code == 200  # later calls pass at once
 
 
