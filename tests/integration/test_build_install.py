@@ -82,7 +82,7 @@ def test_the_tarball_leaves_out_what_build_ignore_names(installed):
         assert not name.endswith((".pyc", ".tar.gz", ".whl", ".png")), name
     # Only what runs, and what docs/releasing.md says the artifact holds.
     top_level = sorted({Path(name).parts[0] for name in names})
-    assert top_level == ["FILES.json", "LICENSE", "MANIFEST.json", "README.md", "bindep.txt", "changelogs",
+    assert top_level == ["CHANGELOG.rst", "FILES.json", "LICENSE", "MANIFEST.json", "README.md", "bindep.txt", "changelogs",
                          "decision-environment.yml", "docs", "execution-environment.yml", "extensions", "meta",
                          "playbooks", "plugins",
                          "requirements-azure.txt", "requirements-digitalocean.txt", "requirements.txt", "roles",
