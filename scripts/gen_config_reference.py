@@ -159,6 +159,12 @@ OFFERING = {
         meaning="Verify Waldur's TLS certificate: `false` never does (whatever `REQUESTS_CA_BUNDLE` or "
                 "`CURL_CA_BUNDLE` say), a CA bundle path is used instead of them, `true` uses "
                 "`REQUESTS_CA_BUNDLE` (else `CURL_CA_BUNDLE`) when set, else the bundled CAs."),
+    "request_timeout": dict(
+        type="number of seconds (> 0)", default="30 for Waldur and DigitalOcean, 60 for Azure", used=USED,
+        meaning="How long one request to Waldur or to the offering's cloud may go unanswered (to connect, then "
+                "for the answer). A request not answered in time fails as a lost connection does: a read or an "
+                "idempotent call is retried within its retry bound, and what stays unanswered is left for the "
+                "next pass, never taken as an answer."),
     "order_processing_backend": dict(
         type="backend name", default="empty", used=USED,
         meaning="Set (to the value of `backend_type`) to run the order_process pass (and the audit) for the "

@@ -125,6 +125,12 @@ options:
         interval with C(Retry-After).
     type: float
     default: 5
+  timeout:
+    description:
+      - Seconds to wait for each Azure Resource Manager request (to connect, then for the answer).
+        A request not answered in time fails as a lost connection does, and is retried as one.
+    type: float
+    default: 60
 requirements:
   - azure-identity >= 1.25.1
   - azure-mgmt-compute >= 37.0.0

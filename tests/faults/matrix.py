@@ -50,6 +50,7 @@ KINDS = {
     "503": {"status": 503},
     "429": {"status": 429, "retry_after": 1},
     "reset": {"kind": "reset"},
+    "timeout": {"kind": "timeout"},
 }
 POSITIONS = ("first", "later")
 SECRETS = (W.PROVIDER_TOKEN, DO.DO_TOKEN, AZ.CLIENT_SECRET)

@@ -19,6 +19,9 @@ PLAYBOOKS = {name: REPO / "playbooks" / ("%s.yml" % name)
              for name in ("order_process", "report", "membership_sync", "audit", "load_components")}
 DO_NAME, AZURE_NAME = "DigitalOcean VM", "Azure VM"
 SMALL, BIG = "s-1vcpu-1gb", "s-2vcpu-4gb"
+# The offerings' request_timeout: short, so a ``timeout`` fault (the simulators hold the answer
+# back for STALL_SECONDS) costs seconds, yet well above what a loaded simulator takes to answer.
+REQUEST_TIMEOUT = 3
 
 
 def new_uuid() -> str:
@@ -76,7 +79,8 @@ class World:
 
 def write_config(tmp_path: Path, sims: Sims, backend: str) -> Path:
     config = simulator_site_config(sims.waldur.url, do_url=sims.do.url, azure_url=sims.azure.url)
-    config["offerings"] = [offering for offering in config["offerings"] if offering["backend_type"] == backend]
+    config["offerings"] = [dict(offering, request_timeout=REQUEST_TIMEOUT) for offering in config["offerings"]
+                           if offering["backend_type"] == backend]
     path = tmp_path / "waldur-site-agent-config.yaml"
     path.write_text(yaml.safe_dump(config, sort_keys=False))
     path.chmod(0o600)  # it holds tokens: the pass warns otherwise

@@ -49,7 +49,10 @@ def json_response(body: Any, status: int = 200, headers: dict | None = None) -> 
 
 
 FAULT_KINDS = ("html", "truncated", "wrong_shape", "short_count", "empty_body", "empty_items", "field_missing",
-               "field_type", "html_404", "reset")
+               "field_type", "html_404", "reset", "timeout")
+# How long a ``timeout`` fault holds its answer back: longer than the request timeout the fault
+# matrix's offerings set (tests/faults/worlds.py), so the client gives up first.
+STALL_SECONDS = 6.0
 # What ``field_missing`` takes out of every object of an answer and ``field_type`` turns into a number:
 # the identity and state fields every reader of the three services relies on.
 SHAPE_FIELDS = ("uuid", "id", "state", "status")
@@ -88,6 +91,13 @@ def spoiled(response: Response, kind: str) -> Response:
             raise ConnectionResetError("simulated connection reset")
         return Response(broken(), status=response.status_code, direct_passthrough=True,
                         headers=dict(headers, **{"Content-Length": str(max(len(data), 2))}),
+                        content_type=response.content_type)
+    if kind == "timeout":  # nothing at all (not even the status line) until the client gave up
+        def stalled():
+            time.sleep(STALL_SECONDS)
+            yield data
+        return Response(stalled(), status=response.status_code, direct_passthrough=True,
+                        headers=dict(headers, **{"Content-Length": str(len(data))}),
                         content_type=response.content_type)
     if kind == "empty_body":
         return Response(b"", status=response.status_code, headers=headers, content_type="application/json")
@@ -152,8 +162,9 @@ class Fault:
     ``kind`` (one of :data:`FAULT_KINDS`) spoils the answer the service really gave instead:
     ``html`` a 200 HTML page (a proxy's or maintenance page), ``truncated`` the body cut in
     half, ``wrong_shape`` an object where a list was and a list where an object was,
-    ``short_count`` an ``X-Result-Count`` one more than the listing holds (``status`` and
-    ``body`` are then not used)."""
+    ``short_count`` an ``X-Result-Count`` one more than the listing holds, ``reset`` the
+    connection broken halfway through the answer, ``timeout`` no answer for
+    :data:`STALL_SECONDS` (``status`` and ``body`` are then not used)."""
 
     operation: str
     status: int = 500

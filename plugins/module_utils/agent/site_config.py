@@ -75,7 +75,7 @@ OFFERING_KEYS = {
     "order_processing_backend", "membership_sync_backend", "reporting_backend", "username_management_backend",
     "stomp_enabled", "stomp_membership_sync_enabled", "stomp_ws_host", "stomp_ws_port", "stomp_ws_path",
     "websocket_use_tls", "resource_import_enabled", "username_reconciliation_enabled",
-    "preserve_unmanaged_backend_users", "omit_anomalous_usage_components",
+    "preserve_unmanaged_backend_users", "omit_anomalous_usage_components", "request_timeout",
 }
 COMPONENT_KEYS = {
     "measured_unit", "accounting_type", "label", "unit_factor", "unit_factor_reporting", "limit",
@@ -264,6 +264,10 @@ def _validate_offering(path, offering, problems):
             _expect(problems, "%s.%s" % (path, key), offering[key], "bool")
     if "verify_ssl" in offering:
         _validate_verify_ssl(path + ".verify_ssl", offering["verify_ssl"], problems)
+    if "request_timeout" in offering:
+        timeout = offering["request_timeout"]
+        if _expect(problems, path + ".request_timeout", timeout, "number") and timeout <= 0:
+            problems.error(path + ".request_timeout", "expected a number of seconds greater than 0, got %s" % timeout)
     if isinstance(offering.get("waldur_api_url"), str) and _URL.match(offering["waldur_api_url"]):
         host = _url_host(offering["waldur_api_url"])
         if offering["waldur_api_url"].lower().startswith("http://") and not _is_loopback(host):

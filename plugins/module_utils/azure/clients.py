@@ -104,6 +104,9 @@ USER_AGENT = "waldur-site-agent-ansible"
 # azure-core's default is 3 status retries; a throttled subscription can need a few more.
 RETRY_STATUS = 5
 RETRY_BACKOFF_MAX = 60
+# Seconds one ARM request may take (connect, then the answer): longer than Waldur's and
+# DigitalOcean's 30 because ARM's listings of a busy subscription are slower.
+DEFAULT_TIMEOUT = 60.0
 # Seconds kept free before the deadline when deciding whether to wait for a retry: the item
 # still has to say what it did, and the pass to release its lock.
 RETRY_DEADLINE_MARGIN = 5.0
@@ -149,6 +152,7 @@ def azure_argument_spec():
         arm_endpoint=dict(type="str", fallback=_env("arm_endpoint")),
         authority_host=dict(type="str", fallback=_env("authority_host")),
         polling_interval=dict(type="float", default=5),
+        timeout=dict(type="float", default=DEFAULT_TIMEOUT),
     )
 
 
@@ -283,7 +287,8 @@ class AzureClients:
     """
 
     def __init__(self, subscription_id, tenant=None, client_id=None, secret=None, arm_endpoint=PUBLIC_ARM_ENDPOINT,
-                 authority_host=PUBLIC_AUTHORITY_HOST, polling_interval=5, ca_bundle=None, sign_in=None):
+                 authority_host=PUBLIC_AUTHORITY_HOST, polling_interval=5, ca_bundle=None, sign_in=None,
+                 timeout=None):
         # ``sign_in`` (auth.SignIn) says how to sign in; without it, the service principal's secret.
         self.sign_in = sign_in or SignIn("secret", "the module options", subscription_id=subscription_id,
                                          tenant=tenant, client_id=client_id, secret=secret)
@@ -294,6 +299,9 @@ class AzureClients:
         self.arm_endpoint = (arm_endpoint or PUBLIC_ARM_ENDPOINT).rstrip("/")
         self.authority_host = (authority_host or PUBLIC_AUTHORITY_HOST).rstrip("/")
         self.polling_interval = polling_interval
+        # Seconds for one request's connection and for its answer (azure-core's own default read
+        # timeout, 300 s, lets one unanswered call hold a whole batch for five minutes).
+        self.timeout = timeout or DEFAULT_TIMEOUT
         self.ca_bundle = ca_bundle
         self._lock = threading.Lock()
         self._credential = None
@@ -330,6 +338,7 @@ class AzureClients:
     def client_options(self):
         options = self._transport_options()
         options.update(base_url=self.arm_endpoint, polling_interval=self.polling_interval,
+                       connection_timeout=self.timeout, read_timeout=self.timeout,
                        retry_policy=DeadlineRetryPolicy(lambda: self.deadline, retry_status=RETRY_STATUS,
                                                         retry_backoff_max=RETRY_BACKOFF_MAX),
                        user_agent=USER_AGENT, per_retry_policies=[self.counter, self.json_answers])
@@ -672,6 +681,8 @@ def clients_from_module(module):
     if not HAS_AZURE:
         module.fail_json(msg=missing_required_lib(AZURE_LIBRARIES), exception=AZURE_IMPORT_ERROR)
     params = module.params
+    if params["timeout"] <= 0:
+        module.fail_json(msg="timeout must be a number of seconds greater than 0, got %s" % params["timeout"])
     try:
         sign_in, authority_host, arm_endpoint = sign_in_from_params(params)
     except SignInProblem as problem:
@@ -686,6 +697,7 @@ def clients_from_module(module):
         arm_endpoint=arm_endpoint,
         authority_host=authority_host,
         polling_interval=params["polling_interval"],
+        timeout=params["timeout"],
         ca_bundle=os.environ.get("REQUESTS_CA_BUNDLE") or None,
         sign_in=sign_in,
     )

@@ -60,6 +60,7 @@ from ansible_collections.waldur.site_agent.plugins.module_utils.core.retry impor
 )
 from ansible_collections.waldur.site_agent.plugins.module_utils.core.secrets import redact_text, secret_text_problem
 from ansible_collections.waldur.site_agent.plugins.module_utils.core.uuids import hex_uuid
+from ansible_collections.waldur.site_agent.plugins.module_utils.waldur.marketplace import read_shape
 from ansible_collections.waldur.site_agent.plugins.module_utils.waldur.errors import (  # noqa: F401 (re-exported)
     WaldurApiError,
     WaldurUnproven,
@@ -181,11 +182,12 @@ class WaldurClient:
     def get(self, path, params=None, expect=dict, shape=None):
         """One JSON value of the type ``expect`` (``dict``: one object, ``list``: a bare list,
         None: any JSON), of ``shape`` (an ``evidence.Shape``: the fields the caller reads, of their
-        types) when given. Any other 2xx answer (empty, HTML, truncated JSON, the wrong shape) raises
+        types; by default the endpoint's in ``marketplace.READ_SHAPES``). Any other 2xx answer (empty, HTML, truncated JSON, the wrong shape) raises
         :class:`WaldurUnproven` naming the call and what came back: never "nothing". An object comes
         back as ``ProvenObject`` (a list as ``ProvenList``)."""
         body = self.request("GET", path, params=params, expect=expect)
         source = "GET %s" % self.api_path(path)
+        shape = shape if shape is not None else read_shape(path)
         if shape is not None:
             values = body if isinstance(body, list) else [body]
             problem = shape.first_problem(values, _asked(params))
@@ -219,6 +221,7 @@ class WaldurClient:
         query = dict(params or {})
         query.setdefault("page_size", DEFAULT_PAGE_SIZE)
         asked = _asked(params)
+        shape = shape if shape is not None else read_shape(path)
         seen_pages = set()
         listed = 0
         for _page in range(MAX_PAGES):

@@ -8,6 +8,8 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
+import re
+
 from ansible_collections.waldur.site_agent.plugins.module_utils.core.evidence import (
     BOOLEAN,
     LIST,
@@ -54,6 +56,40 @@ PLAN_SHAPE = Shape("plan", required={"uuid": STRING}, optional={"quotas": (OBJEC
 SERVICE_PROVIDER_SHAPE = Shape("service provider", required={"uuid": STRING})
 SSH_KEY_SHAPE = Shape("SSH key", required={"uuid": STRING, "public_key": STRING},
                       optional={"name": (STRING, NULL), "fingerprint_md5": (STRING, NULL), "fingerprint": (STRING, NULL)})
+USER_SHAPE = Shape("Waldur user", required={"uuid": STRING, "username": STRING})
+# Every Waldur endpoint the agent reads, by its path under /api/ (an item's uuid as <uuid>), and
+# the shape of the objects it answers: the client checks every read against this table unless the
+# caller gives a shape, so no read of these is taken on trust (tests/unit checks that every read
+# the passes make is in it).
+READ_SHAPES = (
+    ("marketplace-orders/", ORDER_SHAPE),
+    ("marketplace-orders/<uuid>/", ORDER_SHAPE),
+    ("marketplace-provider-resources/", RESOURCE_SHAPE),
+    ("marketplace-provider-resources/<uuid>/", RESOURCE_SHAPE),
+    ("marketplace-resources/", RESOURCE_SHAPE),
+    ("marketplace-resources/<uuid>/", RESOURCE_SHAPE),
+    ("marketplace-provider-offerings/<uuid>/", OFFERING_SHAPE),
+    ("marketplace-plans/<uuid>/", PLAN_SHAPE),
+    ("marketplace-service-providers/", SERVICE_PROVIDER_SHAPE),
+    ("marketplace-service-providers/<uuid>/keys/", SSH_KEY_SHAPE),
+    ("marketplace-component-usages/", USAGE_SHAPE),
+    ("users/me/", USER_SHAPE),
+)
+_UUID_SEGMENT = re.compile(r"^[0-9a-fA-F-]{32,36}$")
+
+
+def read_shape(path):
+    """The shape of what the read of ``path`` (relative to /api/, or absolute) answers, from
+    :data:`READ_SHAPES`; None for an endpoint the table does not hold."""
+    path = path.split("?", 1)[0]
+    if "/api/" in path:
+        path = path.split("/api/", 1)[1]
+    segments = ["<uuid>" if _UUID_SEGMENT.match(segment) else segment for segment in path.strip("/").split("/")]
+    key = "/".join(segments) + "/"
+    for endpoint, shape in READ_SHAPES:
+        if endpoint == key:
+            return shape
+    return None
 
 
 def _mapping(value):

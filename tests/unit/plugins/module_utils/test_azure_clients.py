@@ -167,6 +167,17 @@ def test_client_options_carry_endpoint_polling_and_ca(monkeypatch):
     assert network._config.polling_interval == 0.5
 
 
+def test_every_arm_client_waits_its_timeout_not_azure_cores_five_minutes():
+    clients = new_clients(timeout=7.5)
+    assert new_clients().timeout == 60.0
+    for client in (clients.network, clients.compute, clients.resource, clients.json_pipeline):
+        pipeline = client._client._pipeline if hasattr(client, "_client") else client._pipeline
+        transport = pipeline._transport
+        while not hasattr(transport, "connection_config"):  # the SDK wraps its transport
+            transport = transport._transport
+        assert (transport.connection_config.timeout, transport.connection_config.read_timeout) == (7.5, 7.5)
+
+
 def test_the_real_credential_gets_the_custom_authority():
     clients = new_clients(authority_host="https://localhost:8443")
     assert clients.credential._instance_discovery is False
@@ -189,7 +200,7 @@ class FakeModule:
 def module_params(**overrides):
     params = dict(subscription_id="sub-1", tenant="tenant-1", client_id="client-1", secret=SECRET,
                   arm_endpoint="https://management.azure.com", authority_host="https://login.microsoftonline.com",
-                  polling_interval=5)
+                  polling_interval=5, timeout=60)
     params.update(overrides)
     return params
 
@@ -218,6 +229,7 @@ def test_argument_spec_matches_the_contract():
     assert spec["arm_endpoint"]["fallback"][1] == ["AZURE_ARM_ENDPOINT"]
     assert spec["authority_host"]["fallback"][1] == ["AZURE_AUTHORITY_HOST"]
     assert spec["polling_interval"]["default"] == 5
+    assert spec["timeout"] == {"type": "float", "default": 60.0}
 
 
 def test_missing_credentials_are_all_named():

@@ -142,7 +142,7 @@ class WarnedModule:
 def test_plain_http_endpoints_are_warned_about_naming_the_option():
     params = dict(subscription_id="sub-1", tenant="tenant-1", client_id="client-1", secret=SECRET,
                   arm_endpoint="http://arm.sovereign.example", authority_host="HTTP://login.sovereign.example",
-                  polling_interval=5)
+                  polling_interval=5, timeout=60)
     module = WarnedModule(params)
     clients_from_module(module)
     assert [text.split(":")[0] for text in module.warnings] == ["arm_endpoint", "authority_host"]

@@ -117,16 +117,16 @@ def test_api_url_must_be_http(bad):
 
 
 def test_both_url_forms_reach_the_same_endpoint(server):
-    server.on("/api/users/me/", (200, {}, {"username": "agent"}))
+    server.on("/api/users/me/", (200, {}, {"uuid": "u1", "username": "agent"}))
     for api_url in (server.base, server.base + "/api"):
         client = WaldurClient(api_url, TOKEN)
-        assert client.get("users/me/") == {"username": "agent"}
-        assert client.get("/api/users/me/") == {"username": "agent"}
+        assert client.get("users/me/") == {"uuid": "u1", "username": "agent"}
+        assert client.get("/api/users/me/") == {"uuid": "u1", "username": "agent"}
     assert [r["path"] for r in server.requests] == ["/api/users/me/"] * 4
 
 
 def test_token_header_and_user_agent_are_sent(server):
-    server.on("/api/users/me/", (200, {}, {"username": "agent"}))
+    server.on("/api/users/me/", (200, {}, {"uuid": "u1", "username": "agent"}))
     client = make_client(server)
     client.get("users/me/")
     headers = server.requests[0]["headers"]
@@ -135,14 +135,14 @@ def test_token_header_and_user_agent_are_sent(server):
 
 
 def test_list_follows_link_next_and_keeps_repeated_params(server):
-    path = "/api/marketplace-orders/"
+    path = "/api/marketplace-categories/"
     link = '<{base}%s?page=%d&page_size=100&state=pending-provider&state=executing>; rel="next"'
     server.on(path,
               (200, {"Link": link % (path, 2), "X-Result-Count": "4"}, [{"uuid": "1"}, {"uuid": "2"}]),
               (200, {"Link": link % (path, 3), "X-Result-Count": "4"}, [{"uuid": "3"}]),
               (200, {"X-Result-Count": "4"}, [{"uuid": "4"}]))
     client = make_client(server)
-    items = client.list("marketplace-orders/", params={"state": ["pending-provider", "executing"]})
+    items = client.list("marketplace-categories/", params={"state": ["pending-provider", "executing"]})
     assert [item["uuid"] for item in items] == ["1", "2", "3", "4"]
     assert [r["query"].get("page") for r in server.requests] == [None, ["2"], ["3"]]
     for request in server.requests:
@@ -153,20 +153,20 @@ def test_list_follows_link_next_and_keeps_repeated_params(server):
 
 def test_list_stays_on_api_url_when_link_names_another_host(server):
     # a TLS-terminating proxy may emit links with the wrong scheme or host; the token must not follow them
-    path = "/api/marketplace-provider-resources/"
+    path = "/api/marketplace-categories/"
     server.on(path,
               (200, {"Link": '<http://elsewhere.invalid:9%s?page=2&page_size=100>; rel="next"' % path,
                      "X-Result-Count": "2"}, [{"uuid": "a"}]),
               (200, {"X-Result-Count": "2"}, [{"uuid": "b"}]))
     client = make_client(server)
-    assert [item["uuid"] for item in client.list("marketplace-provider-resources/")] == ["a", "b"]
+    assert [item["uuid"] for item in client.list("marketplace-categories/")] == ["a", "b"]
     assert len(server.requests) == 2
 
 
 def test_list_respects_an_explicit_page_size(server):
-    server.on("/api/marketplace-orders/", (200, {"X-Result-Count": "0"}, []))
+    server.on("/api/marketplace-categories/", (200, {"X-Result-Count": "0"}, []))
     client = make_client(server)
-    client.list("marketplace-orders/", params={"page_size": 7})
+    client.list("marketplace-categories/", params={"page_size": 7})
     assert server.requests[0]["query"]["page_size"] == ["7"]
 
 
@@ -179,10 +179,10 @@ def _four_pages(server, path):
 
 
 def test_find_stops_the_listing_once_every_uuid_is_seen(server):
-    _four_pages(server, "/api/marketplace-orders/")
+    _four_pages(server, "/api/marketplace-categories/")
     client = make_client(server)
 
-    found = client.find("marketplace-orders/", ["b" * 32, "c" * 32, "d" * 32], params={"state": ["executing"]})
+    found = client.find("marketplace-categories/", ["b" * 32, "c" * 32, "d" * 32], params={"state": ["executing"]})
 
     assert sorted(found) == ["b" * 32, "c" * 32, "d" * 32]
     assert found["c" * 32] == {"uuid": "c" * 32}
@@ -192,21 +192,21 @@ def test_find_stops_the_listing_once_every_uuid_is_seen(server):
 
 def test_find_spends_no_more_pages_than_reading_each_would(server):
     # two uuids the listing does not hold: two pages at most, then the caller reads them alone
-    _four_pages(server, "/api/marketplace-orders/")
+    _four_pages(server, "/api/marketplace-categories/")
     client = make_client(server)
 
-    assert client.find("marketplace-orders/", ["9" * 32, "8" * 32, "a" * 32]) == {"a" * 32: {"uuid": "a" * 32}}
+    assert client.find("marketplace-categories/", ["9" * 32, "8" * 32, "a" * 32]) == {"a" * 32: {"uuid": "a" * 32}}
     assert len(server.requests) == 3
     server.replies.clear()
-    _four_pages(server, "/api/marketplace-orders/")
-    assert client.find("marketplace-orders/", ["9" * 32, "8" * 32]) == {}
+    _four_pages(server, "/api/marketplace-categories/")
+    assert client.find("marketplace-categories/", ["9" * 32, "8" * 32]) == {}
     assert len(server.requests) == 5
 
 
 def test_find_makes_no_call_for_one_uuid_or_none(server):
     client = make_client(server)
-    assert client.find("marketplace-orders/", ["a" * 32]) == {}
-    assert client.find("marketplace-orders/", []) == {}
+    assert client.find("marketplace-categories/", ["a" * 32]) == {}
+    assert client.find("marketplace-categories/", []) == {}
     assert server.requests == []
 
 

@@ -18,6 +18,8 @@ from tests.unit.plugins.module_utils.test_waldur_api import TOKEN, make_client, 
 HTML = b"<!DOCTYPE html>\n<html><head><title>Down for maintenance</title></head><body>" + TOKEN.encode() + b"</body></html>"
 HTML_HEADERS = {"Content-Type": "text/html; charset=utf-8"}
 LISTING = "/api/marketplace-provider-resources/"
+# The paging itself: a listing the agent does not read (no shape in marketplace.READ_SHAPES).
+PAGED = "/api/marketplace-categories/"
 ONE = "/api/marketplace-orders/x/"
 
 
@@ -57,29 +59,29 @@ def test_a_listing_page_that_is_not_a_list_of_objects_is_an_error_not_nothing(se
 
 
 def _page(base, number, last, items, count):
-    links = ['<{base}%s?page=%d>; rel="next"' % (LISTING, number + 1)] if number < last else []
+    links = ['<{base}%s?page=%d>; rel="next"' % (PAGED, number + 1)] if number < last else []
     return (200, {"X-Result-Count": str(count), "Link": ", ".join(links)}, items)
 
 
 def test_pages_that_do_not_add_up_to_x_result_count_are_an_incomplete_view(server):
     base = server.base
-    server.on(LISTING, _page(base, 1, 2, [{"uuid": "a"}, {"uuid": "b"}], 5), _page(base, 2, 2, [{"uuid": "c"}], 5))
+    server.on(PAGED, _page(base, 1, 2, [{"uuid": "a"}, {"uuid": "b"}], 5), _page(base, 2, 2, [{"uuid": "c"}], 5))
     client = make_client(server)
     with pytest.raises(WaldurApiError, match=r"GET %s \(HTTP 200\) is not proof: the listing's pages hold 3 item\(s\) "
-                                             r"but its X-Result-Count says 5" % LISTING):
-        client.list("marketplace-provider-resources/")
+                                             r"but its X-Result-Count says 5" % PAGED):
+        client.list("marketplace-categories/")
 
 
 def test_pages_that_add_up_are_taken_and_a_listing_without_a_count_is_not_proof(server):
     base = server.base
-    server.on(LISTING, _page(base, 1, 2, [{"uuid": "a"}, {"uuid": "b"}], 3), _page(base, 2, 2, [{"uuid": "c"}], 3))
-    server.on("/api/marketplace-orders/", (200, {}, [{"uuid": "o"}]))
+    server.on(PAGED, _page(base, 1, 2, [{"uuid": "a"}, {"uuid": "b"}], 3), _page(base, 2, 2, [{"uuid": "c"}], 3))
+    server.on("/api/marketplace-offering-files/", (200, {}, [{"uuid": "o"}]))
     client = make_client(server)
-    assert [item["uuid"] for item in client.list("marketplace-provider-resources/")] == ["a", "b", "c"]
+    assert [item["uuid"] for item in client.list("marketplace-categories/")] == ["a", "b", "c"]
     # every paged listing of Waldur carries X-Result-Count: without it, whether it is whole is unknown
     with pytest.raises(WaldurUnproven, match="carries no X-Result-Count"):
-        client.list("marketplace-orders/")
-    assert client.get("marketplace-orders/", expect=list) == [{"uuid": "o"}]
+        client.list("marketplace-offering-files/")
+    assert client.get("marketplace-offering-files/", expect=list) == [{"uuid": "o"}]
 
 
 def test_writes_may_still_answer_nothing_but_not_html(server):
@@ -147,3 +149,33 @@ def test_an_echoed_token_is_masked_before_the_body_is_cut(server):
     with pytest.raises(WaldurApiError) as raised:
         client.get("marketplace-orders/x/")
     assert TOKEN[:10] not in str(raised.value) and "x" * 60 + "********" in str(raised.value)
+
+
+# ---- one table of shapes: every read of Waldur is checked -----------------------------------------
+
+def test_every_waldur_read_the_passes_make_has_a_shape():
+    """Each Waldur read the fault matrix's inventory holds (what the passes really read), and the
+    reads only a failure makes (the user behind a token, a plan's prices), resolves to a shape in
+    marketplace.READ_SHAPES: the client checks it without the caller having to ask."""
+    import json
+    from pathlib import Path
+
+    from ansible_collections.waldur.site_agent.plugins.module_utils.waldur.marketplace import read_shape
+    from tests.simulators.waldur.simulator import WaldurSimulator
+
+    inventory = json.loads((Path(__file__).parents[3] / "faults" / "reads.json").read_text())
+    operations = {read.split(":", 1)[1] for reads in inventory.values() for read in reads if read.startswith("waldur:")}
+    operations |= {"users.me", "plans.get"}
+    rules = {operation: rule for method, rule, operation, _handler in WaldurSimulator().routes() if method == "GET"}
+    unshaped = sorted(operation for operation in operations
+                      if read_shape(rules[operation].replace("<uuid>", "d" * 32)) is None)
+    assert unshaped == []
+    assert read_shape("marketplace-categories/") is None  # an endpoint the agent never reads
+
+
+def test_a_resource_listing_with_identities_of_another_type_is_not_proof(server):
+    """Without a shape from the caller: the report pass once took such a listing for no resources."""
+    server.on(LISTING, (200, {"X-Result-Count": "1"}, [{"uuid": 7, "state": 7, "backend_id": "vm-1", "name": "a"}]))
+    client = make_client(server)
+    with pytest.raises(WaldurUnproven, match=r"resource's uuid is integer, not string"):
+        client.list("marketplace-provider-resources/", params={"field": ["uuid", "state", "backend_id", "name"]})
