@@ -21,7 +21,7 @@ __metaclass__ = type
 
 import time
 
-from ansible_collections.waldur.site_agent.plugins.module_utils.azure.errors import AzureError
+from ansible_collections.waldur.site_agent.plugins.module_utils.azure.errors import AzureError, AzureUnproven
 from ansible_collections.waldur.site_agent.plugins.module_utils.azure.facts import power_of_codes
 from ansible_collections.waldur.site_agent.plugins.module_utils.core.batch import run_batch
 
@@ -182,6 +182,11 @@ class MachineListings:
                 return found
             for page in self.clients.json_pages(kind, path, params):
                 for body in page:
+                    # every object of these listings is an ARM resource: one without its resource id
+                    # cannot be told apart from another, so the listing proves nothing
+                    if not isinstance(body.get("id"), str) or not body["id"].lower().startswith("/subscriptions/"):
+                        raise AzureUnproven("ARM answered GET %s with an object whose id is %r, not a resource id; "
+                                            "the listing is not trusted" % (path, body.get("id")))
                     key = arm_key(body.get("id"))
                     if wanted is None or key in wanted:
                         found[key] = slim(body)
