@@ -183,8 +183,9 @@ class WaldurClient:
         """One JSON value of the type ``expect`` (``dict``: one object, ``list``: a bare list,
         None: any JSON), of ``shape`` (an ``evidence.Shape``: the fields the caller reads, of their
         types; by default the endpoint's in ``marketplace.READ_SHAPES``). Any other 2xx answer
-        (empty, HTML, truncated JSON, the wrong shape) raises :class:`WaldurUnproven` naming the call and what came back: never "nothing". An object comes
-        back as ``ProvenObject`` (a list as ``ProvenList``)."""
+        (empty, HTML, truncated JSON, the wrong shape) raises :class:`WaldurUnproven` naming the
+        call and what came back: never "nothing". An object comes back as ``ProvenObject`` (a list
+        as ``ProvenList``)."""
         body = self.request("GET", path, params=params, expect=expect)
         source = "GET %s" % self.api_path(path)
         shape = shape if shape is not None else read_shape(path)
