@@ -32,8 +32,14 @@ from ansible_collections.waldur.site_agent.plugins.module_utils.digitalocean.nam
     droplet_name,
     is_resource_tag,
 )
+from ansible_collections.waldur.site_agent.plugins.module_utils.waldur.order_types import (
+    BUILD,
+    CHANGE,
+    REMOVE,
+    action_of,
+    builds,
+)
 
-CREATE_TYPES = ("Create", "Restore")
 # Keys of a planned item that are the pass's, not the backend's (see _split_plan).
 PLAN_KEYS = ("error", "skip", "comment", "resource_name")
 
@@ -110,18 +116,19 @@ def _order_items(orders, backend_settings, create_params, update_params):
     for order in unpacked(orders, "orders"):
         resource, item = _order_base(order)
         order_type = order.get("type")
+        action = action_of(order_type)
         backend_id = resource.get("backend_id") or None
-        if order_type in CREATE_TYPES:
+        if action == BUILD:
             item.update(create_params(order, resource, settings))
             item["backend_id"] = backend_id
-        elif order_type == "Update":
+        elif action == CHANGE:
             item.update(state="present", backend_id=backend_id)
             skip = _update_skip_or_none(order, resource)
             if skip:
                 item["skip"] = skip
             else:
                 item.update(update_params(order, resource, settings, backend_id))
-        elif order_type == "Terminate":
+        elif action == REMOVE:
             item.update(state="absent", backend_id=backend_id)
         else:
             item["error"] = "order type %r is not supported" % order_type
@@ -226,13 +233,13 @@ def _droplet_plan(orders, backend_settings=None, ssh_keys=None):
     items = _order_items(orders, backend_settings, create, update)
     for order, item in zip(orders, items):
         resource = order.get("resource") or {}
-        if order.get("type") in CREATE_TYPES and order.get("created"):
+        if builds(order.get("type")) and order.get("created"):
             # evidence for do_droplet: a droplet made for this order is not older than the order
             item["not_before"] = order["created"]
-        if order.get("type") in CREATE_TYPES and order.get("approved_now"):
+        if builds(order.get("type")) and order.get("approved_now"):
             # no earlier pass can have made its droplet: one listing proves there is none
             item["approved_now"] = True
-        elif order.get("type") == "Terminate":
+        elif action_of(order.get("type")) == REMOVE:
             # do_droplet deletes a droplet found by its tag only under a name derived for the resource
             item["name"] = droplet_name(resource.get("name") or order.get("resource_name"), resource.get("slug"),
                                         item["resource_uuid"])
@@ -416,7 +423,7 @@ def catalogue_items(orders, backend_settings=None, backend="digitalocean"):
     if backend not in CATALOGUE_KEYS:
         raise AnsibleFilterError("catalogue_items: backend must be one of %s, got %r"
                                  % (", ".join(sorted(CATALOGUE_KEYS)), backend))
-    building = [order for order in unpacked(orders, "orders") if order.get("type") in CREATE_TYPES]
+    building = [order for order in unpacked(orders, "orders") if builds(order.get("type"))]
     if backend == "digitalocean":
         planned = _droplet_plan(building, backend_settings, [])
     else:

@@ -18,6 +18,7 @@ import pytest
 from ansible_collections.waldur.site_agent.plugins.module_utils.agent import components
 from ansible_collections.waldur.site_agent.plugins.module_utils.core import http, secrets, ssh_keys, times, uuids
 from ansible_collections.waldur.site_agent.plugins.module_utils.digitalocean import naming
+from ansible_collections.waldur.site_agent.plugins.module_utils.waldur import order_types
 
 PLUGINS = Path(__file__).resolve().parents[2] / "plugins"
 
@@ -31,6 +32,9 @@ RULES = {
     "reserved tag": ("module_utils/digitalocean/naming.py", r"def is_resource_tag|def _is_reserved_tag"),
     "limits": ("module_utils/agent/components.py", r"def _?limits_equal"),
     "timestamps": ("module_utils/core/times.py", r"fromisoformat|strptime"),
+    # what an order type asks of the backend: claim, settle and the planning filters read one table
+    "order types": ("module_utils/waldur/order_types.py",
+                    r"""["']Restore["']|[!=]= *["'](Create|Update|Terminate)["']"""),
 }
 
 
@@ -72,3 +76,7 @@ def test_the_homes_answer_as_the_passes_expect():
     assert components.limits_equal({"cores": 2}, {"cores": "2"})
     assert times.oldest(["2026-11-29T12:04:26.244102Z", "2026-11-29T13:00:00+02:00", "never"]) == times.parse_time(
         "2026-11-29T11:00:00Z")
+    assert [order_types.action_of(name) for name in ("Create", "Restore", "Update", "Terminate", "Pause")] == [
+        "build", "build", "change", "remove", None]
+    assert order_types.processing_signal("Update", {}, {"state": "Updating"}) is True
+    assert order_types.processing_signal("Restore", {"resource_uuid": "x"}, {}) is None

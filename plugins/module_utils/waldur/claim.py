@@ -35,37 +35,21 @@ from ansible_collections.waldur.site_agent.plugins.module_utils.waldur.marketpla
     provider_offering_path,
     provider_resource_path,
 )
+from ansible_collections.waldur.site_agent.plugins.module_utils.waldur.order_types import (
+    CHANGE,
+    action_of,
+    builds,
+    needs_a_live_resource,
+    processing_signal,
+    processing_trace,
+)
 
-CREATE_TYPES = ("Create", "Restore")
-# Orders that build or change a machine: never carried out for a resource Waldur gave up on.
-BUILD_TYPES = ("Create", "Restore", "Update")
 DEAD_RESOURCE_STATES = ("Erred", "Terminated")
 MESSAGE_LIMIT = 500
 # How often the claim looks again while Waldur's worker has not finished processing approvals.
 PROCESSING_POLL_SECONDS = 0.5
 # How long an order may wait for Waldur's worker before the pass fails (O(order_processing_stuck_seconds)).
 DEFAULT_STUCK_SECONDS = 3600.0
-# What the claim waits to see, by order type (the words of the waiting line).
-PROCESSING_TRACES = {
-    "Create": "the order's resource_uuid (the plugin object the processor makes)",
-    "Update": "the resource in state Updating",
-    "Terminate": "the resource in state Terminating",
-}
-
-
-def processing_signal(order_type, raw_order, resource):
-    """Whether Waldur's processor is seen to have finished with an executing order, from what it
-    changes (real-waldur-samples.md sections 5 and 6c): a Create gets its plugin object (the
-    order's ``resource_uuid``, null until then), an Update moves the resource to ``Updating`` and
-    a Terminate to ``Terminating``. None for a type the processor leaves no trace of (Restore):
-    then only time says so."""
-    if order_type == "Create":
-        return bool(raw_order.get("resource_uuid"))
-    if order_type == "Update":
-        return resource.get("state") == "Updating"
-    if order_type == "Terminate":
-        return resource.get("state") == "Terminating"
-    return None
 
 
 def _duration(seconds):
@@ -155,7 +139,7 @@ class Claim:
         quotas = {}
         for order in orders:
             plan = order["plan_uuid"]
-            if order["type"] != "Update" or order["limits"] or not plan or plan in quotas:
+            if action_of(order["type"]) != CHANGE or order["limits"] or not plan or plan in quotas:
                 continue
             try:
                 body = self.client.get("marketplace-plans/%s/" % plan, shape=PLAN_SHAPE)
@@ -237,7 +221,7 @@ class Claim:
                                       or self.client.get(provider_resource_path(order["marketplace_resource_uuid"]),
                                                          shape=RESOURCE_SHAPE))
         order["resource_name"] = order["resource_name"] or resource["name"]
-        if order["type"] in BUILD_TYPES and resource["state"] in DEAD_RESOURCE_STATES:
+        if needs_a_live_resource(order["type"]) and resource["state"] in DEAD_RESOURCE_STATES:
             # Waldur gave up on the resource (erred it at approval, or it is gone): a machine
             # built now would be recorded nowhere.
             return {"skip": self._skipped(order, "resource %s is %s in Waldur; nothing is built for it"
@@ -247,7 +231,7 @@ class Claim:
             # looks again (the order is read again then).
             return {"wait": dict(order, reread=True)}
         order["resource"] = resource
-        if order["type"] == "Update":
+        if action_of(order["type"]) == CHANGE:
             order["target_limits"] = dict(order["limits"] or quotas.get(order["plan_uuid"]) or {})
         return {"order": order}
 
@@ -292,7 +276,7 @@ class Claim:
         """The entry of an order Waldur's worker has not processed yet: skipped, with since when the
         agent waits and for what; failed (the pass exits non-zero) once that wait is over
         O(order_processing_stuck_seconds)."""
-        trace = PROCESSING_TRACES.get(order["type"], "the processor's trace")
+        trace = processing_trace(order["type"]) or "the processor's trace"
         moment, waited = self.waiting_since(order)
         since = ("since %s (%s)" % (moment.strftime("%Y-%m-%d %H:%M:%S UTC"), _duration(waited))
                  if moment is not None else "since an unknown time")
@@ -397,7 +381,7 @@ def run_list(module, client, offering_uuid, params):
     try:
         orders, skipped, errors = claim.candidates(order_uuids, params["max_workers"], params["deadline"],
                                                    with_pending=params["with_pending"])
-        building = [order for order in orders if order["type"] in CREATE_TYPES]
+        building = [order for order in orders if builds(order["type"])]
         listed = find_of_offering(module, client, "marketplace-provider-resources/", offering_uuid,
                                   [order["marketplace_resource_uuid"] for order in building
                                    if order["marketplace_resource_uuid"]], IN_FLIGHT_RESOURCE_STATES, shape=RESOURCE_SHAPE)
@@ -405,7 +389,7 @@ def run_list(module, client, offering_uuid, params):
         module.fail_from_error(exc, msg="could not list the orders of offering %s" % offering_uuid)
 
     def joined(order):
-        if order["type"] in CREATE_TYPES and order["marketplace_resource_uuid"]:
+        if builds(order["type"]) and order["marketplace_resource_uuid"]:
             raw = listed.get(order["marketplace_resource_uuid"]) or client.get(
                 provider_resource_path(order["marketplace_resource_uuid"]), shape=RESOURCE_SHAPE)
             order = dict(order, resource=normalize_resource(raw))
@@ -473,11 +457,11 @@ def run_claim(module, client, offering_uuid, params):
                 errors.append(result.get("error") or {"uuid": order["uuid"], "msg": result.get("msg")})
 
     ssh_keys = []
-    if any(order["type"] in CREATE_TYPES for order in orders):
+    if any(builds(order["type"]) for order in orders):
         try:
             ssh_keys = claim.ssh_keys()
             named = set(key for key in (hex_uuid((order.get("attributes") or {}).get(field))
-                                        for order in orders if order["type"] in CREATE_TYPES
+                                        for order in orders if builds(order["type"])
                                         for field in ("ssh_key", "ssh_key_uuid")) if key)
             if named - set(key["uuid"] for key in ssh_keys):
                 # An order naming a key the listing lacks is erred for it: only when a second
@@ -492,8 +476,8 @@ def run_claim(module, client, offering_uuid, params):
             # untouched for the next pass, go on with the others.
             message = "service provider SSH keys could not be read: %s" % exc
             errors.extend({"uuid": order["uuid"], "msg": message}
-                          for order in orders if order["type"] in CREATE_TYPES)
-            orders = [order for order in orders if order["type"] not in CREATE_TYPES]
+                          for order in orders if builds(order["type"]))
+            orders = [order for order in orders if not builds(order["type"])]
 
     quotas = claim.plan_quotas(orders)
 

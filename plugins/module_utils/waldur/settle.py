@@ -25,6 +25,7 @@ from ansible_collections.waldur.site_agent.plugins.module_utils.waldur.marketpla
     order_path,
     provider_resource_path,
 )
+from ansible_collections.waldur.site_agent.plugins.module_utils.waldur.order_types import builds
 
 TRACEBACK_LIMIT = 2000
 # What settling needs of an order: listed, or read on its own, before its writes.
@@ -33,8 +34,6 @@ SETTLE_ORDER_FIELDS = ["uuid", "type", "state", "offering_uuid", "marketplace_re
 # diverged: Waldur erred the order after the backend acted on it (or turned it erred once done), so
 # Waldur and the cloud disagree; the result says how, and the pass fails.
 OUTCOMES = ("done", "erred", "retry", "refused", "failed", "skipped", "diverged")
-# What the backend's action changed, by the order types that build.
-BUILD_ORDER_TYPES = ("Create", "Restore")
 
 
 def _short_traceback(text):
@@ -276,7 +275,7 @@ class Settle:
         outcome = item.outcome
         if outcome["changed"]:
             return True
-        return item.order.get("type") in BUILD_ORDER_TYPES and bool(outcome["backend_id"]) and not outcome["failed"]
+        return builds(item.order.get("type")) and bool(outcome["backend_id"]) and not outcome["failed"]
 
     def diverged(self, item, error_message):
         """The ``diverged`` result: what the backend did (its message), and what Waldur keeps for
