@@ -142,8 +142,9 @@ def order_pass_report(claim, settle=None, check_mode=False, act=None, listing=No
     held = set(result.get("order_uuid") for result in _act_failures(act) if result.get("held"))
     held = len(held & set(entry.get("order_uuid") for entry in listed(settle, "results")
                           if entry.get("outcome") == "retry"))
+    counts = dict((key, counts[key]) for key in order)  # in the order of the summary
     return {"counts": counts, "lines": lines, "orders": sum(counts.values()),
-            "summary": " ".join("%s=%d" % (key, counts[key]) for key in order),
+            "summary": " ".join("%s=%d" % (key, value) for key, value in counts.items()),
             # held: kept alive as retry for the operator; diverged: Waldur erred the order after the
             # backend acted. Either way Waldur and the cloud disagree, so the pass fails.
             "held": held, "unfinished": counts["failed"] + counts["refused"] + counts["diverged"] + held,

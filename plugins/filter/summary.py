@@ -1,11 +1,13 @@
 # -*- coding: utf-8 -*-
 # Copyright: Waldur site agent developers
 # MIT License (see LICENSE)
-"""The one summary line of a pass over one offering, from the pass's registered results.
+"""The one summary of a pass over one offering, from the pass's registered results: as data,
+which the pass hands to the JSON log callback (the ``agent_pass_summary`` fact), and as the line
+the pass prints, from the same fields.
 
-Operators, the JSON log callback, the docs and the tests read these lines key by key, so the
-text of each pass's line is fixed here. A step of the pass that did not run (a skipped task,
-or a result reset at the start of the offering) counts nothing.
+Operators, the JSON log callback, the docs and the tests read these summaries key by key, so the
+fields of each pass, their order and the text of its line are fixed here. A step of the pass that
+did not run (a skipped task, or a result reset at the start of the offering) counts nothing.
 """
 
 from __future__ import absolute_import, division, print_function
@@ -18,7 +20,7 @@ from ansible.errors import AnsibleFilterError
 
 from ansible_collections.waldur.site_agent.plugins.filter.site_agent import api_call_count, listed
 
-MEMBERSHIP_NOTE = "membership=not applicable (%s access is the SSH key of the order)"
+MEMBERSHIP_NOTE = "not applicable (%s access is the SSH key of the order)"
 
 
 def _step(results, name):
@@ -47,53 +49,62 @@ def _calls(results, *names):
     return api_call_count([_step(results, name) for name in names])
 
 
+# An empty piece of the line: the audit's counts each end in a space and the line goes on after one
+# more, the text the audit always printed (its readers split on whitespace).
+GAP = None
+
+
 def _order_process(results, options):
     report = _step(results, "report")
-    return ["orders=%s" % report.get("orders", 0), report.get("summary", ""),
-            "machines_changed=%d" % _changed(_step(results, "act")),
-            "api_calls=%d" % _calls(results, "probe", "listed", "catalogue", "claim", "act", "settle")]
+    counts = report.get("counts") if isinstance(report.get("counts"), dict) else {}
+    return ([("orders", report.get("orders", 0))] + list(counts.items())
+            + [("machines_changed", _changed(_step(results, "act"))),
+               ("api_calls", _calls(results, "probe", "listed", "catalogue", "claim", "act", "settle"))])
 
 
 def _report(results, options):
     usage, recovered = _step(results, "usage"), _step(results, "recovered")
     period = usage["billing_period"] if "billing_period" in usage else (options.get("period") or "current")
     failed = int(_total(usage, "failed") or 0) + int(_total(recovered, "failed") or 0)
-    return ["period=%s" % period,
-            "resources=%d" % _resources(_step(results, "resources")),
-            "sent=%s" % _total(usage, "sent"), "already_reported=%s" % _total(usage, "unchanged"),
-            "refused=%s" % _total(usage, "refused"), "closed=%s" % _total(usage, "closed"),
-            "failed=%d" % failed, "set_ok=%s" % _total(recovered, "set_ok"),
-            "still_erred=%s" % _total(recovered, "unsupported"),
-            "api_calls=%d" % _calls(results, "resources", "machines", "recovered", "usage")]
+    return [("period", period), ("resources", _resources(_step(results, "resources"))),
+            ("sent", _total(usage, "sent")), ("already_reported", _total(usage, "unchanged")),
+            ("refused", _total(usage, "refused")), ("closed", _total(usage, "closed")),
+            ("failed", failed), ("set_ok", _total(recovered, "set_ok")),
+            ("still_erred", _total(recovered, "unsupported")),
+            ("api_calls", _calls(results, "resources", "machines", "recovered", "usage"))]
 
 
 def _membership_sync(results, options):
     recovered = _step(results, "recovered")
-    return ["resources=%d" % _resources(_step(results, "resources")),
-            "machines_changed=%d" % _changed(_step(results, "act")),
-            "metadata_updated=%d" % _changed(_step(results, "metadata")),
-            "set_ok=%s" % _total(recovered, "set_ok"), "still_erred=%s" % _total(recovered, "unsupported"),
-            MEMBERSHIP_NOTE % options.get("backend", ""),
-            "api_calls=%d" % _calls(results, "resources", "act", "recovered", "metadata")]
+    return [("resources", _resources(_step(results, "resources"))),
+            ("machines_changed", _changed(_step(results, "act"))),
+            ("metadata_updated", _changed(_step(results, "metadata"))),
+            ("set_ok", _total(recovered, "set_ok")), ("still_erred", _total(recovered, "unsupported")),
+            ("membership", MEMBERSHIP_NOTE % options.get("backend", "")),
+            ("api_calls", _calls(results, "resources", "act", "recovered", "metadata"))]
 
 
 def _audit(results, options):
     cloud = _step(results, "cloud")
-    # Each count ends in a space, then the line goes on after one more: the text the audit
-    # always printed, which its readers split on whitespace.
-    counts = "".join("%s=%s " % (key, value) for key, value in (cloud.get("counts") or {}).items())
-    return ["status=%s %s" % (cloud.get("status"), counts),
-            "resources=%d" % len(_step(results, "waldur").get("resources") or []),
-            "report=%s.json" % options.get("report", ""),
-            "api_calls=%d" % _calls(results, "waldur", "cloud")]
+    return ([("status", cloud.get("status"))] + list((cloud.get("counts") or {}).items())
+            + [GAP, ("resources", len(_step(results, "waldur").get("resources") or [])),
+               ("report", "%s.json" % options.get("report", "")),
+               ("api_calls", _calls(results, "waldur", "cloud"))])
 
 
 PASSES = {"order_process": _order_process, "report": _report, "membership_sync": _membership_sync,
           "audit": _audit}
 
 
-def pass_summary(results, pass_name, offering, started, now=None, **options):
-    """``offering=<name> pass=<pass> key=value ... seconds=<s>`` for one offering.
+def _text(key, value):
+    return "%s=%.1f" % (key, value) if key == "seconds" else "%s=%s" % (key, value)
+
+
+def pass_summary_data(results, pass_name, offering, started, now=None, **options):
+    """``{fields, line}`` of one offering's pass: ``fields`` its summary as data, in order
+    (``offering``, ``pass``, the pass's counts, ``seconds``), which the JSON log callback logs as
+    they are; ``line`` the same as text, ``offering=<name> pass=<pass> key=value ... seconds=<s>``,
+    which the pass prints.
 
     ``results``: the pass's registered results by step (order_process: probe, listed and
     catalogue (the orders listed and checked against the cloud's catalogue before approval),
@@ -107,13 +118,21 @@ def pass_summary(results, pass_name, offering, started, now=None, **options):
     if not isinstance(results, dict):
         raise AnsibleFilterError("pass_summary expects the registered results of the pass by step name")
     seconds = (time.time() if now is None else float(now)) - float(started)
-    fields = ["offering=%s" % offering, "pass=%s" % pass_name] + PASSES[pass_name](results, options)
-    fields.append("seconds=%.1f" % seconds)
-    return " ".join(fields)
+    pieces = ([("offering", offering), ("pass", pass_name)] + PASSES[pass_name](results, options)
+              + [("seconds", float("%.1f" % seconds))])
+    fields = dict(piece for piece in pieces if piece is not GAP)
+    line = " ".join("" if piece is GAP else _text(*piece) for piece in pieces)
+    return {"fields": fields, "line": line}
+
+
+def pass_summary(results, pass_name, offering, started, now=None, **options):
+    """``offering=<name> pass=<pass> key=value ... seconds=<s>`` for one offering: the ``line`` of
+    ``pass_summary_data``."""
+    return pass_summary_data(results, pass_name, offering, started, now=now, **options)["line"]
 
 
 class FilterModule(object):
-    """The summary line of a pass."""
+    """The summary of a pass, as a line and as data."""
 
     def filters(self):
-        return {"pass_summary": pass_summary}
+        return {"pass_summary": pass_summary, "pass_summary_data": pass_summary_data}

@@ -44,10 +44,8 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
-import errno
 import json
 import os
-import select
 import tempfile
 import threading
 import time
@@ -70,6 +68,7 @@ from ansible_collections.waldur.site_agent.plugins.module_utils.core.progress im
     reading_line,
 )
 from ansible_collections.waldur.site_agent.plugins.plugin_utils.in_process import InProcessModule
+from ansible_collections.waldur.site_agent.plugins.plugin_utils.output_guard import controller_output_gone
 
 display = Display()
 
@@ -123,26 +122,6 @@ def _seconds(name, default):
     except ValueError:
         return default
     return value if value > 0 else default
-
-
-def controller_output_gone(controller_pid):
-    """True when the controller's stdout can no longer be written: a terminal hung up (its pty's
-    master closed) or a pipe nobody reads. A worker's own stdout is /dev/null, so this looks at
-    the controller's through /proc; where that cannot tell (no /proc, a socket), the output is
-    taken to be there."""
-    path = "/proc/%d/fd/1" % controller_pid
-    try:
-        descriptor = os.open(path, os.O_WRONLY | os.O_NOCTTY | os.O_NONBLOCK)
-    except OSError as exc:
-        return exc.errno == errno.EIO  # a hung-up terminal cannot be opened again
-    try:
-        poller = select.poll()
-        poller.register(descriptor, select.POLLOUT)
-        return any(mask & (select.POLLHUP | select.POLLERR) for _descriptor, mask in poller.poll(0))
-    except (AttributeError, OSError, ValueError):
-        return False
-    finally:
-        os.close(descriptor)
 
 
 class ProgressWatcher:

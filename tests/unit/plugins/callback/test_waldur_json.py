@@ -12,7 +12,6 @@ import pytest
 import yaml
 
 from ansible_collections.waldur.site_agent.plugins.callback import waldur_json
-from ansible_collections.waldur.site_agent.plugins.callback.waldur_json import normalise_message, parse_summary
 from tests.helpers import run_playbook
 from tests.unit.plugins.callback.sentry_recorder import SentryRecorder
 
@@ -173,9 +172,13 @@ def test_pass_summaries_become_structured_lines(cases):
     assert [(s["offering"], s["pass"], s["orders"], s["done"], s["erred"], s["pending"]) for s in summaries] == [
         ("DigitalOcean", "order_process", 3, 2, 1, 0), ("Azure", "order_process", 3, 3, 0, 0)]
     assert summaries[0]["membership"] == "not applicable (access is the SSH key of the order)"
+    assert [(s["seconds"], s["task"]) for s in summaries] == [(1.5, "Summarise the pass")] * 2
     # An offering with erred orders stands out.
     assert [s["level"] for s in summaries] == ["warning", "info"]
+    # The summary is logged once, as data: neither the fact that carries it nor its printed line
+    # is a line of its own.
     assert not by_task([r for r in records if r["event"] != "pass summary"], "Summarise the pass")
+    assert not by_task(records, "Count what the pass did")
 
 
 def test_warnings_and_deprecations_are_warning_lines(cases):
@@ -218,19 +221,6 @@ def test_the_final_line_counts_per_host(cases):
     assert counts["rescued"] == 1 and counts["changed"] == 1 and counts["ok"] >= 10
     assert (final["ok"], final["failed"]) == (counts["ok"], 1)
     assert final["seconds"] > 0
-
-
-def test_summary_parsing():
-    assert parse_summary("offering=My DO pass=report resources=4 sent=2.5 refused=0") == {
-        "offering": "My DO", "pass": "report", "resources": 4, "sent": 2.5, "refused": 0}
-    assert parse_summary("not a summary offering=x") == {}
-    assert parse_summary(None) == {}
-
-
-def test_fingerprints_ignore_uuids_and_long_hex_numbers():
-    first = normalise_message("order 0b5e0000-0000-0000-0000-000000000002 failed on droplet 5 (req abcdef0123456789)")
-    second = normalise_message("order 0b5e0000000000000000000000000009 failed on droplet 5 (req 0123456789abcdef)")
-    assert first == second == "order <uuid> failed on droplet 5 (req <hex>)"
 
 
 # Sentry -------------------------------------------------------------------------------------
@@ -352,20 +342,6 @@ def test_sentry_is_initialised_without_locals_or_personal_data(callback):
     assert json.dumps(event).count(DO_TOKEN) == 0
 
 
-def test_before_send_scrubs_whatever_the_event_carries(callback):
-    plugin = callback[0]
-    plugin._secrets.add(WALDUR_TOKEN)
-    event = {"message": "x", "extra": {"headers": {"Authorization": "Token " + WALDUR_TOKEN}},
-             "breadcrumbs": {"values": [{"data": {"url": "https://h/api/?token=abc&page=2"},
-                                         "message": "saw " + WALDUR_TOKEN}]}}
-    cleaned = plugin._before_send(event, {})
-    assert cleaned["extra"]["headers"]["Authorization"] == "********"
-    crumb = cleaned["breadcrumbs"]["values"][0]
-    assert crumb["data"]["url"] == "https://h/api/?token=********&page=2"
-    assert crumb["message"] == "saw ********"
-    assert plugin._before_breadcrumb({"message": "saw " + WALDUR_TOKEN}, {}) == {"message": "saw ********"}
-
-
 def test_flush_waits_for_the_events_at_the_end(callback):
     plugin, fake = callback
     plugin._capture("boom", {"task": "t"})
@@ -402,32 +378,91 @@ def test_a_bad_dsn_turns_sentry_off_once_and_the_run_goes_on(callback):
     assert line["event"] == "Sentry reporting is off: Unsupported scheme 'ftp'" and line["level"] == "warning"
 
 
-def test_output_that_is_gone_is_dropped_and_other_errors_still_raise():
-    """The guard around the controller's stdout/stderr: once nobody reads the pipe (or the
-    terminal hung up), writes are dropped instead of raised; a full disk is still an error."""
-    import errno
-    import os
+def test_the_callback_wraps_the_controllers_output_in_the_one_guard(callback, monkeypatch):
+    """The callback puts the guard of plugin_utils/output_guard.py around stdout and stderr as the
+    playbook starts (the guard itself: tests/unit/plugins/plugin_utils/test_output_guard.py)."""
+    from ansible_collections.waldur.site_agent.plugins.plugin_utils.output_guard import OutputGuard
 
-    read_end, write_end = os.pipe()
-    stream = os.fdopen(write_end, "w", buffering=1)
-    guard = waldur_json.OutputGuard(stream)
-    try:
-        guard.write("one\n")
-        assert os.read(read_end, 16) == b"one\n" and not guard.gone
-        os.close(read_end)
-        assert guard.write("two\n") == 4 and guard.gone
-        guard.write("three\n")
-        guard.flush()
-        assert guard.fileno() == write_end  # the rest is the stream's
-    finally:
-        try:
-            stream.close()
-        except OSError:
-            pass
+    plugin = callback[0]
+    monkeypatch.setattr(sys, "stdout", sys.stdout)
+    monkeypatch.setattr(sys, "stderr", sys.stderr)
+    plugin.v2_playbook_on_start(types.SimpleNamespace(_file_name="/p/order_process.yml"))
+    assert isinstance(sys.stdout, OutputGuard) and isinstance(sys.stderr, OutputGuard)
+    assert json.loads(plugin._display.lines[0])["event"] == "playbook started"
 
-    class FullDisk:
-        def write(self, text):
-            raise OSError(errno.ENOSPC, "No space left on device")
 
-    with pytest.raises(OSError):
-        waldur_json.OutputGuard(FullDisk()).write("line\n")
+# Pass summaries as data, in-process -----------------------------------------------------------
+
+
+def task_result(name, action, data, host="localhost", task_vars=None):
+    """A stand-in for ansible-core's TaskResult, as much as the callback reads of it."""
+    task = types.SimpleNamespace(action=action, no_log=False, loop=None, loop_with=None, _role=None,
+                                 _uuid=name, get_vars=lambda: dict(task_vars or {}))
+    inventory_host = types.SimpleNamespace(get_name=lambda: host, vars={})
+    return types.SimpleNamespace(task=task, host=inventory_host, result=dict(data), task_name=name, task_fields={})
+
+
+def summary_fact(offering="DigitalOcean", line="offering=DigitalOcean pass=report sent=3 seconds=0.5"):
+    fields = {"offering": offering, "pass": "report", "sent": 3, "refused": 1, "seconds": 0.5}
+    return {"ansible_facts": {"agent_pass_summary": {"fields": fields, "line": line}}}
+
+
+def records_of(plugin):
+    return [json.loads(line) for line in plugin._display.lines]
+
+
+def test_the_summary_data_becomes_the_record_of_the_task_that_prints_its_line(callback):
+    plugin = callback[0]
+    plugin.v2_runner_on_ok(task_result("Count what the pass did", "ansible.builtin.set_fact", summary_fact()))
+    assert plugin._display.lines == []  # the data alone says nothing yet
+    line = "offering=DigitalOcean pass=report sent=3 seconds=0.5"
+    plugin.v2_runner_on_ok(task_result("Summarise the pass", "ansible.builtin.debug", {"msg": line}))
+    [record] = records_of(plugin)
+    # the fields as they were set, typed and in order, never read back from the line
+    assert record == {**record, "event": "pass summary", "level": "warning", "task": "Summarise the pass",
+                      "offering": "DigitalOcean", "pass": "report", "sent": 3, "refused": 1, "seconds": 0.5}
+    assert list(record)[-5:] == ["offering", "pass", "sent", "refused", "seconds"]
+    # another message of the same kind is an ordinary line
+    plugin.v2_runner_on_ok(task_result("Summarise the pass", "ansible.builtin.debug", {"msg": line}))
+    assert records_of(plugin)[-1]["event"] == "task ok" and records_of(plugin)[-1]["msg"] == line
+
+
+def test_a_line_that_is_not_the_summarys_is_logged_as_it_is(callback):
+    plugin = callback[0]
+    plugin.v2_runner_on_ok(task_result("Count what the pass did", "ansible.builtin.set_fact", summary_fact()))
+    plugin.v2_runner_on_ok(task_result("Say something else", "ansible.builtin.debug",
+                                       {"msg": "offering=DigitalOcean pass=report sent=4"}))
+    [record] = records_of(plugin)
+    assert (record["event"], record["msg"]) == ("task ok", "offering=DigitalOcean pass=report sent=4")
+    assert "sent" not in record  # no text is parsed into fields
+
+
+def test_a_held_summary_waits_for_its_offerings_end_and_takes_its_status(callback):
+    plugin = callback[0]
+    held = {"agent_pass_hold_summary": True}
+    plugin.v2_runner_on_ok(task_result("Count what the pass did", "ansible.builtin.set_fact", summary_fact(),
+                                       task_vars=held))
+    plugin.v2_runner_on_ok(task_result("Summarise the pass", "ansible.builtin.debug",
+                                       {"msg": "offering=DigitalOcean pass=report sent=3 seconds=0.5"},
+                                       task_vars=held))
+    assert plugin._display.lines == []
+    end = {"ansible_facts": {"agent_pass_offering_end": {"pass": "report", "offering": "DigitalOcean",
+                                                         "status": "failed", "reason": "usage refused"}}}
+    plugin.v2_runner_on_ok(task_result("Say how the pass ended - DigitalOcean", "ansible.builtin.set_fact", end))
+    summary = next(record for record in records_of(plugin) if record["event"] == "pass summary")
+    assert (summary["task"], summary["status"], summary["reason"], summary["level"]) == (
+        "Summarise the pass", "failed", "usage refused", "error")
+    assert summary["sent"] == 3
+
+
+def test_a_summary_whose_line_was_never_printed_is_still_logged(callback):
+    plugin, _fake = callback
+    plugin.v2_runner_on_ok(task_result("Count what the pass did", "ansible.builtin.set_fact", summary_fact()))
+
+    class Stats:
+        processed = {}
+
+    plugin.v2_playbook_on_stats(Stats())
+    summary, final = records_of(plugin)
+    assert (summary["event"], summary["task"], summary["sent"]) == ("pass summary", "Count what the pass did", 3)
+    assert final["event"] == "playbook finished"

@@ -1,10 +1,10 @@
-"""The summary line of every pass: the text operators, the JSON log and the docs read, and an
-offering whose steps did not run counting nothing."""
+"""The summary of every pass: the line operators and the docs read, the same fields as data for
+the JSON log, and an offering whose steps did not run counting nothing."""
 
 import pytest
 from ansible.errors import AnsibleFilterError
 
-from ansible_collections.waldur.site_agent.plugins.filter.summary import pass_summary
+from ansible_collections.waldur.site_agent.plugins.filter.summary import pass_summary, pass_summary_data
 
 SKIPPED = {"changed": False, "skipped": True, "skip_reason": "Conditional result was False"}
 
@@ -15,7 +15,8 @@ def order_results():
         "claim": {"orders": [{"uuid": "a"}, {"uuid": "b"}], "api_calls": {"reads": 3, "writes": 2, "retries": 4}},
         "act": {"api_calls": 5, "results": [{"changed": True}, {"changed": False}, {"failed": True}]},
         "settle": {"api_calls": {"reads": 1, "writes": 2}},
-        "report": {"orders": 3, "summary": "done=1 erred=1 rejected=0 retry=1 refused=0 failed=0 skipped=0 diverged=0"},
+        "report": {"orders": 3, "counts": {"done": 1, "erred": 1, "rejected": 0, "retry": 1, "refused": 0, "failed": 0,
+                                           "skipped": 0, "diverged": 0}},
     }
 
 
@@ -28,7 +29,7 @@ def test_the_order_line_counts_changed_machines_and_every_call():
 def test_an_offering_with_nothing_to_do_shows_zero_whatever_ran_before():
     # The act was reset at the start of the offering and settle was skipped.
     results = dict(order_results(), claim={"orders": [], "api_calls": {"reads": 1, "writes": 0}}, act={},
-                   settle=SKIPPED, report={"orders": 0, "summary": "done=0"})
+                   settle=SKIPPED, report={"orders": 0, "counts": {"done": 0}})
     line = pass_summary(results, "order_process", "Azure VM", "100.0", now=100)
     assert line == "offering=Azure VM pass=order_process orders=0 done=0 machines_changed=0 api_calls=2 seconds=0.0"
 
@@ -93,3 +94,35 @@ def test_an_unknown_pass_or_no_results_is_an_error():
         pass_summary({}, "orders", "My DO", 0)
     with pytest.raises(AnsibleFilterError, match="registered results"):
         pass_summary([], "audit", "My DO", 0)
+
+
+def test_the_data_holds_the_lines_fields_typed_and_in_order():
+    summary = pass_summary_data(order_results(), "order_process", "My DO", 100.0, now=112.34)
+    assert summary["line"] == pass_summary(order_results(), "order_process", "My DO", 100.0, now=112.34)
+    assert list(summary["fields"].items()) == [
+        ("offering", "My DO"), ("pass", "order_process"), ("orders", 3), ("done", 1), ("erred", 1), ("rejected", 0),
+        ("retry", 1), ("refused", 0), ("failed", 0), ("skipped", 0), ("diverged", 0), ("machines_changed", 1),
+        ("api_calls", 14), ("seconds", 12.3)]
+    # every field is in the line, as the line shows it
+    assert summary["line"] == " ".join("%s=%s" % pair for pair in summary["fields"].items())
+
+
+def test_the_data_keeps_what_a_line_could_not_carry():
+    # an offering named like a number, or with "key=" in its name: the line reads ambiguously, the data does not
+    results = {"waldur": {"resources": []}, "cloud": {"status": "clean", "counts": {}}}
+    summary = pass_summary_data(results, "audit", "42 pass=x", 0, now=0, report="/audit/42")
+    assert summary["fields"]["offering"] == "42 pass=x" and summary["fields"]["pass"] == "audit"
+    assert summary["fields"]["status"] == "clean" and summary["fields"]["seconds"] == 0.0
+    assert summary["line"] == "offering=42 pass=x pass=audit status=clean  resources=0 report=/audit/42.json api_calls=0 seconds=0.0"
+    membership = pass_summary_data({}, "membership_sync", "My DO", 0, now=0, backend="Azure")["fields"]
+    assert membership["membership"] == "not applicable (Azure access is the SSH key of the order)"
+
+
+def test_a_check_mode_order_pass_shows_what_it_would_do_in_the_summarys_order():
+    from ansible_collections.waldur.site_agent.plugins.filter.order_pass import order_pass_report
+
+    report = order_pass_report({"orders": []}, {"results": [{"order_uuid": "o1", "outcome": "done"}]}, True)
+    fields = pass_summary_data(dict(order_results(), report=report), "order_process", "My DO", 0, now=0)["fields"]
+    assert list(fields)[2:11] == ["orders", "would_done", "would_erred", "would_reject", "retry", "refused", "failed",
+                                  "skipped", "diverged"]
+    assert fields["would_done"] == 1 and report["summary"].startswith("would_done=1 would_erred=0 would_reject=0 retry=0")

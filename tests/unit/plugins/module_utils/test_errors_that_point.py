@@ -9,7 +9,8 @@ import yaml
 from ansible.errors import AnsibleError
 from ansible.parsing.dataloader import DataLoader
 
-from ansible_collections.waldur.site_agent.plugins.callback.waldur_json import _offering_end, _summary_level
+from ansible_collections.waldur.site_agent.plugins.plugin_utils.result_records import offering_end as _offering_end
+from ansible_collections.waldur.site_agent.plugins.plugin_utils.result_records import summary_level as _summary_level
 from ansible_collections.waldur.site_agent.plugins.module_utils.agent.site_config import (
     _type_name,
     describe_value,
