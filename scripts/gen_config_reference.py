@@ -5,7 +5,7 @@
 
 What comes from the code, so the tables cannot drift from it:
 
-* the keys of every table: the schema in ``plugins/module_utils/agent/site_config.py``
+* the keys of every table: the schema in ``plugins/plugin_utils/site_config.py``
   (``ROOT_KEYS``, ``OFFERING_KEYS``, ``COMPONENT_KEYS``, ``AZURE_CREDENTIALS``,
   ``AZURE_SETTINGS``, ``DIGITALOCEAN_SETTINGS``, ``COMMON_BACKEND_SETTINGS``);
 * the type of every backend setting the schema types, and the allowed values
@@ -48,7 +48,7 @@ import_collection_from_checkout()
 
 from ansible_collections.waldur.site_agent.plugins.module_utils.azure import clients as azure_clients  # noqa: E402
 from ansible_collections.waldur.site_agent.plugins.module_utils.digitalocean import client as digitalocean  # noqa: E402
-from ansible_collections.waldur.site_agent.plugins.module_utils.agent import site_config  # noqa: E402
+from ansible_collections.waldur.site_agent.plugins.plugin_utils import site_config  # noqa: E402
 from ansible_collections.waldur.site_agent.plugins.modules import waldur_components  # noqa: E402
 
 NOT_USED = "no"

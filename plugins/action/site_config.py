@@ -25,7 +25,7 @@ from ansible.errors import AnsibleError
 from ansible.module_utils.common.collections import is_sequence
 from ansible.plugins.action import ActionBase
 
-from ansible_collections.waldur.site_agent.plugins.module_utils.agent.site_config import (
+from ansible_collections.waldur.site_agent.plugins.plugin_utils.site_config import (
     PASS_ROLES,
     apply_environment,
     config_file_problem,

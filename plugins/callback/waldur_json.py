@@ -155,13 +155,13 @@ from ansible import context
 from ansible.module_utils.common.text.converters import to_text
 from ansible.plugins.callback import CallbackBase
 
-from ansible_collections.waldur.site_agent.plugins.module_utils.core.log_record import RECORD_KEYS, log_record
+from ansible_collections.waldur.site_agent.plugins.plugin_utils.log_record import RECORD_KEYS, log_record
 from ansible_collections.waldur.site_agent.plugins.module_utils.core.secrets import (
     collect_secret_values,
     redact,
     secret_values_from_environment,
 )
-from ansible_collections.waldur.site_agent.plugins.module_utils.agent.site_config import (
+from ansible_collections.waldur.site_agent.plugins.plugin_utils.site_config import (
     SECRET_KEYS,
     config_file_problem,
 )

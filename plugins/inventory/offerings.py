@@ -105,7 +105,7 @@ from ansible.module_utils.common.text.converters import to_bytes, to_native, to_
 from ansible.plugins.inventory import BaseInventoryPlugin, Constructable
 
 from ansible_collections.waldur.site_agent.plugins.module_utils.core.uuids import normalize_uuid
-from ansible_collections.waldur.site_agent.plugins.module_utils.agent.site_config import (
+from ansible_collections.waldur.site_agent.plugins.plugin_utils.site_config import (
     PASS_ROLES,
     SUPPORTED_BACKENDS,
     config_file_problem,

@@ -56,7 +56,7 @@ from ansible.plugins.action import ActionBase
 from ansible.utils.display import Display
 from ansible.utils.vars import merge_hash
 
-from ansible_collections.waldur.site_agent.plugins.module_utils.core.log_record import log_record
+from ansible_collections.waldur.site_agent.plugins.plugin_utils.log_record import log_record
 from ansible_collections.waldur.site_agent.plugins.module_utils.core.packed import is_packed, unpack
 from ansible_collections.waldur.site_agent.plugins.module_utils.core.progress import (
     BATCH,

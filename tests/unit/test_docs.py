@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from ansible_collections.waldur.site_agent.plugins.module_utils.agent import site_config
+from ansible_collections.waldur.site_agent.plugins.plugin_utils import site_config
 from scripts import gen_config_reference as generator
 
 REPO = Path(__file__).resolve().parents[2]

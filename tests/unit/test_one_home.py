@@ -6,7 +6,7 @@
 A second copy of a rule drifts (the reserved-tag rule once was case-sensitive in the
 filter and case-insensitive in the module). Each case imports the rule from its home
 and then searches ``plugins/`` for the tell-tale of a second definition. The event
-source (``extensions/eda``) imports these homes too (``plugins/module_utils/events/``);
+source (``extensions/eda``) imports these homes too (``plugins/plugin_utils/events/``);
 ``tests/unit/eda/test_parity.py`` checks that it holds no copy.
 """
 

@@ -5,7 +5,7 @@
 
 Waldur and the operator give UUIDs dashed or undashed, in any case; the collection
 compares and returns them as 32 lower-case hex digits, the EDA event source included
-(``module_utils/events/``).
+(``plugin_utils/events/``).
 """
 
 from __future__ import absolute_import, division, print_function

@@ -1,6 +1,6 @@
 """Load the waldur_stomp source plugin from its file, as ansible-rulebook does (runpy, no
 package), so the tests exercise the file exactly as shipped, together with the collection's
-``module_utils/events`` parts it is built from."""
+``plugin_utils/events`` parts it is built from."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ import types
 from pathlib import Path
 
 PLUGIN_PATH = Path(__file__).resolve().parents[3] / "extensions" / "eda" / "plugins" / "event_source" / "waldur_stomp.py"
-EVENTS = "ansible_collections.waldur.site_agent.plugins.module_utils.events."
+EVENTS = "ansible_collections.waldur.site_agent.plugins.plugin_utils.events."
 PARTS = ("messages", "settings", "registration", "stomp_link", "source")
 
 

@@ -12,7 +12,7 @@ import sys
 from pathlib import Path
 
 from ansible_collections.waldur.site_agent.plugins.module_utils.core import secrets, uuids
-from ansible_collections.waldur.site_agent.plugins.module_utils.events import messages, registration, settings
+from ansible_collections.waldur.site_agent.plugins.plugin_utils.events import messages, registration, settings
 from ansible_collections.waldur.site_agent.plugins.module_utils.waldur import client, errors
 
 from tests.unit.eda.source_plugin import PLUGIN_PATH
@@ -54,7 +54,7 @@ def run_file(path, env=None, cwd="/"):
 def test_loads_from_the_installed_collection_as_ansible_rulebook_runs_it():
     result = run_file(INSTALLED / RELATIVE, env={"ANSIBLE_COLLECTIONS_PATH": "/nonexistent"})
     assert result.returncode == 0, result.stderr
-    assert result.stdout.strip() == "ansible_collections.waldur.site_agent.plugins.module_utils.events.source"
+    assert result.stdout.strip() == "ansible_collections.waldur.site_agent.plugins.plugin_utils.events.source"
 
 
 def test_a_copied_file_finds_the_collection_on_the_collections_path(tmp_path):

@@ -4,11 +4,11 @@
 """Event-Driven Ansible source: the Waldur offering's event queue over STOMP.
 
 ansible-rulebook loads this file with ``runpy.run_path``, outside any package and without
-the collection loader. The source is built from the collection's ``module_utils``
-(``events/`` for the STOMP side; the Waldur client, the site configuration reader and
-validator, the UUID, flag and secret rules): ``_collection_importable()`` makes
-``ansible_collections.waldur.site_agent`` importable from the collections root this file
-is installed under, else from the configured collections paths.
+the collection loader. The source is built from the collection's parts (``plugin_utils/events/``
+for the STOMP side, ``plugin_utils/site_config.py`` the site configuration reader and
+validator, ``module_utils`` the Waldur client and the UUID, flag and secret rules):
+``_collection_importable()`` makes ``ansible_collections.waldur.site_agent`` importable from
+the collections root this file is installed under, else from the configured collections paths.
 """
 
 import asyncio
@@ -38,23 +38,23 @@ def _collection_importable(here, environ=None):
     (``ansible_collections`` is a namespace package there); None when found, else why not."""
     environ = os.environ if environ is None else environ
     for root in _collections_roots(here, environ):
-        if os.path.isdir(os.path.join(root, "ansible_collections", "waldur", "site_agent", "plugins", "module_utils")):
+        if os.path.isdir(os.path.join(root, "ansible_collections", "waldur", "site_agent", "plugins", "plugin_utils")):
             if root not in sys.path:
                 sys.path.insert(0, root)
             return None
     try:
-        import ansible_collections.waldur.site_agent.plugins.module_utils.events  # noqa: F401  (already importable)
+        import ansible_collections.waldur.site_agent.plugins.plugin_utils.events  # noqa: F401  (already importable)
     except ImportError:
         return ("the collection waldur.site_agent is not installed on a collections path (ANSIBLE_COLLECTIONS_PATH, "
                 "~/.ansible/collections or /usr/share/ansible/collections); the event source is built from its "
-                "module_utils")
+                "plugin_utils and module_utils")
     return None
 
 
 _IMPORT_PROBLEM = _collection_importable(globals().get("__file__", ""))
 if _IMPORT_PROBLEM is None:
-    from ansible_collections.waldur.site_agent.plugins.module_utils.events.messages import LOGGER_NAME
-    from ansible_collections.waldur.site_agent.plugins.module_utils.events.settings import (
+    from ansible_collections.waldur.site_agent.plugins.plugin_utils.events.messages import LOGGER_NAME
+    from ansible_collections.waldur.site_agent.plugins.plugin_utils.events.settings import (
         CONFIG_ENVIRONMENT,
         _given,
         config_settings,
@@ -62,9 +62,9 @@ if _IMPORT_PROBLEM is None:
         reread_offering,
         tuning_options,
     )
-    from ansible_collections.waldur.site_agent.plugins.module_utils.events.source import WaldurStompSource
-    from ansible_collections.waldur.site_agent.plugins.module_utils.events.stomp_link import RedactingFilter, stomp
-    from ansible_collections.waldur.site_agent.plugins.module_utils.events.registration import requests
+    from ansible_collections.waldur.site_agent.plugins.plugin_utils.events.source import WaldurStompSource
+    from ansible_collections.waldur.site_agent.plugins.plugin_utils.events.stomp_link import RedactingFilter, stomp
+    from ansible_collections.waldur.site_agent.plugins.plugin_utils.events.registration import requests
 else:  # main() says why
     LOGGER_NAME = "waldur.site_agent.waldur_stomp"
     stomp = requests = None
@@ -249,8 +249,8 @@ notes:
   - Requires the C(stomp-py) and C(requests) Python packages in the decision environment, and
     the collection installed where ansible-rulebook finds the source (a collections path, or
     the decision environment's C(/usr/share/ansible/collections)), as the source is built from the
-    collection's C(module_utils) (its Waldur client, site configuration reader and validator,
-    UUID, flag and secret rules).
+    collection's C(plugin_utils) and C(module_utils) (its Waldur client, site configuration reader
+    and validator, UUID, flag and secret rules).
   - Registers with C(GET/POST/PUT /api/marketplace-site-agent-identities/),
     C(POST .../register_service/) (best effort) and C(POST .../register_queue/).
 """

@@ -8,7 +8,7 @@ from ansible_collections.waldur.site_agent.plugins.module_utils.core.secrets imp
     redact_text,
     secret_values_from_environment,
 )
-from ansible_collections.waldur.site_agent.plugins.module_utils.agent.site_config import SECRET_KEYS
+from ansible_collections.waldur.site_agent.plugins.plugin_utils.site_config import SECRET_KEYS
 
 CONFIG = {
     "sentry_dsn": "https://key@sentry.example.com/3",

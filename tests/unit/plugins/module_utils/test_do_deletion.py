@@ -13,7 +13,7 @@ from tests.unit.plugins.modules.do_audit_fakes import SendsLikeDigitalOcean, fre
 from tests.unit.plugins.modules.test_do_droplet import FakeClient, copy_of, create_item, facts, item, run
 
 from ansible_collections.waldur.site_agent.plugins.filter.order_pass import order_pass_report
-from ansible_collections.waldur.site_agent.plugins.module_utils.agent.site_config import validate
+from ansible_collections.waldur.site_agent.plugins.plugin_utils.site_config import validate
 from ansible_collections.waldur.site_agent.plugins.module_utils.digitalocean.droplets import batch_clashes
 from ansible_collections.waldur.site_agent.plugins.module_utils.digitalocean.errors import DigitalOceanError
 from ansible_collections.waldur.site_agent.plugins.module_utils.digitalocean.naming import derived_names

@@ -11,13 +11,13 @@ from ansible.parsing.dataloader import DataLoader
 
 from ansible_collections.waldur.site_agent.plugins.plugin_utils.result_records import offering_end as _offering_end
 from ansible_collections.waldur.site_agent.plugins.plugin_utils.result_records import summary_level as _summary_level
-from ansible_collections.waldur.site_agent.plugins.module_utils.agent.site_config import (
+from ansible_collections.waldur.site_agent.plugins.plugin_utils.site_config import (
     _type_name,
     describe_value,
     validate,
     yaml_error_text,
 )
-from ansible_collections.waldur.site_agent.plugins.module_utils.events import settings
+from ansible_collections.waldur.site_agent.plugins.plugin_utils.events import settings
 
 TOKEN = "tok-3b9d0c55e1a24f7788"
 # Line 3 has one space too many: the ': ' after its key is at column 22.

@@ -1,6 +1,6 @@
 """Config validation: every problem at once, with key paths, never a secret's value."""
 
-from ansible_collections.waldur.site_agent.plugins.module_utils.agent.site_config import offerings_for, validate
+from ansible_collections.waldur.site_agent.plugins.plugin_utils.site_config import offerings_for, validate
 
 SECRET = "s3cr3t-value-never-printed"
 
@@ -95,7 +95,7 @@ def test_offerings_for_a_pass_and_an_offering():
 
 
 def test_secrets_missing_from_the_file_come_from_the_environment():
-    from ansible_collections.waldur.site_agent.plugins.module_utils.agent.site_config import apply_environment
+    from ansible_collections.waldur.site_agent.plugins.plugin_utils.site_config import apply_environment
 
     config = good_config()
     del config["offerings"][0]["waldur_api_token"]
@@ -144,7 +144,7 @@ def test_a_token_over_plain_http_to_another_host_is_a_warning_but_loopback_is_no
 
 
 def test_a_misspelt_role_key_is_named_with_the_key_it_resembles():
-    from ansible_collections.waldur.site_agent.plugins.module_utils.agent.site_config import role_key_typos
+    from ansible_collections.waldur.site_agent.plugins.plugin_utils.site_config import role_key_typos
 
     config = good_config()
     for offering in config["offerings"]:
@@ -159,7 +159,7 @@ def test_a_misspelt_role_key_is_named_with_the_key_it_resembles():
 
 
 def test_a_pass_names_the_offerings_it_leaves_out():
-    from ansible_collections.waldur.site_agent.plugins.module_utils.agent.site_config import select_offerings
+    from ansible_collections.waldur.site_agent.plugins.plugin_utils.site_config import select_offerings
 
     config = good_config()
     assert select_offerings(config, "membership_sync") == ([], ["DO", "Azure"])
@@ -201,7 +201,7 @@ offerings: []
 def test_yaml_aliases_that_expand_without_bound_are_refused_without_expanding_them():
     import resource
 
-    from ansible_collections.waldur.site_agent.plugins.module_utils.agent.site_config import yaml_bound_problem
+    from ansible_collections.waldur.site_agent.plugins.plugin_utils.site_config import yaml_bound_problem
 
     before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
     problem = yaml_bound_problem(BOMB)
@@ -315,7 +315,7 @@ def _settings_read_by_the_code():
 
 
 def test_every_backend_setting_the_code_reads_is_in_the_one_list_validation_checks_against():
-    from ansible_collections.waldur.site_agent.plugins.module_utils.agent.site_config import backend_settings_read
+    from ansible_collections.waldur.site_agent.plugins.plugin_utils.site_config import backend_settings_read
 
     read = _settings_read_by_the_code()
     assert {"default_region", "size_mapping", "default_ssh_public_key"} <= read["digitalocean"]  # the scan sees

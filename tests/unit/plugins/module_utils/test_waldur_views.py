@@ -124,7 +124,7 @@ def test_a_token_with_stray_whitespace_is_refused_before_any_call_without_showin
 
 
 def test_the_configuration_refuses_every_secret_with_stray_whitespace_by_its_key_path():
-    from ansible_collections.waldur.site_agent.plugins.module_utils.agent.site_config import apply_environment, validate
+    from ansible_collections.waldur.site_agent.plugins.plugin_utils.site_config import apply_environment, validate
     from tests.helpers import simulator_site_config
 
     config = simulator_site_config("https://waldur.example.com", do_url="https://do.example.com",

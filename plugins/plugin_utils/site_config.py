@@ -25,7 +25,7 @@ import os
 import re
 
 from ansible_collections.waldur.site_agent.plugins.module_utils.core.secrets import secret_text_problem
-from ansible_collections.waldur.site_agent.plugins.module_utils.agent.site_config_checks import (  # pylint: disable=unused-import  # re-exported
+from ansible_collections.waldur.site_agent.plugins.plugin_utils.site_config_checks import (  # pylint: disable=unused-import  # re-exported
     LOOPBACK_HOSTS,
     ConfigProblems,
     _expect,
@@ -40,7 +40,7 @@ from ansible_collections.waldur.site_agent.plugins.module_utils.agent.site_confi
     _CIDR,
     is_time_zone,
 )
-from ansible_collections.waldur.site_agent.plugins.module_utils.agent.site_config_load import (  # pylint: disable=unused-import  # re-exported
+from ansible_collections.waldur.site_agent.plugins.plugin_utils.site_config_load import (  # pylint: disable=unused-import  # re-exported
     MAX_CONFIG_BYTES,
     MAX_YAML_NODES,
     config_file_problem,

@@ -17,7 +17,7 @@ import time
 
 from ansible_collections.waldur.site_agent.plugins.module_utils.core.secrets import redact_text
 from ansible_collections.waldur.site_agent.plugins.module_utils.waldur.errors import WaldurApiError
-from ansible_collections.waldur.site_agent.plugins.module_utils.events.messages import (
+from ansible_collections.waldur.site_agent.plugins.plugin_utils.events.messages import (
     EVENT,
     IGNORED,
     LOGGER_NAME,
@@ -30,8 +30,8 @@ from ansible_collections.waldur.site_agent.plugins.module_utils.events.messages 
     message_to_event,
     sweep_event,
 )
-from ansible_collections.waldur.site_agent.plugins.module_utils.events.registration import WaldurEventsApi
-from ansible_collections.waldur.site_agent.plugins.module_utils.events.stomp_link import (
+from ansible_collections.waldur.site_agent.plugins.plugin_utils.events.registration import WaldurEventsApi
+from ansible_collections.waldur.site_agent.plugins.plugin_utils.events.stomp_link import (
     StompConnectError,
     _Listener,
     close_connection,

@@ -2,7 +2,7 @@
 # Copyright: Waldur site agent developers
 # MIT License (see LICENSE)
 """The event source's settings: its arguments, or the stomp_enabled offerings of the site agent
-configuration file, read and validated as the passes read it (``agent/site_config.py``), with
+configuration file, read and validated as the passes read it (``plugin_utils/site_config.py``), with
 the collection's UUID, API-root and flag rules."""
 
 from __future__ import absolute_import, division, print_function
@@ -17,7 +17,7 @@ from ansible.module_utils.parsing.convert_bool import boolean
 
 from ansible_collections.waldur.site_agent.plugins.module_utils.core.uuids import uuid_or_none
 from ansible_collections.waldur.site_agent.plugins.module_utils.waldur.client import normalize_api_root
-from ansible_collections.waldur.site_agent.plugins.module_utils.agent.site_config import (
+from ansible_collections.waldur.site_agent.plugins.plugin_utils.site_config import (
     MAX_CONFIG_BYTES,
     apply_environment,
     describe_value,
@@ -27,7 +27,7 @@ from ansible_collections.waldur.site_agent.plugins.module_utils.agent.site_confi
     yaml_bound_problem,
     yaml_error_text,
 )
-from ansible_collections.waldur.site_agent.plugins.module_utils.events.messages import (
+from ansible_collections.waldur.site_agent.plugins.plugin_utils.events.messages import (
     DEFAULT_BATCH_MAX,
     DEFAULT_BATCH_WINDOW,
     DEFAULT_CLAIM_WAIT,

@@ -13,7 +13,7 @@ import logging
 import ssl
 
 from ansible_collections.waldur.site_agent.plugins.module_utils.core.secrets import redact_text
-from ansible_collections.waldur.site_agent.plugins.module_utils.events.messages import LOGGER_NAME
+from ansible_collections.waldur.site_agent.plugins.plugin_utils.events.messages import LOGGER_NAME
 
 try:
     import stomp

@@ -22,7 +22,7 @@ from ansible_collections.waldur.site_agent.plugins.module_utils.waldur.client im
     WaldurClient,
     WaldurUnproven,
 )
-from ansible_collections.waldur.site_agent.plugins.module_utils.events.messages import LOGGER_NAME
+from ansible_collections.waldur.site_agent.plugins.plugin_utils.events.messages import LOGGER_NAME
 
 try:
     import stomp
