@@ -330,7 +330,7 @@ def run_ours(sims: SimulatorSet, pass_name: str, backend: str, n: int, cycle: st
 
 def modules_in_workers(tasks: list) -> list:
     """The module runs of a pass whose modules run in the task's worker (the default,
-    ``plugins/plugin_utils/in_process.py``): no process of their own to watch, so each is the
+    ``plugins/plugin_utils/controller_module.py``): no process of their own to watch, so each is the
     time of its task from the per-task profile (the worker's fork, ~0.05 s, included). The
     collection's action-only plugins (pass_lock, site_config) are bookkeeping, not modules."""
     runs = []

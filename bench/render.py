@@ -1043,7 +1043,7 @@ def render_markdown(results) -> str:
         "*ansible* is the wall time outside the module tasks (start-up of `ansible-playbook`, parsing,",
         "the tasks that only template facts and filters, the callbacks). The module columns are the",
         "module tasks from the per-task callback: the collection's modules run inside the task's worker",
-        "(`plugins/plugin_utils/in_process.py`), so each is the worker's fork, the templating of its",
+        "(`plugins/plugin_utils/controller_module.py`), so each is the worker's fork, the templating of its",
         "arguments and its API calls; what it imports the controller imported once before forking",
         "(run with `waldur_site_agent_in_process: false`, they",
         "are the lifetimes of the module processes instead). *PSS* is the largest sum of proportional",

@@ -31,7 +31,7 @@ def where_the_time_goes(start_gap_s=None) -> str:
            if start_gap_s is not None else "")
     return (
         "Each phase but *other tasks* is one or two module tasks. The collection's modules run inside the task's "
-        "worker (`plugins/plugin_utils/in_process.py`), so a module task costs about a tenth of a second here: the "
+        "worker (`plugins/plugin_utils/controller_module.py`), so a module task costs about a tenth of a second here: the "
         "worker's fork and the task's templating; requests, the SDKs and the collection's client were imported by "
         "the controller once, before it forked the worker. "
         "Run the usual way (`waldur_site_agent_in_process: false`), each module task is a Python of its own "

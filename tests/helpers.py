@@ -127,7 +127,7 @@ def assert_verbose_module_output(output: str) -> None:
     something: ansible-core before 2.20 also prints each module's ``invocation`` (its
     arguments), with no_log options masked; 2.20 and later leave ``invocation`` out."""
     # ansible-core says which module file it runs at -vvv, whether the module then runs in the
-    # worker (plugins/plugin_utils/in_process.py) or over the local connection
+    # worker (plugins/plugin_utils/controller_module.py) or over the local connection
     assert "Using module file" in output, "not a -vvv run"
     if '"invocation"' in output:
         assert "VALUE_SPECIFIED_IN_NO_LOG_PARAMETER" in output, "module arguments printed unmasked"

@@ -8,7 +8,7 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
-from ansible_collections.waldur.site_agent.plugins.plugin_utils.in_process import preload
+from ansible_collections.waldur.site_agent.plugins.plugin_utils.controller_module import preload
 from ansible_collections.waldur.site_agent.plugins.plugin_utils.batch_action import ActionModule  # noqa: F401 pylint: disable=unused-import
 
 # What the module imports, imported once in the controller before any worker forks.

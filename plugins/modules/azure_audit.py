@@ -388,11 +388,12 @@ class AuditListing(Listing):
         return DELETED
 
 
-def main():
+def main(build=AnsibleModule):
+    # build: AnsibleModule, or what the action plugin runs the module with (plugin_utils/controller_module.py)
     argument_spec = azure_argument_spec()
     argument_spec.update(audit_argument_spec())
     argument_spec.update(resource_group=dict(type="str"), deadline=dict(type="float", default=600))
-    module = AnsibleModule(argument_spec=argument_spec, supports_check_mode=True)
+    module = build(argument_spec=argument_spec, supports_check_mode=True)
     offering_uuid, resources = checked_params(module)
     clients = clients_from_module(module)
     clients.deadline = time.monotonic() + module.params["deadline"]  # no SDK retry waits past it

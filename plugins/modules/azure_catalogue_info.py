@@ -238,7 +238,8 @@ MACHINE_OPTIONS = dict(
 )
 
 
-def main():
+def main(build=AnsibleModule):
+    # build: AnsibleModule, or what the action plugin runs the module with (plugin_utils/controller_module.py)
     argument_spec = azure_argument_spec()
     argument_spec.update(
         machines=dict(type="list", elements="dict", options=MACHINE_OPTIONS),
@@ -249,8 +250,8 @@ def main():
         listed_orders=dict(type="raw"),
         headroom_only=dict(type="bool", default=False),
     )
-    module = AnsibleModule(argument_spec=argument_spec, supports_check_mode=True,
-                           mutually_exclusive=[("machines", "machines_packed")])
+    module = build(argument_spec=argument_spec, supports_check_mode=True,
+                   mutually_exclusive=[("machines", "machines_packed")])
     params = module.params
     if params["headroom_only"]:
         show_headroom(module)

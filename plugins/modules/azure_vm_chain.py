@@ -379,7 +379,8 @@ MACHINE_OPTIONS = dict(
 )
 
 
-def main():
+def main(build=AnsibleModule):
+    # build: AnsibleModule, or what the action plugin runs the module with (plugin_utils/controller_module.py)
     argument_spec = azure_argument_spec()
     argument_spec.update(
         machines=dict(type="list", elements="dict", options=MACHINE_OPTIONS),
@@ -390,9 +391,9 @@ def main():
         arm_writes_per_second=dict(type="float", default=ARM_WRITES_PER_SECOND),
     )
     argument_spec.update(batch_argument_spec())
-    module = AnsibleModule(argument_spec=argument_spec, supports_check_mode=True,
-                           required_one_of=[("machines", "machines_packed")],
-                           mutually_exclusive=[("machines", "machines_packed")])
+    module = build(argument_spec=argument_spec, supports_check_mode=True,
+                   required_one_of=[("machines", "machines_packed")],
+                   mutually_exclusive=[("machines", "machines_packed")])
 
     BatchRunner(module, None)  # the batch options, before any call
     problem = batch_option_problem(module.params, positive=("arm_write_burst", "arm_writes_per_second"))

@@ -359,7 +359,8 @@ class Reader:
             return {"failed": True, "msg": str(error)}
 
 
-def main():
+def main(build=AnsibleModule):
+    # build: AnsibleModule, or what the action plugin runs the module with (plugin_utils/controller_module.py)
     argument_spec = azure_argument_spec()
     argument_spec.update(
         backend_ids=dict(type="list", elements="str"),
@@ -370,9 +371,9 @@ def main():
         max_workers=dict(type="int", default=8),
         deadline=dict(type="float", default=900),
     )
-    module = AnsibleModule(argument_spec=argument_spec, supports_check_mode=True,
-                           required_if=[("read_subscription", False, ("backend_ids", "backend_ids_packed"), True)],
-                           mutually_exclusive=[("backend_ids", "backend_ids_packed")])
+    module = build(argument_spec=argument_spec, supports_check_mode=True,
+                   required_if=[("read_subscription", False, ("backend_ids", "backend_ids_packed"), True)],
+                   mutually_exclusive=[("backend_ids", "backend_ids_packed")])
     backend_ids = list_option(module, "backend_ids", elements="str")
     clients = clients_from_module(module)
     deadline_seconds = module.params["deadline"]

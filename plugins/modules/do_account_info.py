@@ -54,8 +54,9 @@ from ansible_collections.waldur.site_agent.plugins.module_utils.digitalocean.err
 KEYS = ("uuid", "status", "status_message", "droplet_limit")
 
 
-def main():
-    module = AnsibleModule(argument_spec=digitalocean_argument_spec(), supports_check_mode=True)
+def main(build=AnsibleModule):
+    # build: AnsibleModule, or what the action plugin runs the module with (plugin_utils/controller_module.py)
+    module = build(argument_spec=digitalocean_argument_spec(), supports_check_mode=True)
     client = client_from_module(module, max_connections=1)
     try:
         raw = client.account()

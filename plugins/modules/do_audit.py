@@ -459,11 +459,12 @@ def backend_key(backend_id):
     return backend_id if backend_id.isdigit() else None
 
 
-def main():
+def main(build=AnsibleModule):
+    # build: AnsibleModule, or what the action plugin runs the module with (plugin_utils/controller_module.py)
     argument_spec = digitalocean_argument_spec()
     argument_spec.update(audit_argument_spec())
     argument_spec.update(size_mapping=dict(type="dict", default={}), repair_wait_timeout=dict(type="float", default=600))
-    module = AnsibleModule(argument_spec=argument_spec, supports_check_mode=True)
+    module = build(argument_spec=argument_spec, supports_check_mode=True)
     offering_uuid, resources = checked_params(module)
     client = client_from_module(module)
     try:

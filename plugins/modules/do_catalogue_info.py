@@ -222,7 +222,8 @@ DROPLET_OPTIONS = dict(
 )
 
 
-def main():
+def main(build=AnsibleModule):
+    # build: AnsibleModule, or what the action plugin runs the module with (plugin_utils/controller_module.py)
     argument_spec = digitalocean_argument_spec()
     argument_spec.update(
         droplets=dict(type="list", elements="dict", options=DROPLET_OPTIONS),
@@ -233,8 +234,8 @@ def main():
         size_mapping_sizes=dict(type="list", elements="str", default=[]),
         listed_orders=dict(type="raw"),
     )
-    module = AnsibleModule(argument_spec=argument_spec, supports_check_mode=True,
-                           mutually_exclusive=[("droplets", "droplets_packed")])
+    module = build(argument_spec=argument_spec, supports_check_mode=True,
+                   mutually_exclusive=[("droplets", "droplets_packed")])
     droplets = list_option(module, "droplets", DROPLET_OPTIONS)
     try:
         listed_orders = unpack(module.params["listed_orders"], "listed_orders")

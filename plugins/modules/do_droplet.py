@@ -431,7 +431,8 @@ DROPLET_OPTIONS = dict(
 )
 
 
-def main():
+def main(build=AnsibleModule):
+    # build: AnsibleModule, or what the action plugin runs the module with (plugin_utils/controller_module.py)
     argument_spec = digitalocean_argument_spec()
     argument_spec.update(
         droplets=dict(type="list", elements="dict", options=DROPLET_OPTIONS),
@@ -443,9 +444,9 @@ def main():
         return_facts=dict(type="bool", default=True),
     )
     argument_spec.update(batch_argument_spec())
-    module = AnsibleModule(argument_spec=argument_spec, supports_check_mode=True,
-                           required_one_of=[("droplets", "droplets_packed")],
-                           mutually_exclusive=[("droplets", "droplets_packed")])
+    module = build(argument_spec=argument_spec, supports_check_mode=True,
+                   required_one_of=[("droplets", "droplets_packed")],
+                   mutually_exclusive=[("droplets", "droplets_packed")])
     for option in ("wait_timeout", "duplicate_window"):
         if module.params[option] <= 0:
             module.fail_json(msg="%s must be a positive number, got %s" % (option, module.params[option]))

@@ -156,10 +156,11 @@ def droplet_entries(backend_ids, found):
     return droplets, missing
 
 
-def main():
+def main(build=AnsibleModule):
+    # build: AnsibleModule, or what the action plugin runs the module with (plugin_utils/controller_module.py)
     argument_spec = digitalocean_argument_spec()
     argument_spec.update(backend_ids=dict(type="list", elements="str", required=True))
-    module = AnsibleModule(argument_spec=argument_spec, supports_check_mode=True)
+    module = build(argument_spec=argument_spec, supports_check_mode=True)
     backend_ids = [str(value).strip() for value in module.params["backend_ids"] if str(value or "").strip()]
     client = client_from_module(module)
     try:

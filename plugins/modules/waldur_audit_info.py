@@ -137,6 +137,8 @@ api_calls:
   type: dict
 """
 
+from ansible.module_utils.basic import AnsibleModule
+
 from ansible_collections.waldur.site_agent.plugins.module_utils.agent.audit import age_hours, utc_now
 from ansible_collections.waldur.site_agent.plugins.module_utils.waldur.client import WaldurApiError
 from ansible_collections.waldur.site_agent.plugins.module_utils.waldur.marketplace import (
@@ -171,8 +173,9 @@ def executing_orders(client, offering_uuid, now):
     return orders
 
 
-def main():
-    module = WaldurModule(argument_spec=dict(
+def main(build=AnsibleModule):
+    # build: AnsibleModule, or what the action plugin runs the module with (plugin_utils/controller_module.py)
+    module = WaldurModule(build=build, argument_spec=dict(
         offering_uuid=dict(type="str", required=True),
         stuck_after_hours=dict(type="float", default=1.0),
     ))

@@ -188,6 +188,8 @@ api_calls:
   type: dict
 """
 
+from ansible.module_utils.basic import AnsibleModule
+
 from decimal import Decimal, InvalidOperation
 
 from ansible_collections.waldur.site_agent.plugins.module_utils.waldur.client import WaldurApiError
@@ -375,12 +377,13 @@ def _plain(number):
     return text or "0"
 
 
-def main():
+def main(build=AnsibleModule):
+    # build: AnsibleModule, or what the action plugin runs the module with (plugin_utils/controller_module.py)
     argument_spec = dict(
         offering_uuid=dict(type="str", required=True),
         components=dict(type="dict", required=True),
     )
-    module = WaldurModule(argument_spec=argument_spec)
+    module = WaldurModule(build=build, argument_spec=argument_spec)
     params = module.params
     offering_uuid = module.uuid_param(params["offering_uuid"], "offering_uuid")
     if not params["components"]:

@@ -69,6 +69,8 @@ api_calls:
   sample: {reads: 1, writes: 0, retries: 0}
 """
 
+from ansible.module_utils.basic import AnsibleModule
+
 from ansible_collections.waldur.site_agent.plugins.module_utils.agent.buildable import order_form_fields
 from ansible_collections.waldur.site_agent.plugins.module_utils.core.uuids import hex_uuid
 from ansible_collections.waldur.site_agent.plugins.module_utils.waldur.client import WaldurApiError
@@ -84,8 +86,9 @@ def _wrong_url(module, why):
             "(for example https://waldur.example.com/api/)" % (module.params["api_url"], why))
 
 
-def main():
-    module = WaldurModule(argument_spec=dict(offering_uuid=dict(type="str", required=True)))
+def main(build=AnsibleModule):
+    # build: AnsibleModule, or what the action plugin runs the module with (plugin_utils/controller_module.py)
+    module = WaldurModule(build=build, argument_spec=dict(offering_uuid=dict(type="str", required=True)))
     offering_uuid = module.uuid_param(module.params["offering_uuid"], "offering_uuid")
     client = module.client(pool_size=1)
     try:

@@ -186,6 +186,8 @@ api_calls:
 
 import time
 
+from ansible.module_utils.basic import AnsibleModule
+
 from ansible_collections.waldur.site_agent.plugins.module_utils.agent.components import limits_cover
 from ansible_collections.waldur.site_agent.plugins.module_utils.core.uuids import find_uuids, hex_uuid, normalize_uuid
 from ansible_collections.waldur.site_agent.plugins.module_utils.waldur.client import WaldurApiError
@@ -229,7 +231,8 @@ def wait_for(module, client, order_uuid, timeout, interval):
     return order
 
 
-def main():
+def main(build=AnsibleModule):
+    # build: AnsibleModule, or what the action plugin runs the module with (plugin_utils/controller_module.py)
     argument_spec = dict(
         state=dict(type="str", default="present", choices=["present", "updated", "absent"]),
         offering=dict(type="str"),
@@ -243,7 +246,7 @@ def main():
         wait_timeout=dict(type="int", default=600, aliases=["order_timeout"]),
         interval=dict(type="float", default=3.0),
     )
-    module = WaldurModule(
+    module = WaldurModule(build=build, 
         argument_spec=argument_spec,
         required_if=[
             ("state", "present", ("offering", "project")),

@@ -539,13 +539,16 @@ api_calls:
   sample: {reads: 12, writes: 3, retries: 0}
 """
 
+from ansible.module_utils.basic import AnsibleModule
+
 from ansible_collections.waldur.site_agent.plugins.module_utils.core.batch import BatchRunner, batch_argument_spec
 from ansible_collections.waldur.site_agent.plugins.module_utils.waldur.claim import run_claim, run_list
 from ansible_collections.waldur.site_agent.plugins.module_utils.waldur.module import WaldurModule
 from ansible_collections.waldur.site_agent.plugins.module_utils.waldur.settle import run_settle
 
 
-def main():
+def main(build=AnsibleModule):
+    # build: AnsibleModule, or what the action plugin runs the module with (plugin_utils/controller_module.py)
     argument_spec = dict(
         state=dict(type="str", default="claimed", choices=["listed", "claimed", "settled"]),
         offering_uuid=dict(type="str", required=True),
@@ -563,7 +566,7 @@ def main():
         order_processing_stuck_seconds=dict(type="float", default=3600.0),
     )
     argument_spec.update(batch_argument_spec())
-    module = WaldurModule(argument_spec=argument_spec)
+    module = WaldurModule(build=build, argument_spec=argument_spec)
     params = module.params
     BatchRunner(module, None)  # fails on batch options out of range before any call
     offering_uuid = module.uuid_param(params["offering_uuid"], "offering_uuid")

@@ -137,6 +137,8 @@ api_calls:
   type: dict
 """
 
+from ansible.module_utils.basic import AnsibleModule
+
 from ansible_collections.waldur.site_agent.plugins.module_utils.core.batch import BatchRunner, batch_argument_spec
 from ansible_collections.waldur.site_agent.plugins.module_utils.core.packed import list_option
 from ansible_collections.waldur.site_agent.plugins.module_utils.waldur.client import error_message
@@ -151,14 +153,15 @@ RESOURCE_OPTIONS = dict(
 )
 
 
-def main():
+def main(build=AnsibleModule):
+    # build: AnsibleModule, or what the action plugin runs the module with (plugin_utils/controller_module.py)
     argument_spec = dict(
         resources=dict(type="list", elements="dict", options=RESOURCE_OPTIONS),
         resources_packed=dict(type="raw"),
         packed=dict(type="bool", default=False),
     )
     argument_spec.update(batch_argument_spec())
-    module = WaldurModule(argument_spec=argument_spec, required_one_of=[("resources", "resources_packed")],
+    module = WaldurModule(build=build, argument_spec=argument_spec, required_one_of=[("resources", "resources_packed")],
                           mutually_exclusive=[("resources", "resources_packed")])
     params = module.params
     items = []

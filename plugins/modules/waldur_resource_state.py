@@ -120,6 +120,8 @@ api_calls:
   type: dict
 """
 
+from ansible.module_utils.basic import AnsibleModule
+
 from ansible_collections.waldur.site_agent.plugins.module_utils.core.batch import (
     BatchRunner,
     batch_argument_spec,
@@ -137,7 +139,8 @@ def label(item):
     return "%s (%s)" % (item["name"], item["resource_uuid"]) if item["name"] else item["resource_uuid"]
 
 
-def main():
+def main(build=AnsibleModule):
+    # build: AnsibleModule, or what the action plugin runs the module with (plugin_utils/controller_module.py)
     argument_spec = dict(
         resources=dict(type="list", elements="dict", required=True, options=dict(
             resource_uuid=dict(type="str", required=True),
@@ -146,7 +149,7 @@ def main():
         state=dict(type="str", choices=["OK"], default="OK"),
     )
     argument_spec.update(batch_argument_spec())
-    module = WaldurModule(argument_spec=argument_spec)
+    module = WaldurModule(build=build, argument_spec=argument_spec)
     params = module.params
     items, seen = [], {}
     for index, entry in enumerate(params["resources"]):

@@ -199,6 +199,8 @@ api_calls:
   type: dict
 """
 
+from ansible.module_utils.basic import AnsibleModule
+
 from ansible_collections.waldur.site_agent.plugins.module_utils.core.batch import run_batch
 from ansible_collections.waldur.site_agent.plugins.module_utils.core.packed import pack
 from ansible_collections.waldur.site_agent.plugins.module_utils.waldur.client import WaldurApiError
@@ -260,7 +262,8 @@ def read_one(client, uuid, offering_uuid, states, fields=None):
     return {"resource": resource}
 
 
-def main():
+def main(build=AnsibleModule):
+    # build: AnsibleModule, or what the action plugin runs the module with (plugin_utils/controller_module.py)
     argument_spec = dict(
         offering_uuid=dict(type="str", required=True),
         states=dict(type="list", elements="str", default=["OK", "Erred"]),
@@ -269,7 +272,7 @@ def main():
         fields=dict(type="list", elements="str"),
         packed=dict(type="bool", default=False),
     )
-    module = WaldurModule(argument_spec=argument_spec)
+    module = WaldurModule(build=build, argument_spec=argument_spec)
     params = module.params
     offering_uuid = module.uuid_param(params["offering_uuid"], "offering_uuid")
     states = params["states"]

@@ -240,6 +240,8 @@ api_calls:
   type: dict
 """
 
+from ansible.module_utils.basic import AnsibleModule
+
 from decimal import Decimal
 
 from ansible_collections.waldur.site_agent.plugins.module_utils.core.batch import BatchRunner, batch_argument_spec
@@ -269,7 +271,8 @@ USAGE_OPTIONS = dict(
 )
 
 
-def main():
+def main(build=AnsibleModule):
+    # build: AnsibleModule, or what the action plugin runs the module with (plugin_utils/controller_module.py)
     argument_spec = dict(
         offering_uuid=dict(type="str", required=True),
         usages=dict(type="list", elements="dict", options=USAGE_OPTIONS),
@@ -279,7 +282,7 @@ def main():
         timezone=dict(type="str", default="UTC"),
     )
     argument_spec.update(batch_argument_spec())
-    module = WaldurModule(argument_spec=argument_spec, required_one_of=[("usages", "usages_packed")],
+    module = WaldurModule(build=build, argument_spec=argument_spec, required_one_of=[("usages", "usages_packed")],
                           mutually_exclusive=[("usages", "usages_packed")])
     params = module.params
     offering_uuid = module.uuid_param(params["offering_uuid"], "offering_uuid")

@@ -27,8 +27,8 @@ the whole result as before. The registered result is untouched, so the tasks tha
 JSON callback (which gets every item) are too; a short result with no items is left to Ansible.
 
 The modules run on the controller (``connection: local``), where the progress file is, inside
-the task's worker (``plugin_utils/in_process.py``); on any other connection the module just runs
-the usual way, without progress lines.
+the task's worker (``plugin_utils/controller_module.py``); where a module runs the usual way (another
+connection or interpreter) it runs without progress lines.
 
 A line displayed from the worker is written by the controller's results thread, the thread that
 also hands the workers' results to the play. When the controller's stdout is gone (ansible-runner,
@@ -67,7 +67,7 @@ from ansible_collections.waldur.site_agent.plugins.module_utils.core.progress im
     progress_line,
     reading_line,
 )
-from ansible_collections.waldur.site_agent.plugins.plugin_utils.in_process import InProcessModule
+from ansible_collections.waldur.site_agent.plugins.plugin_utils.controller_module import run_here, runs_here
 from ansible_collections.waldur.site_agent.plugins.plugin_utils.output_guard import controller_output_gone
 
 display = Display()
@@ -299,7 +299,7 @@ def _item_count(args):
     return None
 
 
-class ActionModule(InProcessModule, ActionBase):
+class ActionModule(ActionBase):
     _supports_check_mode = True
     _supports_async = True
 
@@ -309,31 +309,33 @@ class ActionModule(InProcessModule, ActionBase):
         del tmp
         self._json = self._stdout_callback_is_json()
         self._task_vars = task_vars or {}
-        wrap_async = self._task.async_val
-        watcher = None
-        self._progress_path = None
-        if not wrap_async and self._is_local():
-            handle, self._progress_path = tempfile.mkstemp(prefix="waldur-progress-", suffix=".json")
-            os.close(handle)
-            os.unlink(self._progress_path)  # the module creates it with its first batch runner
-            watcher = ProgressWatcher(self._progress_path, self._emit,
-                                      _seconds(FIRST_AFTER_ENV, FIRST_AFTER_SECONDS),
-                                      _seconds(EVERY_ENV, EVERY_SECONDS), hide_names=self._no_log(),
-                                      output_alive=self._controller_output_alive, doing=self._doing,
-                                      started=started).start()
+        if not runs_here(self, task_vars):
+            result = merge_hash(result, self._execute_module(task_vars=task_vars, wrap_async=self._task.async_val))
+            self._show_summary(result)
+            return result
+        handle, progress_path = tempfile.mkstemp(prefix="waldur-progress-", suffix=".json")
+        os.close(handle)
+        os.unlink(progress_path)  # the module creates it with its first batch runner
+        watcher = ProgressWatcher(progress_path, self._emit, _seconds(FIRST_AFTER_ENV, FIRST_AFTER_SECONDS),
+                                  _seconds(EVERY_ENV, EVERY_SECONDS), hide_names=self._no_log(),
+                                  output_alive=self._controller_output_alive, doing=self._doing,
+                                  started=started).start()
         try:
-            result = merge_hash(result, self._execute_module(task_vars=task_vars, wrap_async=wrap_async))
+            result = merge_hash(result, run_here(self, self._module_import_name(), {PROGRESS_FILE_ENV: progress_path}))
         finally:
-            if watcher is not None:
-                watcher.stop()
-                try:
-                    os.unlink(self._progress_path)
-                except OSError:
-                    pass
-        if not wrap_async:
-            self._remove_tmp_path(self._connection._shell.tmpdir)
+            watcher.stop()
+            try:
+                os.unlink(progress_path)
+            except OSError:
+                pass
         self._show_summary(result)
         return result
+
+    def _module_import_name(self):
+        """The module of this task: ``waldur.site_agent.do_droplet`` (however the task named it) as
+        ``ansible_collections.waldur.site_agent.plugins.modules.do_droplet``."""
+        namespace, collection, name = to_text(self._task.resolved_action or self._task.action).split(".")[-3:]
+        return "ansible_collections.%s.%s.plugins.modules.%s" % (namespace, collection, name)
 
     # The progress file ---------------------------------------------------------------------
 
@@ -341,7 +343,7 @@ class ActionModule(InProcessModule, ActionBase):
         """What the module reads outside its batch, in words (``reading 216 resources' machines``);
         worked out once, when the first line needs it (a packed list is read to count its items)."""
         if getattr(self, "_doing_words", None) is None:
-            words = READING.get(self._module_fqcn(None).rsplit(".", 1)[-1], "running")
+            words = READING.get(self._module_import_name().rsplit(".", 1)[-1], "running")
             if "%s" in words:
                 count = _item_count(self._task.args or {})
                 words %= ("%d resource%s" % (count, "" if count == 1 else "s") if count is not None
@@ -352,17 +354,6 @@ class ActionModule(InProcessModule, ActionBase):
     @staticmethod
     def _controller_output_alive():
         return not controller_output_gone(os.getppid())
-
-    def _compute_environment_string(self, raw_environment_out=None):
-        """The task's environment plus the progress file's path, for the module's batch engine."""
-        environment = {}
-        super(ActionModule, self)._compute_environment_string(environment)
-        if getattr(self, "_progress_path", None):
-            environment[PROGRESS_FILE_ENV] = self._progress_path
-        if isinstance(raw_environment_out, dict):
-            raw_environment_out.clear()
-            raw_environment_out.update(environment)
-        return self._connection._shell.env_prefix(**environment)
 
     # Output --------------------------------------------------------------------------------
 

@@ -35,8 +35,13 @@ def config_file_problem(path, loader):
     try:
         if hasattr(loader, "get_text_file_contents"):
             text = loader.get_text_file_contents(path)
-        else:  # ansible-core < 2.19
-            text = loader._get_file_contents(path)[0].decode("utf-8", "replace")  # pylint: disable=protected-access
+        else:  # ansible-core < 2.19: the file, decrypted when it is a vault
+            real = loader.get_real_file(path)
+            try:
+                with open(real, "rb") as stream:
+                    text = stream.read().decode("utf-8", "replace")
+            finally:
+                loader.cleanup_tmp_file(real)
     except UnicodeDecodeError:
         return "it is not UTF-8 text"
     except Exception:  # pylint: disable=broad-except

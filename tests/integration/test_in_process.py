@@ -1,4 +1,4 @@
-"""The collection's modules run in the task's worker process (plugins/plugin_utils/in_process.py):
+"""The collection's modules run in the task's worker process (plugins/plugin_utils/controller_module.py):
 no AnsiballZ payload is built or started for them, their results are the ones the usual way gives,
 and the usual way comes back where the module would not have run under the controller's Python,
 or where the operator asks for it."""

@@ -87,7 +87,7 @@ def test_galaxy_tags_find_the_collection_and_follow_galaxy_s_rules():
 
 def test_every_module_has_an_action_plugin_that_runs_it_in_the_worker():
     """A module without an action plugin of its own would start a Python of its own (about 0.6 s
-    more per run, plugins/plugin_utils/in_process.py); pass_lock and site_config are action-only."""
+    more per run, plugins/plugin_utils/controller_module.py); pass_lock and site_config are action-only."""
     action_only = {"pass_lock", "site_config"}
     runners = ("plugin_utils.batch_action import ActionModule", "plugin_utils.module_action import ActionModule")
     for module in sorted((REPO / "plugins" / "modules").glob("*.py")):

@@ -27,6 +27,7 @@ from __future__ import absolute_import, division, print_function
 __metaclass__ = type
 
 import importlib.util
+import json
 import os
 import re
 import threading
@@ -183,8 +184,9 @@ def translate_error(exc, what=None, secrets=()):
             message = _first_line(getattr(exc, "message", None) or exc) or type(exc).__name__
         if not isinstance(exc, SdkAzureError):
             message = "%s: %s" % (type(exc).__name__, message)
-        if isinstance(exc, DecodeError) and DecodeError is not Exception:
-            # a 2xx answer that is not the JSON object the call expects (JsonAnswers): proves nothing
+        if (isinstance(exc, DecodeError) and DecodeError is not Exception) or isinstance(exc, json.JSONDecodeError):
+            # a 2xx answer that is not the JSON object the call expects (JsonAnswers), or not JSON
+            # at all (an empty body the SDK's deserializer choked on): proves nothing
             error = AzureUnproven(message, status=status, code=code)
         elif status == 404 and not code:
             # a 404 without ARM's error body: a proxy's page, not ARM saying the object is gone
@@ -436,13 +438,16 @@ class AzureClients:
     def read(self, what, function, *args, **kwargs):
         """Like :meth:`call` for a GET, but ARM's own not-found of the object (a 404 with an error code
         ending in ``NotFound``) gives None: None is proven absence. Any other 404 (a proxy's page, a
-        subscription ARM does not know) raises."""
+        subscription ARM does not know) raises, and so does a 2xx that holds no object."""
         try:
-            return self.call(what, function, *args, **kwargs)
+            found = self.call(what, function, *args, **kwargs)
         except AzureError as error:
             if error.not_found:
                 return None
             raise
+        if found is None:  # a 2xx the SDK found no object in (an empty body): not absence
+            raise AzureUnproven("%s: ARM answered without the object; nothing in the answer is trusted" % what)
+        return found
 
     def listing(self, what, function, *args, **kwargs):
         """All items of a paged listing (pages are fetched, and errors translated, here)."""

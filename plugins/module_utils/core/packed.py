@@ -20,6 +20,8 @@ import json
 
 from ansible.module_utils.common.arg_spec import ArgumentSpecValidator
 
+from ansible_collections.waldur.site_agent.plugins.module_utils.core.no_log import no_log_values
+
 
 def pack(items):
     """``items`` (a list) as compact JSON text."""
@@ -71,5 +73,5 @@ def list_option(module, name, suboptions=None, elements="dict"):
     result = ArgumentSpecValidator({name: spec}).validate({name: items})
     if result.error_messages:
         module.fail_json(msg="%s_packed: %s" % (name, "; ".join(result.error_messages)))
-    module.no_log_values.update(result._no_log_values)  # pylint: disable=protected-access
+    module.no_log_values.update(no_log_values({name: spec}, result.validated_parameters))
     return result.validated_parameters[name]

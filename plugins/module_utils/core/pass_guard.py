@@ -24,11 +24,11 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
-import atexit
 import errno
 import os
 import threading
 
+from ansible_collections.waldur.site_agent.plugins.module_utils.core.module_end import at_module_end
 from ansible_collections.waldur.site_agent.plugins.module_utils.core.pass_lock import (
     PassLock,
     process_alive,
@@ -86,7 +86,7 @@ class PassGuard(object):
             return None
         self.controller = {"pid": holder.get("pid"), "start_time": holder.get("start_time")}
         self.registered = True
-        atexit.register(self.unregister)
+        at_module_end(self.unregister)
         return self.controller
 
     def unregister(self):

@@ -16,11 +16,12 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
-import atexit
 import json
 import os
 import threading
 import time
+
+from ansible_collections.waldur.site_agent.plugins.module_utils.core.module_end import at_module_end
 
 # The file a batch module's action plugin (plugins/plugin_utils/batch_action.py) reads while the module
 # runs, to print progress lines on the controller: set only by that plugin.
@@ -177,8 +178,8 @@ class Progress:
 def module_progress(calls=None):
     """The Progress of the module this process runs, begun by its first batch runner (None when no
     progress file is named): one file per module run, however many batches it runs, so that its
-    reads before and between batches are seen too. It stops when the module ends (an exit
-    handler: in the task's worker, plugin_utils/in_process.py runs it as the module ends)."""
+    reads before and between batches are seen too. It stops when the module ends
+    (``core/module_end.py``)."""
     path = os.environ.get(PROGRESS_FILE_ENV)
     if not path:
         return None
@@ -189,7 +190,7 @@ def module_progress(calls=None):
         except (IOError, OSError):
             return None  # progress is a courtesy: never a reason to fail the module
         _module[:] = [progress]
-        atexit.register(progress.stop)
+        at_module_end(progress.stop)
     elif calls is not None:
         progress.calls = calls  # a later runner that can count the calls
     return progress

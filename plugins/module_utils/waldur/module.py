@@ -38,10 +38,11 @@ def waldur_argument_spec():
 class WaldurModule:
     """``AnsibleModule`` with the common Waldur options, a lazily built client and error rendering."""
 
-    def __init__(self, argument_spec=None, supports_check_mode=True, **kwargs):
+    def __init__(self, argument_spec=None, supports_check_mode=True, build=AnsibleModule, **kwargs):
+        # build: AnsibleModule, or what the module's action plugin runs it with in the task's worker
         spec = waldur_argument_spec()
         spec.update(argument_spec or {})
-        self.module = AnsibleModule(argument_spec=spec, supports_check_mode=supports_check_mode, **kwargs)
+        self.module = build(argument_spec=spec, supports_check_mode=supports_check_mode, **kwargs)
         if not HAS_REQUESTS:
             self.module.fail_json(msg=missing_required_lib("requests"), exception=REQUESTS_IMPORT_ERROR)
         # Before any call: requests refuses such a header quoting the token whole, and retrying
