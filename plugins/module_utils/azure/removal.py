@@ -16,7 +16,7 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
-from ansible_collections.waldur.site_agent.plugins.module_utils.azure.clients import AzureError
+from ansible_collections.waldur.site_agent.plugins.module_utils.azure.clients import AzureError, AzureUnproven
 from ansible_collections.waldur.site_agent.plugins.module_utils.azure.machine import MachineWork, RetryLater
 from ansible_collections.waldur.site_agent.plugins.module_utils.azure.naming import is_group_of_resource, parse_resource_id, same_name
 from ansible_collections.waldur.site_agent.plugins.module_utils.azure.objects import (
@@ -151,6 +151,12 @@ class ChainRemoval(MachineWork):
             group = self._read("reading resource group %s" % names["group"],
                                self.clients.resource.resource_groups.get, names["group"])
             if group is None:
+                # the group's not-found is not the machine's: the machine is read itself before the
+                # order is settled on its absence (a group answered gone while its machine answers
+                # is a view of ARM that disagrees with itself)
+                if self._read_vm(names["group"], names["vm"], instance_view=False) is not None:
+                    raise AzureUnproven("resource group %s answered not found, but its virtual machine %s answers: "
+                                        "the two reads disagree; nothing is deleted" % (names["group"], names["vm"]))
                 result.update(action="absent", msg="resource group %s is already gone" % names["group"])
                 return
             owner = owner_of(group)
