@@ -179,7 +179,7 @@ def test_a_part_is_imported_only_by_its_users(part):
 
 def test_module_utils_holds_only_what_the_modules_ship():
     # the files the modules import, directly or through other module_utils files
-    shipped, todo = set(), [path for path in python_files(PLUGINS / "modules")]
+    shipped, todo = set(), python_files(PLUGINS / "modules")
     while todo:
         for found in our_imports(todo.pop()):
             if found not in shipped:
