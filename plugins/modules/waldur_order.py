@@ -246,7 +246,8 @@ def main(build=AnsibleModule):
         wait_timeout=dict(type="int", default=600, aliases=["order_timeout"]),
         interval=dict(type="float", default=3.0),
     )
-    module = WaldurModule(build=build, 
+    module = WaldurModule(
+        build=build,
         argument_spec=argument_spec,
         required_if=[
             ("state", "present", ("offering", "project")),

@@ -309,11 +309,11 @@ def main(build=AnsibleModule):
         components = dict((component.get("type"), component.get("billing_type"))
                           for component in offering_components(client, offering_uuid))
         stored = stored_usages(client, offering_uuid, period_start)
-        if any(set(plan_rows(item, components, stored)[0]) - set(stored.get(item["resource_uuid"], {}))
-               for item in items):
+        if stored and any(set(plan_rows(item, components, stored)[0]) - set(stored.get(item["resource_uuid"], {}))
+                          for item in items):
             # Usage never goes down because of a read: a figure is sent where Waldur showed none this
-            # month only when a second read of the month agrees (one answer that lost records, an
-            # empty page of a proxy, would otherwise overwrite a higher stored figure).
+            # month only when a second read of the month agrees (one answer that lost records would
+            # otherwise overwrite a higher stored figure). An empty month the client read twice already.
             confirmed = stored_usages(client, offering_uuid, period_start)
             if confirmed != stored:
                 raise WaldurUnproven(200, "GET", client.api_path("marketplace-component-usages/"), (

@@ -214,31 +214,27 @@ class WaldurClient:
             items.extend(page)
         return items
 
-    def pages(self, path, params=None, shape=None):
+    def pages(self, path, params=None, shape=None, confirm_empty=True):
         """The pages of a listing, one list of items (objects) each, fetched as the caller asks
         for them. A page that is not a JSON list of objects (of ``shape``, when given), a page
         without Waldur's ``X-Result-Count`` and a listing whose pages, read to the end, do not add
-        up to it raise :class:`WaldurUnproven`: an incomplete view is never taken for the whole."""
+        up to it raise :class:`WaldurUnproven`: an incomplete view is never taken for the whole.
+        An empty listing is read again (``confirm_empty``): nothing is taken for nothing on one
+        answer, and two answers that disagree raise :class:`WaldurUnproven` too."""
         query = dict(params or {})
         query.setdefault("page_size", DEFAULT_PAGE_SIZE)
         asked = _asked(params)
         shape = shape if shape is not None else read_shape(path)
         seen_pages = set()
         listed = 0
-        for _page in range(MAX_PAGES):
-            response = self._send("GET", path, params=query)
-            body = self._decode(response, "GET", path, wanted=_LISTING)
-            if isinstance(body, dict) and isinstance(body.get("results"), list):
-                items = body["results"]  # DRF page-number style, tolerated
-            else:
-                items = body
-            if not isinstance(items, list) or not all(isinstance(item, dict) for item in items):
-                raise self._malformed(response, "GET", path, _LISTING)
-            problem = shape.first_problem(items, asked) if shape is not None else None
-            if problem:
-                raise WaldurUnproven(response.status_code, "GET", self.api_path(path),
-                                     "a page of the listing holds JSON of another shape (%s)" % problem)
-            count = self._result_count(response, path)
+        for number in range(MAX_PAGES):
+            response, items, count = self._page(path, query, shape, asked)
+            if number == 0 and confirm_empty and not items and count == 0:
+                again = self._page(path, query, shape, asked)
+                if again[1] or again[2]:
+                    raise WaldurUnproven(response.status_code, "GET", self.api_path(path), (
+                        "two reads of the listing disagree (no items, then %d of %d): neither is taken for "
+                        "the whole" % (len(again[1]), again[2])))
             listed += len(items)
             source = "GET %s" % self.api_path(path)
             yield [ProvenObject(item, source) for item in items]
@@ -256,6 +252,22 @@ class WaldurClient:
                     "the listing's pages hold %d item(s) but its X-Result-Count says %d: an incomplete view, "
                     "not used (did the listing change while it was read?)" % (listed, count)))
             return
+
+    def _page(self, path, query, shape, asked):
+        """One page of a listing, checked: ``(response, items, X-Result-Count)``."""
+        response = self._send("GET", path, params=query)
+        body = self._decode(response, "GET", path, wanted=_LISTING)
+        if isinstance(body, dict) and isinstance(body.get("results"), list):
+            items = body["results"]  # DRF page-number style, tolerated
+        else:
+            items = body
+        if not isinstance(items, list) or not all(isinstance(item, dict) for item in items):
+            raise self._malformed(response, "GET", path, _LISTING)
+        problem = shape.first_problem(items, asked) if shape is not None else None
+        if problem:
+            raise WaldurUnproven(response.status_code, "GET", self.api_path(path),
+                                 "a page of the listing holds JSON of another shape (%s)" % problem)
+        return response, items, self._result_count(response, path)
 
     def _result_count(self, response, path):
         """Waldur's ``X-Result-Count`` of a listing as a number. Every paged listing of Waldur
@@ -284,7 +296,8 @@ class WaldurClient:
         found = {}
         if len(wanted) < 2:
             return found
-        for number, page in enumerate(self.pages(path, params, shape=shape), 1):
+        # a uuid missing here is read on its own by the caller: an empty listing needs no second read
+        for number, page in enumerate(self.pages(path, params, shape=shape, confirm_empty=False), 1):
             for item in page:
                 uuid = hex_uuid(item.get("uuid")) if isinstance(item, dict) else None
                 if uuid in wanted:

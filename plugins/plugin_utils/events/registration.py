@@ -89,15 +89,9 @@ class WaldurEventsApi:
         """The offering's agent identity: found by name (and offering) and refreshed with
         PUT, or created."""
         body = self.identity_body()
+        # an empty listing is read twice by the client before it is taken for none: one answer that
+        # lost its items never leaves the offering with two agents
         found = self.client.list(IDENTITIES, params={"name": body["name"]}, shape=IDENTITY_SHAPE)
-        if not found:
-            # A second identity is made only when a second listing agrees that there is none (one
-            # answer that lost its items must not leave the offering with two agents).
-            again = self.client.list(IDENTITIES, params={"name": body["name"]}, shape=IDENTITY_SHAPE)
-            if again:
-                raise WaldurUnproven(200, "GET", self.client.api_path(IDENTITIES), (
-                    "two listings of the agent identities named %s disagree (none, then %d); none was created"
-                    % (body["name"], len(again))))
         for identity in found:
             if (isinstance(identity, dict) and identity.get("name") == body["name"]
                     and uuid_or_none(identity.get("offering")) in (None, self.settings.offering_uuid_hex)

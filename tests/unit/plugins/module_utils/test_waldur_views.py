@@ -84,6 +84,31 @@ def test_pages_that_add_up_are_taken_and_a_listing_without_a_count_is_not_proof(
     assert client.get("marketplace-offering-files/", expect=list) == [{"uuid": "o"}]
 
 
+def test_an_empty_listing_is_taken_only_when_a_second_read_agrees(server):
+    """One answer with no items (every count consistent with it: a listing that lies well) is never
+    taken for nothing: the first page is read again, and two answers that disagree are not proof."""
+    base = server.base
+    server.on(PAGED, _page(base, 1, 1, [], 0), _page(base, 1, 1, [{"uuid": "a"}], 1))
+    client = make_client(server)
+    with pytest.raises(WaldurUnproven, match=r"two reads of the listing disagree \(no items, then 1 of 1\)"):
+        client.list("marketplace-categories/")
+    assert len(server.requests) == 2
+
+    server.requests.clear()
+    server.replies[PAGED] = [_page(base, 1, 1, [], 0)]
+    assert client.list("marketplace-categories/") == []
+    assert len(server.requests) == 2  # nothing, twice: taken for nothing
+    server.requests.clear()
+    server.replies[PAGED] = [_page(base, 1, 1, [{"uuid": "a"}], 1)]
+    assert [item["uuid"] for item in client.list("marketplace-categories/")] == ["a"]
+    assert len(server.requests) == 1  # a listing with items is read once
+    server.requests.clear()
+    # find: a uuid it misses is read on its own by the caller, so its empty listing is read once
+    server.replies[PAGED] = [_page(base, 1, 1, [], 0)]
+    assert client.find("marketplace-categories/", ["a", "b"]) == {}
+    assert len(server.requests) == 1
+
+
 def test_writes_may_still_answer_nothing_but_not_html(server):
     server.on("/api/marketplace-orders/x/set_state_done/", (200, {}, None))
     server.on("/api/marketplace-orders/x/approve_by_provider/", (200, HTML_HEADERS, HTML))
