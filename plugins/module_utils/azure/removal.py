@@ -63,6 +63,9 @@ class ChainRemoval(MachineWork):
         notes name what was kept, in one line each. ``legacy_vm``: see ``objects.sort_contents``."""
         listed = list_group_contents(self.clients, group, deadline=self.deadline)
         if listed is None:
+            if current is not None:  # read just now: its listing's not-found is a view that disagrees
+                raise AzureUnproven("resource group %s answered, but the listing of what it holds answered not "
+                                    "found: the two reads disagree; nothing is deleted" % group)
             return [], []
         ours, foreign = sort_contents(listed, uuid, legacy_vm=legacy_vm)
         if not foreign:
