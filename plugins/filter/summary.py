@@ -52,6 +52,8 @@ def _calls(results, *names):
 # An empty piece of the line: the audit's counts each end in a space and the line goes on after one
 # more, the text the audit always printed (its readers split on whitespace).
 GAP = None
+# The third part of a piece whose line shows its value alone (a sentence, not a count).
+BARE = "bare"
 
 
 def _order_process(results, options):
@@ -63,6 +65,9 @@ def _order_process(results, options):
 
 
 def _report(results, options):
+    if options.get("no_usage"):
+        # a backend that reports no usage: the reason, shown as it is, and nothing counted
+        return [("note", options["no_usage"], BARE), ("sent", 0), ("api_calls", 0)]
     usage, recovered = _step(results, "usage"), _step(results, "recovered")
     period = usage["billing_period"] if "billing_period" in usage else (options.get("period") or "current")
     failed = int(_total(usage, "failed") or 0) + int(_total(recovered, "failed") or 0)
@@ -96,7 +101,9 @@ PASSES = {"order_process": _order_process, "report": _report, "membership_sync":
           "audit": _audit}
 
 
-def _text(key, value):
+def _text(key, value, shown=None):
+    if shown == BARE:
+        return "%s" % (value,)
     return "%s=%.1f" % (key, value) if key == "seconds" else "%s=%s" % (key, value)
 
 
@@ -111,8 +118,9 @@ def pass_summary_data(results, pass_name, offering, started, now=None, **options
     claim, act, settle and report, the order_pass_report; report: resources, machines, recovered, usage;
     membership_sync: resources, act, recovered, metadata; audit: waldur, cloud). ``started``:
     the pass's start (epoch seconds); ``now`` defaults to the current time. ``options``:
-    report ``period`` (the asked billing month), membership_sync ``backend``, audit ``report``
-    (the report's path without ``.json``)."""
+    report ``period`` (the asked billing month) and ``no_usage`` (why the backend reports no
+    usage: the line says so, sends nothing and counts nothing), membership_sync ``backend``, audit
+    ``report`` (the report's path without ``.json``)."""
     if pass_name not in PASSES:
         raise AnsibleFilterError("pass_summary: unknown pass %r (one of %s)" % (pass_name, ", ".join(sorted(PASSES))))
     if not isinstance(results, dict):
@@ -120,7 +128,7 @@ def pass_summary_data(results, pass_name, offering, started, now=None, **options
     seconds = (time.time() if now is None else float(now)) - float(started)
     pieces = ([("offering", offering), ("pass", pass_name)] + PASSES[pass_name](results, options)
               + [("seconds", float("%.1f" % seconds))])
-    fields = dict(piece for piece in pieces if piece is not GAP)
+    fields = dict(piece[:2] for piece in pieces if piece is not GAP)
     line = " ".join("" if piece is GAP else _text(*piece) for piece in pieces)
     return {"fields": fields, "line": line}
 

@@ -126,3 +126,13 @@ def test_a_check_mode_order_pass_shows_what_it_would_do_in_the_summarys_order():
     assert list(fields)[2:11] == ["orders", "would_done", "would_erred", "would_reject", "retry", "refused", "failed",
                                   "skipped", "diverged"]
     assert fields["would_done"] == 1 and report["summary"].startswith("would_done=1 would_erred=0 would_reject=0 retry=0")
+
+
+def test_a_backend_without_usage_says_so_and_counts_nothing():
+    summary = pass_summary_data({}, "report", "DigitalOcean VM", 0, now=2.04,
+                                no_usage="DigitalOcean droplets report no usage (nothing is sent, not even zeros)")
+    assert summary["line"] == ("offering=DigitalOcean VM pass=report DigitalOcean droplets report no usage "
+                               "(nothing is sent, not even zeros) sent=0 api_calls=0 seconds=2.0")
+    assert summary["fields"] == {"offering": "DigitalOcean VM", "pass": "report",
+                                 "note": "DigitalOcean droplets report no usage (nothing is sent, not even zeros)",
+                                 "sent": 0, "api_calls": 0, "seconds": 2.0}
