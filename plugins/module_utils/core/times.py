@@ -22,6 +22,16 @@ def utc_now():
     return datetime.datetime.now(datetime.timezone.utc)
 
 
+def duration_words(seconds):
+    """``45 seconds``, ``12 minutes``, ``3 hours``: a wait or an age in a message."""
+    seconds = int(seconds)
+    if seconds >= 2 * 3600:
+        return "%d hours" % (seconds // 3600)
+    if seconds >= 120:
+        return "%d minutes" % (seconds // 60)
+    return "%d seconds" % seconds
+
+
 def parse_time(value):
     """An aware UTC datetime from a datetime or an ISO 8601 text (``Z``, offsets, fractions
     of any length); None for anything else."""

@@ -13,7 +13,7 @@ import time
 from ansible_collections.waldur.site_agent.plugins.module_utils.core.batch import BatchRunner, ItemError, run_batch
 from ansible_collections.waldur.site_agent.plugins.module_utils.core.packed import pack, unpack
 from ansible_collections.waldur.site_agent.plugins.module_utils.core.ssh_keys import ssh_key_fingerprint
-from ansible_collections.waldur.site_agent.plugins.module_utils.core.times import parse_time, utc_now
+from ansible_collections.waldur.site_agent.plugins.module_utils.core.times import duration_words, parse_time, utc_now
 from ansible_collections.waldur.site_agent.plugins.module_utils.core.uuids import hex_uuid, normalize_uuid
 from ansible_collections.waldur.site_agent.plugins.module_utils.waldur.client import (
     WaldurApiError,
@@ -50,15 +50,6 @@ MESSAGE_LIMIT = 500
 PROCESSING_POLL_SECONDS = 0.5
 # How long an order may wait for Waldur's worker before the pass fails (O(order_processing_stuck_seconds)).
 DEFAULT_STUCK_SECONDS = 3600.0
-
-
-def _duration(seconds):
-    seconds = int(seconds)
-    if seconds >= 2 * 3600:
-        return "%d hours" % (seconds // 3600)
-    if seconds >= 120:
-        return "%d minutes" % (seconds // 60)
-    return "%d seconds" % seconds
 
 
 def _one_line(text, limit=MESSAGE_LIMIT):
@@ -278,13 +269,13 @@ class Claim:
         O(order_processing_stuck_seconds)."""
         trace = processing_trace(order["type"]) or "the processor's trace"
         moment, waited = self.waiting_since(order)
-        since = ("since %s (%s)" % (moment.strftime("%Y-%m-%d %H:%M:%S UTC"), _duration(waited))
+        since = ("since %s (%s)" % (moment.strftime("%Y-%m-%d %H:%M:%S UTC"), duration_words(waited))
                  if moment is not None else "since an unknown time")
         message = ("waiting for Waldur to process the approval %s: %s is not seen yet; left executing, nothing "
                    "built" % (since, trace))
         if waited is not None and waited > self.stuck_seconds:
             return "error", ("%s; that is over order_processing_stuck_seconds (%s): check that Waldur's background "
-                             "worker (Celery) runs" % (message, _duration(self.stuck_seconds)))
+                             "worker (Celery) runs" % (message, duration_words(self.stuck_seconds)))
         return "skip", message
 
     def turn_down(self, order, reason):

@@ -12,7 +12,7 @@ from ansible.module_utils.parsing.convert_bool import boolean
 from ansible_collections.waldur.site_agent.plugins.module_utils.core.batch import BatchRunner, ItemError, count_results
 from ansible_collections.waldur.site_agent.plugins.module_utils.core.evidence import require
 from ansible_collections.waldur.site_agent.plugins.module_utils.core.packed import unpack
-from ansible_collections.waldur.site_agent.plugins.module_utils.core.times import parse_time, utc_now
+from ansible_collections.waldur.site_agent.plugins.module_utils.core.times import duration_words, parse_time, utc_now
 from ansible_collections.waldur.site_agent.plugins.module_utils.waldur.client import WaldurApiError, error_message
 from ansible_collections.waldur.site_agent.plugins.module_utils.waldur.marketplace import (
     IN_FLIGHT_RESOURCE_STATES,
@@ -48,15 +48,6 @@ def _settle_order(raw):
     order = normalize_order(raw)
     order["error_message"] = (raw or {}).get("error_message") or ""
     return order
-
-
-def _duration(seconds):
-    seconds = int(seconds)
-    if seconds >= 2 * 3600:
-        return "%d hours" % (seconds // 3600)
-    if seconds >= 120:
-        return "%d minutes" % (seconds // 60)
-    return "%d seconds" % seconds
 
 
 class Settle:
@@ -318,7 +309,7 @@ class Settle:
                 "the machine with backend id %s exists" % backend_id if backend_id else
                 "nothing is known to exist for it")
             message = ("retried for %s since the order was placed (retry_max_age %s): %s; in the cloud: %s"
-                       % (_duration(age), _duration(self.retry_max_age), reason, cloud))
+                       % (duration_words(age), duration_words(self.retry_max_age), reason, cloud))
             return self._erred(item, message, item.outcome.get("exception"))
         verb = "would leave" if self.check_mode else "left"
         return item.result("retry", "%s %s for the next pass: %s" % (verb, item.order["state"], reason))
