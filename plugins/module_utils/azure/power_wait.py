@@ -20,11 +20,11 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
-import threading
 import time
 
 from ansible_collections.waldur.site_agent.plugins.module_utils.azure.errors import AzureError
 from ansible_collections.waldur.site_agent.plugins.module_utils.azure.listings import LISTING_THRESHOLD, MachineListings, power_of
+from ansible_collections.waldur.site_agent.plugins.module_utils.core.shared_wait import SharedWait
 
 # The power state a change passes through on its way.
 TRANSITIONAL = {"deallocated": "deallocating", "running": "starting"}
@@ -34,7 +34,7 @@ class PowerChangeFailed(Exception):
     """Azure ran the power change and it failed (the operation's status says ``Failed``)."""
 
 
-class PowerWaiter:
+class PowerWaiter(SharedWait):
     """Waits for the power changes of one batch together, for all its threads.
 
     :meth:`wait` blocks one item until its machine is in one of ``settled``, the change failed,
@@ -44,19 +44,16 @@ class PowerWaiter:
     MIN_INTERVAL = 1.0
     MAX_INTERVAL = 5.0
 
+    read_error = AzureError
+
     def __init__(self, clients, deadline=None, min_interval=MIN_INTERVAL, max_interval=MAX_INTERVAL,
                  clock=time.monotonic):
+        SharedWait.__init__(self, clock)
         self.clients = clients
         self.deadline = deadline
         self.min_interval = min_interval
         self.max_interval = max(min_interval, max_interval)
-        self._clock = clock
-        self._cond = threading.Condition()
-        self._entries = []
-        self._refreshing = False
-        self._last_refresh = None
         self._interval = min_interval
-        self.refreshes = 0
 
     def wait(self, machine_id, key, settled, previous, operation_url=None):
         """The power state ``machine_id`` (ARM id; ``key`` its lower-cased form) settled in, or the
@@ -65,66 +62,40 @@ class PowerWaiter:
         entry = {"id": machine_id, "key": key, "settled": tuple(settled), "previous": previous,
                  "transitional": TRANSITIONAL.get(settled[0]), "operation": operation_url, "power": previous,
                  "moved": False, "done": False, "error": None, "since": self._clock()}
-        with self._cond:
-            self._entries.append(entry)
-            try:
-                while not entry["done"] and entry["error"] is None:
-                    now = self._clock()
-                    if self.deadline is not None and now >= self.deadline:
-                        break
-                    wake = self.deadline if self.deadline is not None else now + self.max_interval
-                    if self._refreshing:  # another thread reads for everyone; it wakes us
-                        self._cond.wait(max(0.01, wake - now))
-                        continue
-                    due = self._next_refresh()
-                    if due > now:
-                        self._cond.wait(max(0.01, min(due, wake) - now))
-                        continue
-                    self._refresh()
-            finally:
-                self._entries.remove(entry)
+
+        def wake_at(now):
+            if entry["done"] or entry["error"] is not None or (self.deadline is not None and now >= self.deadline):
+                return None
+            return self.deadline if self.deadline is not None else now + self.max_interval
+
+        self.wait_for([entry], wake_at)
         if entry["error"] is not None:
             raise entry["error"]  # pylint: disable=raising-bad-type  # an exception once set, never None here
         return entry["power"]
 
-    def _next_refresh(self):
+    def next_refresh(self):
         first = min(entry["since"] for entry in self._entries)
         if self._last_refresh is None or self._last_refresh < first:
             return first + self.min_interval
         return self._last_refresh + self._interval
 
-    def _refresh(self):
-        """Read every waited machine once and wake the settled ones. Called holding the lock;
-        releases it while reading."""
-        self._refreshing = True
-        batch = [entry for entry in self._entries if not entry["done"] and entry["error"] is None]
-        error, found = None, {}
-        self._cond.release()
-        try:
-            found = self._read(batch)
-        except AzureError as exc:
-            error = exc
-        finally:
-            self._cond.acquire()
-            self._refreshing = False
-            self._last_refresh = self._clock()
-            self.refreshes += 1
-            settled = False
-            for entry in batch:
-                if error is not None:
-                    entry["error"] = error
-                elif entry["key"] in found:
-                    outcome = found[entry["key"]]
-                    if isinstance(outcome, Exception):
-                        entry["error"] = outcome
-                    else:
-                        entry["power"] = outcome
-                        entry["done"] = outcome in entry["settled"]
-                        settled = settled or entry["done"]
-            self._interval = self.min_interval if settled else min(self.max_interval, self._interval * 1.5)
-            self._cond.notify_all()
+    def settle(self, batch, found, error, before):
+        """What one refresh read: the settled machines woken, the interval grown by half while none is."""
+        settled = False
+        for entry in batch:
+            if error is not None:
+                entry["error"] = error
+            elif entry["key"] in found:
+                outcome = found[entry["key"]]
+                if isinstance(outcome, Exception):
+                    entry["error"] = outcome
+                else:
+                    entry["power"] = outcome
+                    entry["done"] = outcome in entry["settled"]
+                    settled = settled or entry["done"]
+        self._interval = self.min_interval if settled else min(self.max_interval, self._interval * 1.5)
 
-    def _read(self, batch):
+    def read(self, batch):
         """``{key: power state or exception}`` for the machines of ``batch``."""
         keys = sorted(set(entry["key"] for entry in batch))
         if len(keys) >= LISTING_THRESHOLD:

@@ -7,9 +7,9 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
-import threading
 import time
 
+from ansible_collections.waldur.site_agent.plugins.module_utils.core.shared_wait import SharedWait
 from ansible_collections.waldur.site_agent.plugins.module_utils.digitalocean.errors import DigitalOceanError
 from ansible_collections.waldur.site_agent.plugins.module_utils.digitalocean.naming import is_resource_tag
 
@@ -26,7 +26,7 @@ def common_tag(entries):
     return sorted(shared)[0] if shared else None
 
 
-class DropletWaiter:
+class DropletWaiter(SharedWait):
     """Waits for many droplets together, for all threads of one run.
 
     :meth:`wait` (one droplet, blocking its worker) and :meth:`wait_all` (many, e.g. every
@@ -50,20 +50,17 @@ class DropletWaiter:
     CONFIRM_AFTER = 3
     POLL_SHARE = 0.25
 
+    read_error = DigitalOceanError
+
     def __init__(self, client, min_interval=MIN_INTERVAL, max_interval=MAX_INTERVAL, clock=time.monotonic,
                  poll_share=POLL_SHARE):
+        SharedWait.__init__(self, clock)
         self.client = client
         self.poll_share = poll_share
         self.min_interval = min_interval
         self.max_interval = max_interval
-        self._clock = clock
-        self._cond = threading.Condition()
-        self._entries = []
-        self._refreshing = False
-        self._last_refresh = None  # clock time the last refresh ended
         self._last_cost = 0  # requests the last refresh made
         self._interval = min_interval
-        self.refreshes = 0
 
     def wait(self, facts, statuses, deadline):
         """Block until the droplet of ``facts`` has one of ``statuses`` or is gone, or until
@@ -83,32 +80,18 @@ class DropletWaiter:
                    for index, (facts, statuses, deadline) in enumerate(requests) if facts["status"] not in statuses]
         if not entries:
             return outcomes
-        with self._cond:
-            self._entries.extend(entries)
-            try:
-                while True:
-                    now = self._clock()
-                    waiting = [entry for entry in entries
-                               if not entry["done"] and entry["error"] is None and now < entry["deadline"]]
-                    if not waiting:
-                        break
-                    wake = min(entry["deadline"] for entry in waiting)
-                    if self._refreshing:  # another thread reads for everyone; it wakes us
-                        self._cond.wait(wake - now)
-                        continue
-                    due = self._next_refresh()
-                    if due > now:
-                        self._cond.wait(min(due, wake) - now)
-                        continue
-                    self._refresh()
-            finally:
-                for entry in entries:
-                    self._entries.remove(entry)
+
+        def wake_at(now):
+            waiting = [entry for entry in entries
+                       if not entry["done"] and entry["error"] is None and now < entry["deadline"]]
+            return min(entry["deadline"] for entry in waiting) if waiting else None
+
+        self.wait_for(entries, wake_at)
         for entry in entries:
             outcomes[entry["index"]] = entry["error"] if entry["error"] is not None else entry["facts"]
         return outcomes
 
-    def _next_refresh(self):
+    def next_refresh(self):
         if self._last_refresh is None:
             return float("-inf")  # the first refresh is due at once
         unseen = any(not entry["seen"] for entry in self._entries)
@@ -116,37 +99,24 @@ class DropletWaiter:
         paced = self.client.pacer.poll_interval(self._last_cost, self.poll_share) if self._last_cost else 0.0
         return self._last_refresh + max(interval, paced)
 
-    def _refresh(self):
-        """Read every registered droplet once and wake the finished ones. Called holding
-        the lock; releases it while reading."""
-        self._refreshing = True
-        batch = [entry for entry in self._entries if not entry["done"] and entry["error"] is None]
-        found, error = {}, None
-        calls_before = self.client.stats.thread_calls()  # the reads below run in this thread
-        self._cond.release()
-        try:
-            found = self._read(batch)
-        except DigitalOceanError as exc:
-            error = exc
-        finally:
-            self._cond.acquire()
-            self._refreshing = False
-            self._last_refresh = self._clock()
-            self._last_cost = self.client.stats.thread_calls() - calls_before
-            self.refreshes += 1
-            finished = False
-            for entry in batch:
-                entry["seen"] = True
-                if error is not None:
-                    entry["error"] = error
-                elif entry["id"] in found:
-                    entry["facts"] = found[entry["id"]]
-                    if entry["facts"] is None or entry["facts"]["status"] in entry["statuses"]:
-                        entry["done"] = finished = True
-            self._interval = self.min_interval if finished else min(self.max_interval, self._interval * 2)
-            self._cond.notify_all()
+    def before_read(self):
+        return self.client.stats.thread_calls()  # the reads run in this thread
 
-    def _read(self, batch):
+    def settle(self, batch, found, error, before):
+        """What one refresh read: the finished droplets woken, the interval doubled while none is."""
+        self._last_cost = self.client.stats.thread_calls() - before
+        finished = False
+        for entry in batch:
+            entry["seen"] = True
+            if error is not None:
+                entry["error"] = error
+            elif entry["id"] in found:
+                entry["facts"] = found[entry["id"]]
+                if entry["facts"] is None or entry["facts"]["status"] in entry["statuses"]:
+                    entry["done"] = finished = True
+        self._interval = self.min_interval if finished else min(self.max_interval, self._interval * 2)
+
+    def read(self, batch):
         """``{id: facts or None}`` for the droplets of ``batch`` the read settled (None: gone).
         Counts, per entry, the complete listings that missed its droplet."""
         ids = sorted(set(entry["id"] for entry in batch))

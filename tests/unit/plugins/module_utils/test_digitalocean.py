@@ -714,7 +714,7 @@ def test_the_polls_are_paced_by_the_waiters_own_reads_not_the_calls_other_thread
     latest = waiter.wait(facts, ("active",), time.monotonic() + 0.01)
     assert latest["status"] == "new" and waiter.refreshes == 1
     assert waiter._last_cost == 1  # one GET, not 21
-    assert waiter._next_refresh() - waiter._last_refresh == pytest.approx(client.pacer.poll_interval(1, waiter.poll_share))
+    assert waiter.next_refresh() - waiter._last_refresh == pytest.approx(client.pacer.poll_interval(1, waiter.poll_share))
 
 
 def test_a_failed_refresh_fails_the_waits_it_was_for(api):
