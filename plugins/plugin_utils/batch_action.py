@@ -313,6 +313,9 @@ class ActionModule(ActionBase):
             result = merge_hash(result, self._execute_module(task_vars=task_vars, wrap_async=self._task.async_val))
             self._show_summary(result)
             return result
+        # what ansible-core's "Using module file" says at -vvv of a module run the usual way
+        display.vvv("Running %s in the task's worker, no AnsiballZ payload (plugin_utils/controller_module.py)"
+                    % self._module_import_name(), host=self._task_vars.get("inventory_hostname"))
         handle, progress_path = tempfile.mkstemp(prefix="waldur-progress-", suffix=".json")
         os.close(handle)
         os.unlink(progress_path)  # the module creates it with its first batch runner

@@ -45,8 +45,8 @@ FALLBACKS = {
     ("plugins/plugin_utils/result_records.py", "_result"): "ansible-core 2.18's TaskResult has no .result (2.19 on)",
     ("plugins/plugin_utils/result_records.py", "_host"): "ansible-core 2.18's TaskResult has no .host (2.19 on)",
     ("plugins/plugin_utils/result_records.py", "_task_fields"): "ansible-core 2.18's TaskResult has no .task_fields",
-    ("plugins/callback/waldur_json.py", "_uuid"): "no release has a public identity of a task: ansible-core's own "
-                                                 "callbacks key a task's start by it",
+    ("plugins/callback/waldur_json.py", "_uuid"):
+        "no release has a public identity of a task: ansible-core's own callbacks key a task's start by it",
 }
 
 

@@ -585,14 +585,23 @@ class DigitalOceanClient:
             if status != "in-progress":
                 break
             self._sleep(delay)
-            loader.load()
-            status = loader.status
+            status = self._action_now(loader, droplet_id)
         return status
 
     def action_status(self, droplet_id, action):
         """The action's status now (one read): why a droplet did not reach the state it asked for."""
-        loader = self.build(BoundAction, id=action.get("id"), droplet_id=droplet_id)
-        loader.load()
+        return self._action_now(self.build(BoundAction, id=action.get("id"), droplet_id=droplet_id), droplet_id)
+
+    @staticmethod
+    def _action_now(loader, droplet_id):
+        """One read of an action this run started: its not-found says nothing of the droplet, nor
+        of the action, which DigitalOcean answered when it was asked for (unproven, not failed)."""
+        try:
+            loader.load()
+        except DigitalOceanNotFound as exc:
+            raise DigitalOceanUnproven("action %s of droplet %s, started by this run, answered not found (%s); "
+                                       "whether it ran is not known" % (loader.id, droplet_id, exc),
+                                       status=404, method="GET", path=exc.path)
         return loader.status
 
     # ---- SSH keys (``keys.AccountKeys``) ------------------------------------------------

@@ -20,7 +20,6 @@ from ansible_collections.waldur.site_agent.plugins.module_utils.waldur.client im
     COLLECTION_VERSION,
     WaldurApiError,
     WaldurClient,
-    WaldurUnproven,
 )
 from ansible_collections.waldur.site_agent.plugins.plugin_utils.events.messages import LOGGER_NAME
 
