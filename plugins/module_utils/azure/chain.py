@@ -34,7 +34,13 @@ from ansible_collections.waldur.site_agent.plugins.module_utils.azure.bodies imp
     vm_body,
     vnet_body,
 )
-from ansible_collections.waldur.site_agent.plugins.module_utils.azure.clients import AzureError, OperationStillRunning, normalize_location, power_state
+from ansible_collections.waldur.site_agent.plugins.module_utils.azure.clients import (
+    AzureError,
+    AzureUnproven,
+    OperationStillRunning,
+    normalize_location,
+    power_state,
+)
 from ansible_collections.waldur.site_agent.plugins.module_utils.azure.errors import outcome_unknown
 from ansible_collections.waldur.site_agent.plugins.module_utils.azure.machine import RetryLater
 from ansible_collections.waldur.site_agent.plugins.module_utils.azure.naming import build_vm_id, parse_image, parse_resource_id
@@ -182,6 +188,12 @@ class VmChain(ChainRemoval):
         names = self._names_from_id(item["backend_id"])
         try:
             vm = self._read_vm(names["group"], names["vm"])
+            if vm is None and self._read_vm(names["group"], names["vm"], instance_view=False) is not None:
+                # an order erred for its machine being gone: gone on two reads, one not-found is not enough
+                raise AzureUnproven("virtual machine %s answered not found, then answered: two reads disagree; the "
+                                    "order waits for the next pass" % names["vm"])
+        except Unproven:
+            raise
         except AzureError as error:
             raise RetryLater("%s; the machine is known by its backend id, so the order waits for the next pass"
                              % error)
@@ -229,8 +241,12 @@ class VmChain(ChainRemoval):
         try:
             sizes = self.sizes.sizes(location)
         except AzureError as error:
-            if error.status in (400, 404):  # ARM's answer for a location it does not know
+            if error.status == 400 and error.code and not isinstance(error, Unproven):
+                # ARM's own answer for a location it does not know (NoRegisteredProviderFound)
                 raise ItemError("Azure location %r is not available: %s" % (location, error))
+            if error.status == 404 and not isinstance(error, Unproven):
+                raise AzureUnproven("%s (a listing answered not found proves nothing of the location)" % error.message,
+                                    status=404)
             raise
         if not sizes:
             raise ItemError("Azure location %r offers no virtual machine sizes" % location)

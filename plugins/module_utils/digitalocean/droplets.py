@@ -445,6 +445,10 @@ class DropletWorker(DropletPowerSteps):
 
     def _started(self, facts, latest, notes, cut_short=False):
         if latest is None:
+            # an order erred for its droplet being gone: gone on two reads, one not-found is not enough
+            if self.client.get_droplet(facts["id"]):
+                raise DigitalOceanUnproven("droplet %s answered not found while it was being created, then answered: "
+                                           "two reads disagree; the order waits for the next pass" % facts["id"])
             raise ItemError("droplet %s disappeared while it was being created" % facts["id"])
         if latest["status"] == "new":
             notes.append("still new %s; it keeps starting" % (
