@@ -78,6 +78,9 @@ ARM_WRITE_BURST = 200
 ARM_WRITES_PER_SECOND = 10.0
 
 
+# ARM's error codes for a location it does not offer (answered 400, or 404 by some API versions)
+UNKNOWN_LOCATION_CODES = frozenset(("noregisteredproviderfound", "locationnotavailableforresourcetype", "invalidlocation"))
+
 class WritePacer:
     """A token bucket on the writes this batch starts, sized like ARM's own (``burst`` tokens,
     ``per_second`` refill), so machines in parallel x branches never outrun the subscription's
@@ -241,7 +244,8 @@ class VmChain(ChainRemoval):
         try:
             sizes = self.sizes.sizes(location)
         except AzureError as error:
-            if error.status == 400 and error.code and not isinstance(error, Unproven):
+            if not isinstance(error, Unproven) and error.code and (
+                    error.status == 400 or str(error.code).lower() in UNKNOWN_LOCATION_CODES):
                 # ARM's own answer for a location it does not know (NoRegisteredProviderFound)
                 raise ItemError("Azure location %r is not available: %s" % (location, error))
             if error.status == 404 and not isinstance(error, Unproven):

@@ -451,12 +451,12 @@ class AzureClients:
 
     def listing(self, what, function, *args, **kwargs):
         """All items of a paged listing (pages are fetched, and errors translated, here). A listing
-        answered not found (the subscription, as ARM sees it just then) says nothing of any object:
-        unproven, never a reason to err an order."""
+        answered a bare ``NotFound`` (no object named: not ``ResourceGroupNotFound``, which proves the
+        group it lists is gone) says nothing of what it lists: unproven, never a reason to err an order."""
         try:
             return self.call(what, lambda: list(function(*args, **kwargs)))
         except AzureError as error:
-            if error.not_found and not isinstance(error, AzureUnproven):
+            if error.not_found and str(error.code or "").lower() == "notfound" and not isinstance(error, AzureUnproven):
                 raise AzureUnproven("%s (a listing answered not found proves nothing of what it lists)" % error.message,
                                     status=error.status)  # no code: never read as an object's not-found
             raise

@@ -264,7 +264,7 @@ class DropletWorker(DropletPowerSteps):
                 else:
                     facts, result["msg"] = self._powered(pending, latest)
                     self._describe(result, facts)
-            except ItemError as exc:
+            except (ItemError, DigitalOceanError) as exc:  # a read that failed or proved nothing: see _fail
                 self._fail(result, exc)
             results[index] = dict(results[index], **self._finish(result, notes))
         return results
@@ -446,7 +446,12 @@ class DropletWorker(DropletPowerSteps):
     def _started(self, facts, latest, notes, cut_short=False):
         if latest is None:
             # an order erred for its droplet being gone: gone on two reads, one not-found is not enough
-            if self.client.get_droplet(facts["id"]):
+            try:
+                again = self.client.get_droplet(facts["id"])
+            except DigitalOceanError as exc:
+                raise RetryLater("droplet %s answered not found while it was being created, then reading it again "
+                                 "failed: %s" % (facts["id"], exc))
+            if again:
                 raise DigitalOceanUnproven("droplet %s answered not found while it was being created, then answered: "
                                            "two reads disagree; the order waits for the next pass" % facts["id"])
             raise ItemError("droplet %s disappeared while it was being created" % facts["id"])

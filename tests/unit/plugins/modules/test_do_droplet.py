@@ -727,6 +727,7 @@ def test_a_deferred_wait_that_fails_or_finds_the_droplet_gone_ends_the_item_with
 
     class Waiter:
         def wait_all(self, requests):
+            client.droplets.pop(902)  # gone: the second read, the droplet's own, agrees
             return [DigitalOceanError("DigitalOcean refused the request (403 forbidden)", status=403), None]
 
     worker = do_droplet.DropletWorker(client, wait_timeout=60, waiter=Waiter())
@@ -736,6 +737,21 @@ def test_a_deferred_wait_that_fails_or_finds_the_droplet_gone_ends_the_item_with
     assert "then reading it failed: DigitalOcean refused the request (403 forbidden)" in results[0]["msg"]
     assert results[1]["failed"] is True and "retry" not in results[1]
     assert results[1]["msg"] == "droplet 902 disappeared while it was being created"
+
+
+def test_a_new_droplet_that_answers_not_found_once_is_not_taken_for_gone():
+    """The waiter saw the new droplet gone, its own read then answers: the order waits, never erred."""
+    client = FakeClient()
+
+    class Waiter:
+        def wait_all(self, requests):
+            return [None]
+
+    worker = do_droplet.DropletWorker(client, wait_timeout=60, waiter=Waiter())
+    items = [dict(create_item(resource_uuid="%032x" % 1), name="web-0")]
+    results = worker.finish_waits(items, run_batch(items, worker, max_workers=1), deadline=float("inf"))
+    assert results[0]["failed"] is True and results[0]["retry"] is True, results[0]
+    assert "answered not found while it was being created, then answered" in results[0]["msg"]
 
 
 # ---- many creates against the simulator ---------------------------------------------------
