@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 
 from ansible_collections.waldur.site_agent.plugins.module_utils.agent import components
+from ansible_collections.waldur.site_agent.plugins.module_utils.azure import errors as azure_errors
 from ansible_collections.waldur.site_agent.plugins.module_utils.core import http, secrets, ssh_keys, times, uuids
 from ansible_collections.waldur.site_agent.plugins.module_utils.digitalocean import naming
 from ansible_collections.waldur.site_agent.plugins.module_utils.waldur import order_types
@@ -35,6 +36,9 @@ RULES = {
     # what an order type asks of the backend: claim, settle and the planning filters read one table
     "order types": ("module_utils/waldur/order_types.py",
                     r"""["']Restore["']|[!=]= *["'](Create|Update|Terminate)["']"""),
+    # Microsoft Entra's sign-in refusals and the backend_settings key each asks to fix: the modules'
+    # sign-in and the health and diagnostics filters read one table
+    "entra sign-in codes": ("module_utils/azure/errors.py", r"AADSTS7000215"),
 }
 
 
@@ -78,5 +82,8 @@ def test_the_homes_answer_as_the_passes_expect():
         "2026-11-29T11:00:00Z")
     assert [order_types.action_of(name) for name in ("Create", "Restore", "Update", "Terminate", "Pause")] == [
         "build", "build", "change", "remove", None]
+    assert [azure_errors.credential_key("AADSTS%s: refused" % code) for code in ("7000215", "700016", "90002")] == [
+        "client_secret", "client_id", "tenant_id"]
+    assert azure_errors.credential_key("AADSTS70002150: a longer code") is None
     assert order_types.processing_signal("Update", {}, {"state": "Updating"}) is True
     assert order_types.processing_signal("Restore", {"resource_uuid": "x"}, {}) is None

@@ -83,10 +83,18 @@ CREDENTIAL_KEYS = (
 )
 
 
+def credential_key(message):
+    """The ``backend_settings`` key a failed sign-in's ``message`` asks to fix, when it names one of
+    Entra's codes of ``CREDENTIAL_KEYS``; else None. (The health and diagnostics playbooks' filters
+    read it too.)"""
+    for code, key in CREDENTIAL_KEYS:
+        if re.search(r"\b%s\b" % code, message or ""):  # the code itself, not a longer one
+            return key
+    return None
+
+
 def credential_hint(message):
     """``message`` of a failed sign-in followed by the ``backend_settings`` key it asks to fix
     (``; check the offering's backend_settings.client_secret``), when Entra's answer names one."""
-    for code, key in CREDENTIAL_KEYS:
-        if re.search(r"\b%s\b" % code, message or ""):  # the code itself, not a longer one
-            return "%s; check the offering's backend_settings.%s" % (message, key)
-    return message
+    key = credential_key(message)
+    return "%s; check the offering's backend_settings.%s" % (message, key) if key else message
