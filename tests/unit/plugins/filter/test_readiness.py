@@ -39,7 +39,8 @@ def azure_offering(**settings):
     return offering
 
 
-def health(offering, identity=USER, read=OFFERING, **reads):
+def health(offering, identity=None, read=None, **reads):
+    identity, read = identity or USER, read or OFFERING
     verdicts = health_verdicts([offering], reg(identity), reg(read),
                                **{key: reg(value) for key, value in reads.items() if key != "env"},
                                azure_subscription_env=reads.get("env", ""))
@@ -161,9 +162,10 @@ def test_droplet_headroom_not_read_is_a_note_never_a_fault():
 
 # --- health: Azure ------------------------------------------------------------------------------------
 
-def azure(offering=None, token=None, subscription=None, probe=SKIPPED, quota=SKIPPED, env=""):
+def azure(offering=None, token=None, subscription=None, probe=None, quota=None, env=""):
     return health(offering or azure_offering(), azure_token=token or {"status": 200, "json": {"access_token": "x"}},
-                  azure_subscription=subscription or SKIPPED, azure_probe=probe, azure_quota=quota, env=env)
+                  azure_subscription=subscription or SKIPPED, azure_probe=probe or SKIPPED,
+                  azure_quota=quota or SKIPPED, env=env)
 
 
 SUBSCRIPTION = {"status": 200, "json": {"displayName": "Prod", "state": "Enabled", "subscriptionId": "sub-1"}}
@@ -266,8 +268,9 @@ COUNTS = [{"label": "orders pending-provider", "path": "marketplace-orders/", "s
           {"label": "resources Erred", "path": "marketplace-provider-resources/", "state": "Erred"}]
 
 
-def report(offering, identity=USER, read=OFFERING, counts=({"status": 200, "json": [], "x_result_count": "0"},) * 2,
+def report(offering, identity=None, read=None, counts=({"status": 200, "json": [], "x_result_count": "0"},) * 2,
            **reads):
+    identity, read = identity or USER, read or OFFERING
     reports = diagnostics_reports([offering], COUNTS, reg(identity), reg(read), reg(*counts),
                                   **{key: reg(value) for key, value in reads.items()})
     assert len(reports) == 1 and reports[0]["offering"] == offering["name"]
@@ -297,7 +300,7 @@ def test_components_waldur_lacks_and_create_gaps_are_problems():
     assert ("components of the configuration missing in Waldur: cpu, ram, disk (run waldur.site_agent.load_components)"
             in result["lines"])
     assert result["problems"][0] == "components missing in Waldur: cpu, ram, disk"
-    gaps = [problem for problem in result["problems"][1:]]
+    gaps = result["problems"][1:]
     assert gaps and all(problem.startswith("the offering cannot build a machine: ") for problem in gaps)
     assert [line for line in result["lines"] if line.startswith("cannot build a machine: ")] == [
         "cannot build a machine: " + problem.split(": ", 1)[1] for problem in gaps]
