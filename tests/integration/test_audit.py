@@ -210,7 +210,12 @@ def test_the_report_lists_exactly_the_seeded_findings_from_listings_only(tmp_pat
     assert operations(waldur_calls).count("resources.list") == sum(
         pages(sum(1 for r in waldur.app.market.resources.values() if r["offering_uuid"] == offering), WALDUR_PAGE)
         for offering in (W.DO_OFFERING_UUID, W.AZURE_OFFERING_UUID))
-    assert operations(waldur_calls).count("orders.list") == 2
+    # one listing of the executing orders per offering; the offering that has none is read twice
+    # (an empty listing is taken for nothing only when a second read agrees)
+    executing = [offering for offering in (W.DO_OFFERING_UUID, W.AZURE_OFFERING_UUID) if any(
+        order["offering_uuid"] == offering and order["state"] == "executing"
+        for order in waldur.app.market.orders.values())]
+    assert operations(waldur_calls).count("orders.list") == len(executing) + 2 * (2 - len(executing))
     assert not {"resources.get", "orders.get"} & set(operations(waldur_calls))
     # and nothing changed anywhere
     assert waldur.app.write_calls(since["waldur"]) == [] and do.app.write_calls(since["do"]) == []
@@ -392,5 +397,7 @@ def test_the_number_of_calls_grows_only_with_pages(tmp_path, waldur_sim, do_sim,
     # network interface, machine, OS disk), each page by page
     assert len(arm_calls) == 3 * pages(healthy, 40) + pages(5 * healthy, 40)
     # per offering: the resources (one more for the default preset's pending order) and the orders
+    # (none executing: an empty listing is read twice)
     waldur_lists = [op for op in operations(waldur.app.calls[since["waldur"]:]) if op.endswith(".list")]
-    assert sorted(waldur_lists) == sorted(["orders.list"] * 2 + ["resources.list"] * 2 * pages(healthy + 1, WALDUR_PAGE))
+    assert sorted(waldur_lists) == sorted(["orders.list"] * 2 * 2 + ["resources.list"] * 2 * pages(healthy + 1,
+                                                                                                     WALDUR_PAGE))

@@ -81,6 +81,7 @@ ARM_WRITES_PER_SECOND = 10.0
 # ARM's error codes for a location it does not offer (answered 400, or 404 by some API versions)
 UNKNOWN_LOCATION_CODES = frozenset(("noregisteredproviderfound", "locationnotavailableforresourcetype", "invalidlocation"))
 
+
 class WritePacer:
     """A token bucket on the writes this batch starts, sized like ARM's own (``burst`` tokens,
     ``per_second`` refill), so machines in parallel x branches never outrun the subscription's
