@@ -46,17 +46,24 @@ def inventory() -> dict:
 def render() -> str:
     """docs/faults.md: the matrix's size, the last whole run's result, its failures."""
     import datetime
-    import subprocess
 
     from tests.faults import matrix
 
     inventory = matrix.load_inventory()
     every = matrix.cases(inventory)
-    rows = [json.loads(line) for line in matrix.results_path().read_text().splitlines() if line.strip()] \
+    lines_read = [json.loads(line) for line in matrix.results_path().read_text().splitlines() if line.strip()] \
         if matrix.results_path().exists() else []
+    # the whole run, then cases run again after a fix: the last result of each case stands
+    whole_commit = lines_read[0].get("commit", "?") if lines_read else None
+    latest = {}
+    for row in lines_read:
+        latest[row["case"]] = row
+    rows = list(latest.values())
     failed = [row for row in rows if row["problems"]]
-    commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True, check=False,
-                            cwd=str(Path(__file__).resolve().parents[2])).stdout.strip()
+    whole = [row for row in lines_read if row.get("commit", "?") == whole_commit]
+    fixed = sorted(row["case"] for row in rows if not row["problems"] and any(
+        earlier["case"] == row["case"] and earlier["problems"] for earlier in whole))
+    rerun = [row for row in lines_read if row.get("commit", "?") != whole_commit]
     reads = sum(len(reads) for reads in inventory.values())
     lines = [
         "# The fault matrix",
@@ -82,16 +89,23 @@ def render() -> str:
         "| cases | %d |" % len(every),
     ]
     if rows:
+        whole_failed = [row for row in whole if row["problems"]]
         lines += [
             "| last %s | %s, commit %s: %d of the %d cases run, %d passed, %d failed |" % (
-                "whole run" if len(rows) >= len(every) else "run (cut short, the rest not run)",
-                datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"), commit, len(rows),
-                len(every), len(rows) - len(failed), len(failed)),
+                "whole run" if len(whole) >= len(every) - len(rerun) else "run (cut short, the rest not run)",
+                datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"), whole_commit, len(whole),
+                len(every), len(whole) - len(whole_failed), len(whole_failed)),
         ]
-    else:
-        lines.append("| last whole run | none recorded |")
+        if rerun:
+            commits = ", ".join(sorted(set(row.get("commit", "?") for row in rerun)))
+            lines.append("| cases run after it (again after fixes, or new) | %d, at commit %s: %d of the %d failed "
+                         "cases now pass; %d of the %d cases run fail |" % (
+                             len(rerun), commits, len(fixed), len(whole_failed), len(failed), len(rows)))
+    if fixed:
+        lines += ["", "## Cases the whole run found, fixed since (run again, they pass)", ""]
+        lines += ["* `%s`" % case for case in fixed]
     if failed:
-        lines += ["", "## Cases that failed in the last whole run", ""]
+        lines += ["", "## Cases that fail", ""]
         for row in failed:
             lines.append("* `%s` (exit %s): %s" % (row["case"], row["rc"], "; ".join(
                 problem.splitlines()[0] for problem in row["problems"])))

@@ -242,7 +242,16 @@ def check(world, sims: Sims, run, before, after, clean: dict, case: Case | None)
 
 
 def results_path() -> Path:
+    """One JSON line per case run with FAULT_MATRIX=all (``make faults`` starts it afresh; a case run
+    again later, after a fix, appends its new result)."""
     return REPO / ".cache" / "fault-matrix-results.json"
+
+
+def commit() -> str:
+    """The checkout's commit (short), which a result line names."""
+    import subprocess
+    return subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True, check=False,
+                          cwd=str(REPO)).stdout.strip()
 
 
 def env_sample() -> tuple[int, int]:

@@ -62,5 +62,6 @@ def test_a_faulted_read_decides_nothing(tmp_path, tmp_path_factory, sims, case):
     problems = matrix.check(world, sims, run, before, after, clean, case)
     if ALL:
         with open(matrix.results_path(), "a") as results:
-            results.write(json.dumps({"case": case.name, "rc": run.rc, "problems": problems}) + "\n")
+            results.write(json.dumps({"case": case.name, "rc": run.rc, "problems": problems,
+                                      "commit": matrix.commit()}) + "\n")
     assert not problems, "%s (seed %d):\n%s\n%s" % (case.name, SEED, "\n".join(problems), run.output[-5000:])
