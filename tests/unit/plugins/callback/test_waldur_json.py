@@ -14,6 +14,7 @@ import yaml
 from ansible_collections.waldur.site_agent.plugins.callback import waldur_json
 from tests.helpers import run_playbook
 from tests.unit.plugins.callback.sentry_recorder import SentryRecorder
+from tests.unit.plugins.plugin_utils.test_sentry_report import FakeSentry
 
 PLAYBOOKS = Path(__file__).parent / "playbooks"
 WALDUR_TOKEN = "waldur-token-5f2d9c81e4"
@@ -275,23 +276,6 @@ def test_missing_sentry_sdk_warns_once_and_carries_on(tmp_path):
     warnings = [r for r in records if "sentry-sdk is not installed" in r["event"]]
     assert len(warnings) == 1 and warnings[0]["level"] == "warning"
     assert run.rc == 2 and records[-1]["event"] == "playbook finished"
-
-
-class FakeSentry(types.ModuleType):
-    def __init__(self):
-        super().__init__("sentry_sdk")
-        self.init_kwargs = None
-        self.events = []
-        self.flushed = []
-
-    def init(self, **kwargs):
-        self.init_kwargs = kwargs
-
-    def capture_event(self, event):
-        self.events.append(self.init_kwargs["before_send"](event, {}))
-
-    def flush(self, timeout=None):
-        self.flushed.append(timeout)
 
 
 class RecordingDisplay:
