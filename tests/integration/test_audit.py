@@ -399,5 +399,5 @@ def test_the_number_of_calls_grows_only_with_pages(tmp_path, waldur_sim, do_sim,
     # per offering: the resources (one more for the default preset's pending order) and the orders
     # (none executing: an empty listing is read twice)
     waldur_lists = [op for op in operations(waldur.app.calls[since["waldur"]:]) if op.endswith(".list")]
-    assert sorted(waldur_lists) == sorted(["orders.list"] * 2 * 2 + ["resources.list"] * 2 * pages(healthy + 1,
-                                                                                                     WALDUR_PAGE))
+    resource_pages = pages(healthy + 1, WALDUR_PAGE)
+    assert sorted(waldur_lists) == sorted(["orders.list"] * 2 * 2 + ["resources.list"] * 2 * resource_pages)
