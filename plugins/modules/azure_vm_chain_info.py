@@ -164,9 +164,9 @@ machines:
       returned: when true
     read_failed:
       description:
-        - True when the machine could not be read (ARM failed or answered something that is not its JSON);
-          absent otherwise. The report pass counts its resource failed, naming why, instead of leaving its
-          usage out.
+        - True when the machine could not be read or measured (ARM failed or answered something that is not
+          its JSON, or its location's VM sizes could not be listed or do not hold its size); absent otherwise.
+          The report pass counts its resource failed, naming why, instead of leaving its usage out.
       type: bool
       returned: when true
 subscription:
@@ -274,17 +274,19 @@ class Reader:
         entry.update(found=True, name=getattr(vm, "name", None), location=getattr(vm, "location", None),
                      size=size_name, power_state=power,
                      backend_metadata=vm_metadata(vm, power=power, private_ip=private_ip, public_ip=public_ip))
+        # a machine found but not measured is named by the report pass (read_failed), never billed as
+        # nothing: its size is unknown, not zero
         if not size_name or not entry["location"]:
-            entry["msg"] = "Azure returned no size or location for this machine; it is not measured"
+            entry.update(msg="is not measured: Azure returned no size or location for it", read_failed=True)
             return
         try:
             size = self.sizes.size(entry["location"], size_name)
         except AzureError as error:
-            entry["msg"] = "not measured: %s" % error
+            entry.update(msg="is not measured: %s" % error, read_failed=True)
             return
         if size is None:
-            entry["msg"] = "size %s is not listed in location %s; the machine is not measured" % (
-                size_name, entry["location"])
+            entry.update(msg="is not measured: size %s is not listed in location %s" % (size_name, entry["location"]),
+                         read_failed=True)
             return
         os_disk = getattr(getattr(vm, "storage_profile", None), "os_disk", None)
         figures = size_figures(size, getattr(os_disk, "disk_size_gb", None))

@@ -136,7 +136,31 @@ def test_a_size_not_listed_in_the_location_is_found_but_not_measured():
     [backend_id] = make_machines(fake, 1)
     fake.body("vm", "vm0")["properties"]["hardwareProfile"]["vmSize"] = "Standard_Z9"
     [entry], calls = read(fake, [backend_id])
-    assert entry["found"] and entry["figures"] == {} and "not listed" in entry["msg"]
+    assert entry["found"] and entry["figures"] == {} and entry["read_failed"]
+    assert entry["msg"] == "is not measured: size Standard_Z9 is not listed in location westeurope"
+
+
+def test_a_size_listing_that_fails_leaves_the_machine_unmeasured_and_named_by_the_report():
+    """The location's VM sizes answering an error (or nothing at all): the machine is found, not
+    measured, and its resource gets a usage row with a problem (a failed item), never no row."""
+    from ansible_collections.waldur.site_agent.plugins.filter.site_agent import usage_rows
+    from ansible_collections.waldur.site_agent.plugins.module_utils.azure.clients import AzureError
+    fake = FakeAzure()
+    [backend_id] = make_machines(fake, 1)
+    fake.faults[("list", "sizes")] = AzureError("Service unavailable", 503, "ServiceUnavailable")
+    original = fake._clients["compute"].virtual_machine_sizes.list
+
+    def failing(location):
+        original(location)
+        raise fake.faults[("list", "sizes")]
+    fake._clients["compute"].virtual_machine_sizes.list = failing
+    [entry], calls = read(fake, [backend_id])
+    assert entry["found"] and entry["figures"] == {} and entry["read_failed"]
+    assert entry["msg"].startswith("is not measured: ") and "Service unavailable" in entry["msg"]
+    resource = {"uuid": "%032x" % 1, "name": "vm0", "backend_id": backend_id}
+    [row] = usage_rows([entry], [resource], COMPONENTS)
+    assert row["usages"] == {} and row["problem"].startswith("no usage measured: its machine %s is not measured: "
+                                                              % backend_id)
 
 
 def test_an_unreadable_machine_is_left_out(monkeypatch):
