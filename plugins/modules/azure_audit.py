@@ -226,11 +226,10 @@ from ansible_collections.waldur.site_agent.plugins.module_utils.agent.audit impo
 from ansible_collections.waldur.site_agent.plugins.module_utils.agent.audit_report import audit_argument_spec, checked_params, finish
 from ansible_collections.waldur.site_agent.plugins.module_utils.azure.audit import Listing, owners
 from ansible_collections.waldur.site_agent.plugins.module_utils.azure.clients import (
-    AzureError,
-    OperationStillRunning,
     azure_argument_spec,
     clients_from_module,
 )
+from ansible_collections.waldur.site_agent.plugins.module_utils.azure.errors import AzureError, OperationStillRunning
 from ansible_collections.waldur.site_agent.plugins.module_utils.azure.objects import (
     OWNED_DELETION_ORDER,
     delete_objects,

@@ -218,10 +218,10 @@ from ansible_collections.waldur.site_agent.plugins.module_utils.azure.catalogue 
     settings_problems,
 )
 from ansible_collections.waldur.site_agent.plugins.module_utils.azure.clients import (
-    AzureError,
     azure_argument_spec,
     clients_from_module,
 )
+from ansible_collections.waldur.site_agent.plugins.module_utils.azure.errors import AzureError
 from ansible_collections.waldur.site_agent.plugins.module_utils.azure.facts import normalize_location
 from ansible_collections.waldur.site_agent.plugins.module_utils.core.evidence import Unproven
 from ansible_collections.waldur.site_agent.plugins.module_utils.core.packed import list_option, unpack

@@ -337,10 +337,10 @@ from ansible_collections.waldur.site_agent.plugins.module_utils.azure.chain impo
     WritePacer,
 )
 from ansible_collections.waldur.site_agent.plugins.module_utils.azure.clients import (
-    AzureError,
     azure_argument_spec,
     clients_from_module,
 )
+from ansible_collections.waldur.site_agent.plugins.module_utils.azure.errors import AzureError
 from ansible_collections.waldur.site_agent.plugins.module_utils.azure.validate import (
     DEFAULT_ADMIN_USERNAME,
     DEFAULT_NETWORK_CIDR,

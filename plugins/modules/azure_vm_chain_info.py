@@ -209,17 +209,19 @@ import time
 from ansible.module_utils.basic import AnsibleModule
 
 from ansible_collections.waldur.site_agent.plugins.module_utils.azure.clients import (
-    AzureError,
-    SizeCatalog,
     azure_argument_spec,
     clients_from_module,
+)
+from ansible_collections.waldur.site_agent.plugins.module_utils.azure.errors import AzureError
+from ansible_collections.waldur.site_agent.plugins.module_utils.azure.facts import (
+    SizeCatalog,
     plain,
-    read_subscription,
     power_state,
     size_figures,
     vm_addresses,
     vm_metadata,
 )
+from ansible_collections.waldur.site_agent.plugins.module_utils.azure.subscription import read_subscription
 from ansible_collections.waldur.site_agent.plugins.module_utils.azure.listings import (
     LISTING_THRESHOLD,
     MachineListings,

@@ -67,7 +67,7 @@ ONLY_FOR = {
 # third-party package -> the only files (relative to plugins/) that may import it
 BOUND_SDKS = {
     "digitalocean": ("module_utils/digitalocean/binding.py",),
-    "azure": ("module_utils/azure/",),
+    "azure": ("module_utils/azure/sdk.py",),
 }
 
 

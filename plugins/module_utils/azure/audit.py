@@ -19,7 +19,7 @@ __metaclass__ = type
 
 import time
 
-from ansible_collections.waldur.site_agent.plugins.module_utils.azure.clients import plain, power_state
+from ansible_collections.waldur.site_agent.plugins.module_utils.azure.facts import plain, power_state
 from ansible_collections.waldur.site_agent.plugins.module_utils.azure.naming import (
     InvalidAzureId,
     build_vm_id,

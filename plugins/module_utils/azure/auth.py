@@ -8,7 +8,7 @@ The options are azure.azcollection's (``auth_source``, ``profile``, ``cloud_envi
 password and the workload identity's federated token file, which azure-identity reads.
 :func:`resolve_sign_in` turns them into one :class:`SignIn` (the kind of credential, its
 fields, and a sentence saying which identity and where it came from, for the -v output); the
-clients build the azure-identity credential from it (``clients.py`` is the file that imports
+clients build the azure-identity credential from it (``sdk.py`` is the file that imports
 the SDKs). Every problem names the option (or the variable, or the profile's key) and never a
 secret. Apart from the clients, so that the configuration check reads it without the SDKs.
 

@@ -34,14 +34,8 @@ from ansible_collections.waldur.site_agent.plugins.module_utils.azure.bodies imp
     vm_body,
     vnet_body,
 )
-from ansible_collections.waldur.site_agent.plugins.module_utils.azure.clients import (
-    AzureError,
-    AzureUnproven,
-    OperationStillRunning,
-    normalize_location,
-    power_state,
-)
-from ansible_collections.waldur.site_agent.plugins.module_utils.azure.errors import outcome_unknown
+from ansible_collections.waldur.site_agent.plugins.module_utils.azure.errors import AzureError, AzureUnproven, OperationStillRunning, outcome_unknown
+from ansible_collections.waldur.site_agent.plugins.module_utils.azure.facts import normalize_location, power_state
 from ansible_collections.waldur.site_agent.plugins.module_utils.azure.machine import RetryLater
 from ansible_collections.waldur.site_agent.plugins.module_utils.azure.naming import build_vm_id, parse_image, parse_resource_id
 from ansible_collections.waldur.site_agent.plugins.module_utils.azure.objects import KIND_LABELS, object_operations

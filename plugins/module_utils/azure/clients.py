@@ -1,38 +1,24 @@
 # -*- coding: utf-8 -*-
 # Copyright: Waldur site agent developers
 # MIT License (see LICENSE)
-"""The Azure SDKs: one credential, service clients built on first use, errors translated.
+"""The Azure clients of a run: one credential, service clients built on first use, and the read layer.
 
 The credential is the azure-identity class of the run's sign-in (``auth.py`` decides which:
-client secret, certificate, workload identity, managed identity or the Azure CLI).
-
-This is the only file of the collection that imports ``azure.*``; the management SDKs are
-imported on first use (a read-only run sends plain JSON requests and imports none). Every SDK call
-goes through :meth:`AzureClients.call`, which waits on long-running operations
-(bounded by a deadline) and turns any SDK error, including one raised while
-waiting on a poller, into :class:`AzureError` (``status``, ``code``, ``message``;
-``not_found`` for 404).
-
-Transient failures are retried by azure-core's own RetryPolicy, which every
-client carries: 408/429/500/502/503/504 on GET/HEAD/PUT/DELETE, 500/503/504 on
-POST, and any error response with a ``Retry-After`` header, which ARM puts on
-every 429, so throttling is retried whatever the method, after the time the
-service asks for, but never past the run's deadline (:class:`DeadlineRetryPolicy`):
-a wait that would end after it is not started, and the call fails with the
-service's answer (a 429 or 5xx), which the caller leaves for the next pass.
+client secret, certificate, workload identity, managed identity or the Azure CLI; ``sdk.py``
+builds it). Every SDK call goes through :meth:`AzureClients.call`, which waits on long-running
+operations (bounded by a deadline) and turns any SDK error, including one raised while waiting
+on a poller, into :class:`AzureError` (``status``, ``code``, ``message``; ``not_found`` for 404).
+Every request passes the policies of ``policies.py`` (call counter, JSON answers, retries bounded
+by the run's deadline).
 """
 
 from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
-import importlib.util
-import json
 import os
-import re
 import threading
 import time
-import traceback
 from urllib.parse import quote, urlencode, urlsplit
 
 from ansible.module_utils.basic import env_fallback, missing_required_lib
@@ -45,72 +31,37 @@ from ansible_collections.waldur.site_agent.plugins.module_utils.azure.auth impor
     cloud_endpoints,
     resolve_sign_in,
 )
-from ansible_collections.waldur.site_agent.plugins.module_utils.azure.endpoints import plain_http_endpoints
-from ansible_collections.waldur.site_agent.plugins.module_utils.azure.errors import (  # pylint: disable=unused-import  # re-exported
-    AzureError,
-    AzureUnproven,
-    OperationStillRunning,
-    credential_hint,
+from ansible_collections.waldur.site_agent.plugins.module_utils.azure.endpoints import (
+    PUBLIC_ARM_ENDPOINT,
+    PUBLIC_AUTHORITY_HOST,
+    plain_http_endpoints,
 )
-from ansible_collections.waldur.site_agent.plugins.module_utils.azure.facts import (  # pylint: disable=unused-import  # re-exported
-    SizeCatalog,
-    normalize_location,
-    plain,
-    power_state,
-    primary,
-    read_network_interface,
-    read_public_ip,
-    size_figures,
-    vm_addresses,
-    vm_metadata,
+from ansible_collections.waldur.site_agent.plugins.module_utils.azure.errors import AzureError, AzureUnproven, OperationStillRunning
+from ansible_collections.waldur.site_agent.plugins.module_utils.azure.policies import (
+    RETRY_BACKOFF_MAX,
+    RETRY_STATUS,
+    CallCounter,
+    DeadlineRetryPolicy,
+    JsonAnswers,
+)
+from ansible_collections.waldur.site_agent.plugins.module_utils.azure.sdk import (
+    AZURE_IMPORT_ERROR,
+    AZURE_LIBRARIES,
+    HAS_AZURE,
+    HttpRequest,
+    json_pipeline_client,
+    management_client,
+    new_credential,
+    translate_error,
 )
 from ansible_collections.waldur.site_agent.plugins.module_utils.core.evidence import INTEGER, OBJECT, STRING, ProvenList, Shape
-from ansible_collections.waldur.site_agent.plugins.module_utils.core.pass_guard import PassEnded, check_write
-from ansible_collections.waldur.site_agent.plugins.module_utils.core.secrets import redact_text, secret_text_problem
+from ansible_collections.waldur.site_agent.plugins.module_utils.core.pass_guard import PassEnded
+from ansible_collections.waldur.site_agent.plugins.module_utils.core.secrets import secret_text_problem
 
-# The management SDKs (azure.mgmt.*) are only looked for here, not imported: importing them
-# took about a second of every Azure module run before its first call, and the read paths
-# (listings, sizes, instance views) send plain JSON requests that need none of them. A module
-# that writes imports the one it needs on first use (management_client).
-MANAGEMENT_PACKAGES = ("azure.mgmt.core", "azure.mgmt.compute", "azure.mgmt.network", "azure.mgmt.resource")
-
-AZURE_IMPORT_ERROR = None
-try:
-    from azure.core.exceptions import AzureError as SdkAzureError
-    from azure.core.exceptions import DecodeError
-    from azure.core.pipeline.policies import RetryPolicy, SansIOHTTPPolicy
-    from azure.core.rest import HttpRequest
-    from azure.identity import (AzureCliCredential, CertificateCredential, ClientSecretCredential,
-                                ManagedIdentityCredential, WorkloadIdentityCredential)
-    for _package in MANAGEMENT_PACKAGES:
-        if importlib.util.find_spec(_package) is None:
-            raise ImportError("No module named %r" % _package)
-except ImportError:
-    AZURE_IMPORT_ERROR = traceback.format_exc()
-    SdkAzureError = DecodeError = Exception
-    SansIOHTTPPolicy = RetryPolicy = object
-    HttpRequest = None
-    ClientSecretCredential = None
-    AzureCliCredential = CertificateCredential = ManagedIdentityCredential = WorkloadIdentityCredential = None
-
-HAS_AZURE = AZURE_IMPORT_ERROR is None
-
-# The management SDKs' clients, imported on first use (see management_client): set here only by tests.
-ComputeManagementClient = NetworkManagementClient = ResourceManagementClient = None
-AZURE_LIBRARIES = "azure-identity, azure-mgmt-compute, azure-mgmt-network and azure-mgmt-resource"
-
-PUBLIC_ARM_ENDPOINT = "https://management.azure.com"
-PUBLIC_AUTHORITY_HOST = "https://login.microsoftonline.com"
 USER_AGENT = "waldur-site-agent-ansible"
-# azure-core's default is 3 status retries; a throttled subscription can need a few more.
-RETRY_STATUS = 5
-RETRY_BACKOFF_MAX = 60
 # Seconds one ARM request may take (connect, then the answer): longer than Waldur's and
 # DigitalOcean's 30 because ARM's listings of a busy subscription are slower.
 DEFAULT_TIMEOUT = 60.0
-# Seconds kept free before the deadline when deciding whether to wait for a retry: the item
-# still has to say what it did, and the pass to release its lock.
-RETRY_DEADLINE_MARGIN = 5.0
 
 # The API versions of the plain JSON reads (``AzureClients.json_pages`` and ``json_get``): GA
 # versions that ARM serves in every public region; the fields a pass reads have the same shape
@@ -127,8 +78,6 @@ USAGE_NAME_SHAPE = Shape("usage name", required={"value": STRING})
 # Resource Skus - List: what the quota check reads of a SKU (a VM size's family names its vCPU quota).
 RESOURCE_SKU_SHAPE = Shape("resource SKU", required={"resourceType": STRING, "name": STRING},
                            optional={"family": STRING})
-# Subscription states in which ARM creates nothing (Warned and PastDue still work).
-UNUSABLE_SUBSCRIPTION_STATES = ("disabled", "deleted")
 
 
 def _env(option):
@@ -157,128 +106,8 @@ def azure_argument_spec():
     )
 
 
-def _first_line(text):
-    lines = [line.strip() for line in str(text or "").splitlines() if line.strip()]
-    return lines[0] if lines else ""
-
-
-def translate_error(exc, what=None, secrets=()):
-    """An :class:`AzureError` for any exception an SDK call raised.
-
-    The message is the service's own (ARM ``error.message``), never a header or
-    a request body; any secret that slipped into it is blanked.
-    """
-    if isinstance(exc, AzureError):
-        error = exc
-    else:
-        status = getattr(exc, "status_code", None)
-        if status is not None and status < 400:
-            # a long-running operation that failed: the 200 is the status poll's, not the failure's
-            status = None
-        code = message = None
-        model = getattr(exc, "error", None)
-        if model is not None:
-            code = getattr(model, "code", None)
-            message = getattr(model, "message", None)
-        if not message:
-            message = _first_line(getattr(exc, "message", None) or exc) or type(exc).__name__
-        if not isinstance(exc, SdkAzureError):
-            message = "%s: %s" % (type(exc).__name__, message)
-        if (isinstance(exc, DecodeError) and DecodeError is not Exception) or isinstance(exc, json.JSONDecodeError):
-            # a 2xx answer that is not the JSON object the call expects (JsonAnswers), or not JSON
-            # at all (an empty body the SDK's deserializer choked on): proves nothing
-            error = AzureUnproven(message, status=status, code=code)
-        elif status == 404 and not code:
-            # a 404 without ARM's error body: a proxy's page, not ARM saying the object is gone
-            error = AzureUnproven("%s (a 404 without ARM's error code: whether the object exists is not proven)"
-                                  % message, status=status)
-        else:
-            error = AzureError(message, status=status, code=code)
-    if what:
-        error = error.retitled("%s: %s" % (what, error.message))
-    error.message = credential_hint(redact_text(error.message, secrets))
-    return error
-
-
 def _is_poller(value):
     return hasattr(value, "polling_method") and hasattr(value, "result") and hasattr(value, "done")
-
-
-class CallCounter(SansIOHTTPPolicy):
-    """Counts the ARM requests sent (retries and LRO polls included) for the pass summary, and
-    lets no write out once the pass that started this run has ended (``core/pass_guard.py``)."""
-
-    def __init__(self):
-        self._lock = threading.Lock()
-        self.calls = 0
-        self.reads = 0  # calls split by method, for the batch modules' api_calls
-        self.writes = 0
-
-    def on_request(self, request):
-        write = request.http_request.method != "GET"
-        if write:
-            check_write()  # raises PassEnded, which call() lets through untranslated
-        with self._lock:
-            self.calls += 1
-            if write:
-                self.writes += 1
-            else:
-                self.reads += 1
-
-
-# The reads ARM answers with a bare JSON array rather than an object (Virtual Machine Images - List).
-ARRAY_ANSWER = re.compile(r"/artifacttypes/vmimage/offers/[^/]+/skus/[^/]+/versions/?$", re.IGNORECASE)
-
-
-class JsonAnswers(SansIOHTTPPolicy):
-    """A read that ARM answers 2xx with a body that is not a JSON object (an HTML page from a
-    proxy, a truncated page) is an error, so the SDK never takes it for an empty listing or an
-    object without properties. The check is cheap (the body's first and last characters): the
-    SDK parses the body itself."""
-
-    def on_response(self, request, response):
-        http_request, http_response = request.http_request, response.http_response
-        if http_request.method != "GET" or not 200 <= http_response.status_code < 300:
-            return
-        body = http_response.body() or b""
-        text = body.strip()
-        if not text or (text[:1] == b"{" and text[-1:] == b"}"):
-            return  # an empty body (a finished operation's poll) or an object
-        if text[:1] == b"[" and text[-1:] == b"]" and ARRAY_ANSWER.search(urlsplit(http_request.url).path):
-            return  # a listing ARM documents as a bare JSON array (a marketplace image's versions)
-        content_type = (http_response.headers.get("Content-Type") or "no content type").split(";")[0].strip()
-        shown = " ".join(text[:200].decode("utf-8", "replace").split())
-        raise DecodeError("ARM answered GET %s with %s %r instead of a JSON object; nothing in it is trusted"
-                          % (urlsplit(http_request.url).path, content_type,
-                             shown[:80] + ("..." if len(shown) > 80 or len(text) > 200 else "")),
-                          response=http_response)
-
-
-class DeadlineRetryPolicy(RetryPolicy):
-    """azure-core's RetryPolicy that never waits past the run's deadline.
-
-    azure-core sleeps whatever ``Retry-After`` asks (ARM may say 900 seconds on a throttled
-    write) inside the SDK call, where no deadline of ours reaches. Here a retry whose wait would
-    end less than RETRY_DEADLINE_MARGIN seconds before the deadline is not made: the call ends
-    with the service's answer, and the item is a ``retry`` for the next pass. ``deadline_of``
-    gives the current deadline (a ``time.monotonic()`` value) or None (no bound)."""
-
-    def __init__(self, deadline_of, **kwargs):
-        super(DeadlineRetryPolicy, self).__init__(**kwargs)
-        self._deadline_of = deadline_of
-
-    def increment(self, settings, response=None, error=None):
-        if not super(DeadlineRetryPolicy, self).increment(settings, response=response, error=error):
-            return False
-        deadline = self._deadline_of()
-        if deadline is None:
-            return True
-        wait = None
-        if error is None and response is not None:  # with an error, ``response`` is the request
-            wait = self.get_retry_after(response)
-        if wait is None:
-            wait = self.get_backoff_time(settings)
-        return time.monotonic() + wait + RETRY_DEADLINE_MARGIN < deadline
 
 
 class AzureClients:
@@ -349,30 +178,11 @@ class AzureClients:
             options["credential_scopes"] = [self.arm_endpoint + "/.default"]
         return options
 
-    def _new_credential(self):
-        """The azure-identity credential of the sign-in (never patched: tests run it against the
-        simulator's token endpoints)."""
-        sign_in = self.sign_in
-        if sign_in.kind == "msi":
-            # The endpoint is the host's (IDENTITY_ENDPOINT, IMDS ...), not the authority.
-            return ManagedIdentityCredential(client_id=sign_in.client_id, **self._transport_options())
-        if sign_in.kind == "cli":
-            return AzureCliCredential(tenant_id=sign_in.tenant)
-        options = self.credential_options()
-        if sign_in.kind == "certificate":
-            return CertificateCredential(sign_in.tenant, sign_in.client_id, certificate_path=sign_in.certificate_path,
-                                         certificate_data=sign_in.certificate_data,
-                                         password=sign_in.certificate_password, **options)
-        if sign_in.kind == "workload_identity":
-            return WorkloadIdentityCredential(tenant_id=sign_in.tenant, client_id=sign_in.client_id,
-                                              token_file_path=sign_in.token_file, **options)
-        return ClientSecretCredential(sign_in.tenant, sign_in.client_id, sign_in.secret, **options)
-
     @property
     def credential(self):
         with self._lock:
             if self._credential is None:
-                self._credential = self._new_credential()
+                self._credential = new_credential(self.sign_in, self._transport_options(), self.credential_options())
             return self._credential
 
     def authenticate(self):
@@ -583,99 +393,6 @@ class AzureClients:
         """One ARM object (``resource_id`` + ``suffix``, e.g. ``/instanceView``) as ARM's JSON."""
         return self._json("%s%s%s?%s" % (self.arm_endpoint, resource_id, suffix,
                                          urlencode({"api-version": JSON_API_VERSIONS[kind]})))
-
-
-# What a failed read of the subscription asks the operator to do, by ARM's code (else by status; a
-# 404 without ARM's code is a proxy's page, not ARM's word, and is named as it came).
-SUBSCRIPTION_HINTS = (
-    ("InvalidSubscriptionId", None, "a malformed id; check backend_settings.subscription_id"),
-    ("SubscriptionNotFound", None, "no such subscription, or no role on it; check backend_settings.subscription_id"),
-    ("AuthorizationFailed", 403, "no role that may read it; give the identity Contributor on the subscription"),
-    ("InvalidAuthenticationTokenTenant", None, "a subscription of another tenant; check "
-                                               "backend_settings.subscription_id and tenant_id"),
-)
-
-
-def read_subscription(clients):
-    """``{subscription_id, display_name, state, tenant_id}`` of the run's subscription, read directly
-    (:meth:`AzureClients.subscription`). Raises :class:`AzureError` with one line naming the
-    subscription, where it came from, ARM's answer and the identity that signed in (never a secret),
-    and what to do when ARM does not know it or refuses this identity; a Disabled or Deleted
-    subscription, in which ARM creates nothing, fails as well. The subscription and ARM's code come
-    first: the pass's line of an offering is cut at 300 characters."""
-    sign_in = clients.sign_in
-    subscription = ("subscription_id %s" % clients.subscription_id if sign_in.subscription_from == "subscription_id"
-                    else "subscription %s (%s)" % (clients.subscription_id, sign_in.subscription_from))
-    try:
-        body = clients.subscription()
-    except AzureError as error:
-        hints = [hint for code, status, hint in SUBSCRIPTION_HINTS
-                 if error.code == code or (status is not None and error.status == status)]
-        if hints:
-            answer = " ".join(part for part in (error.code, "(HTTP %s)" % error.status if error.status else "")
-                              if part)
-            raise AzureError("%s: ARM answered %s to %s: %s" % (subscription, answer, sign_in.identity(), hints[0]))
-        raise AzureError("%s could not be read as %s: %s" % (subscription, sign_in.identity(), error))
-    state = body.get("state")
-    if str(state or "").lower() in UNUSABLE_SUBSCRIPTION_STATES:
-        raise AzureError("%s (%s) is %s: ARM creates nothing in it; enable it, or check "
-                         "backend_settings.subscription_id" % (subscription, body.get("displayName") or "no name",
-                                                               state))
-    return {"subscription_id": body.get("subscriptionId"), "display_name": body.get("displayName"), "state": state,
-            "tenant_id": body.get("tenantId")}
-
-
-# ---- the SDKs' clients, imported on first use -------------------------------------------------
-def management_client(kind):
-    """The management SDK's client class of ``kind`` (compute, network or resource), imported now."""
-    name = {"compute": "ComputeManagementClient", "network": "NetworkManagementClient",
-            "resource": "ResourceManagementClient"}[kind]
-    factory = globals()[name]
-    if factory is not None:
-        return factory
-    if kind == "compute":
-        from azure.mgmt.compute import ComputeManagementClient as factory  # pylint: disable=import-outside-toplevel
-    elif kind == "network":
-        from azure.mgmt.network import NetworkManagementClient as factory  # pylint: disable=import-outside-toplevel
-    else:
-        try:
-            from azure.mgmt.resource.resources import ResourceManagementClient as factory  # pylint: disable=import-outside-toplevel
-        except ImportError:  # azure-mgmt-resource < 25
-            from azure.mgmt.resource import ResourceManagementClient as factory  # pylint: disable=import-outside-toplevel
-    return factory
-
-
-def json_pipeline_client(credential, subscription_id, **options):  # pylint: disable=unused-argument
-    """The pipeline of the plain JSON reads: the policies a management client is built with (the
-    same credential, retry policy, call counter and JsonAnswers; ``client_options``), without
-    importing a management SDK."""
-    # pylint: disable=import-outside-toplevel
-    from azure.core.pipeline import policies
-    from azure.mgmt.core import ARMPipelineClient
-    from azure.mgmt.core.policies import (ARMAutoResourceProviderRegistrationPolicy, ARMChallengeAuthenticationPolicy,
-                                          ARMHttpLoggingPolicy)
-    options = dict(options)
-    base_url = options.pop("base_url")
-    scopes = options.pop("credential_scopes", None) or [PUBLIC_ARM_ENDPOINT + "/.default"]
-    options.pop("polling_interval", None)
-    retry_policy = options.pop("retry_policy")
-    pipeline = [
-        policies.RequestIdPolicy(**options),
-        policies.HeadersPolicy(**options),
-        policies.UserAgentPolicy(**options),
-        policies.ProxyPolicy(**options),
-        policies.ContentDecodePolicy(**options),
-        ARMAutoResourceProviderRegistrationPolicy(),
-        policies.RedirectPolicy(**options),
-        retry_policy,
-        ARMChallengeAuthenticationPolicy(credential, *scopes, **options),
-        policies.CustomHookPolicy(**options),
-        policies.NetworkTraceLoggingPolicy(**options),
-        policies.DistributedTracingPolicy(**options),
-        policies.SensitiveHeaderCleanupPolicy(**options),
-        ARMHttpLoggingPolicy(**options),
-    ]
-    return ARMPipelineClient(base_url=base_url, policies=pipeline, **options)
 
 
 def sign_in_from_params(params):

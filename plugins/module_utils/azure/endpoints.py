@@ -12,6 +12,10 @@ __metaclass__ = type
 import ipaddress
 from urllib.parse import urlsplit
 
+# The public cloud's endpoints, the defaults of ``arm_endpoint`` and ``authority_host``.
+PUBLIC_ARM_ENDPOINT = "https://management.azure.com"
+PUBLIC_AUTHORITY_HOST = "https://login.microsoftonline.com"
+
 ENDPOINT_OPTIONS = (("arm_endpoint", "Azure Resource Manager base URL"),
                     ("authority_host", "Entra ID authority host"))
 

@@ -3,7 +3,7 @@
 # MIT License (see LICENSE)
 """The collection's Azure error model: :class:`AzureError` and :class:`OperationStillRunning`.
 
-``clients.translate_error`` turns any exception of an SDK call into one of these."""
+``sdk.translate_error`` turns any exception of an SDK call into one of these."""
 
 from __future__ import absolute_import, division, print_function
 

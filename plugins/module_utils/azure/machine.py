@@ -14,8 +14,13 @@ __metaclass__ = type
 
 import threading
 
-from ansible_collections.waldur.site_agent.plugins.module_utils.azure.clients import AzureError, SizeCatalog, power_state, vm_addresses, vm_metadata
-from ansible_collections.waldur.site_agent.plugins.module_utils.azure.errors import outcome_unknown
+from ansible_collections.waldur.site_agent.plugins.module_utils.azure.errors import AzureError, outcome_unknown
+from ansible_collections.waldur.site_agent.plugins.module_utils.azure.facts import (
+    SizeCatalog,
+    power_state,
+    vm_addresses,
+    vm_metadata,
+)
 from ansible_collections.waldur.site_agent.plugins.module_utils.azure.listings import LISTING_THRESHOLD, MachineListings, arm_key
 from ansible_collections.waldur.site_agent.plugins.module_utils.azure.naming import (
     InvalidAzureId,

@@ -12,7 +12,7 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
-from ansible_collections.waldur.site_agent.plugins.module_utils.azure.clients import AzureError
+from ansible_collections.waldur.site_agent.plugins.module_utils.azure.errors import AzureError
 from ansible_collections.waldur.site_agent.plugins.module_utils.azure.naming import companion_names
 from ansible_collections.waldur.site_agent.plugins.module_utils.azure.ownership import describe_owner, owner_of
 

@@ -16,7 +16,7 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
-from ansible_collections.waldur.site_agent.plugins.module_utils.azure.clients import AzureError, AzureUnproven
+from ansible_collections.waldur.site_agent.plugins.module_utils.azure.errors import AzureError, AzureUnproven
 from ansible_collections.waldur.site_agent.plugins.module_utils.azure.machine import MachineWork, RetryLater
 from ansible_collections.waldur.site_agent.plugins.module_utils.azure.naming import is_group_of_resource, parse_resource_id, same_name
 from ansible_collections.waldur.site_agent.plugins.module_utils.azure.objects import (

@@ -14,16 +14,19 @@ from azure.core.pipeline.transport import HttpTransport
 from azure.core.rest._requests_basic import RestRequestsTransportResponse
 
 from ansible_collections.waldur.site_agent.plugins.module_utils.azure import clients as azure_clients
+from ansible_collections.waldur.site_agent.plugins.module_utils.azure import policies, sdk
 from ansible_collections.waldur.site_agent.plugins.module_utils.azure.clients import (
     AzureClients,
-    AzureError,
-    SizeCatalog,
     azure_argument_spec,
     clients_from_module,
+)
+from ansible_collections.waldur.site_agent.plugins.module_utils.azure.errors import AzureError
+from ansible_collections.waldur.site_agent.plugins.module_utils.azure.facts import (
+    SizeCatalog,
     power_state,
     size_figures,
-    translate_error,
 )
+from ansible_collections.waldur.site_agent.plugins.module_utils.azure.sdk import translate_error
 
 SECRET = "never-print-this-secret"
 ARM = "https://arm.test"
@@ -115,7 +118,7 @@ def test_each_client_is_built_once_under_concurrency(monkeypatch):
         built.append(options)
         return object()
 
-    monkeypatch.setattr(azure_clients, "ComputeManagementClient", factory)
+    monkeypatch.setattr(sdk, "ComputeManagementClient", factory)
     clients = new_clients()
     seen = []
     threads = [threading.Thread(target=lambda: seen.append(clients.compute)) for dummy in range(16)]
@@ -133,7 +136,7 @@ def test_one_credential_with_public_cloud_options(monkeypatch):
         made.append((tenant, client_id, secret, options))
         return FakeCredential()
 
-    monkeypatch.setattr(azure_clients, "ClientSecretCredential", credential)
+    monkeypatch.setattr(sdk, "ClientSecretCredential", credential)
     clients = new_clients()
     clients.network
     clients.compute
@@ -147,7 +150,7 @@ def test_one_credential_with_public_cloud_options(monkeypatch):
 
 def test_instance_discovery_is_disabled_only_off_the_public_cloud(monkeypatch):
     made = []
-    monkeypatch.setattr(azure_clients, "ClientSecretCredential",
+    monkeypatch.setattr(sdk, "ClientSecretCredential",
                         lambda *args, **options: made.append(options) or FakeCredential())
     clients = new_clients(authority_host="https://localhost:8443/", arm_endpoint="https://localhost:8443")
     clients.credential
@@ -330,11 +333,11 @@ def test_throttled_and_failing_gets_are_retried():
 
 def test_status_retries_are_bounded():
     throttled = ("GET", 500, {}, arm_error("InternalServerError", "down"))
-    clients = ScriptedClients([throttled] * (azure_clients.RETRY_STATUS + 1))
+    clients = ScriptedClients([throttled] * (policies.RETRY_STATUS + 1))
     with pytest.raises(AzureError) as raised:
         clients.call("reading group", clients.resource.resource_groups.get, "g")
     assert raised.value.status == 500
-    assert len(clients.transport.requests) == azure_clients.RETRY_STATUS + 1
+    assert len(clients.transport.requests) == policies.RETRY_STATUS + 1
 
 
 # ---- plain JSON reads ---------------------------------------------------------------------------

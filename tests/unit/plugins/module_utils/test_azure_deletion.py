@@ -7,8 +7,10 @@ import time
 import pytest
 from azure.mgmt.resource.resources import models as resource_models
 
-from ansible_collections.waldur.site_agent.plugins.module_utils.azure import clients as azure_clients
-from ansible_collections.waldur.site_agent.plugins.module_utils.azure.clients import AzureError, clients_from_module, plain_http_endpoints
+from ansible_collections.waldur.site_agent.plugins.module_utils.azure import policies
+from ansible_collections.waldur.site_agent.plugins.module_utils.azure.clients import clients_from_module
+from ansible_collections.waldur.site_agent.plugins.module_utils.azure.endpoints import plain_http_endpoints
+from ansible_collections.waldur.site_agent.plugins.module_utils.azure.errors import AzureError
 from ansible_collections.waldur.site_agent.plugins.module_utils.azure.naming import is_group_of_resource
 from ansible_collections.waldur.site_agent.plugins.module_utils.azure.objects import kept_group, own_targets, sort_contents
 from ansible_collections.waldur.site_agent.plugins.module_utils.azure.validate import duplicate_errors
@@ -119,7 +121,7 @@ def test_a_retry_after_within_the_deadline_is_retried_and_no_deadline_keeps_azur
         assert len(clients.transport.requests) == 2
     # the margin: a deadline closer than the wait plus RETRY_DEADLINE_MARGIN stops at once
     clients = ScriptedClients(list(script))
-    clients.deadline = time.monotonic() + azure_clients.RETRY_DEADLINE_MARGIN
+    clients.deadline = time.monotonic() + policies.RETRY_DEADLINE_MARGIN
     with pytest.raises(AzureError):
         clients.call("creating group", clients.resource.resource_groups.create_or_update, "g", {"location": "x"})
     assert len(clients.transport.requests) == 1

@@ -1,7 +1,7 @@
 """The subscription an Azure run works in (issue 37, item 2): the ``subscription_id`` option (the
 offering's backend_settings.subscription_id), whatever the sign-in; a source naming another one is
 refused before any call (azure/auth.py), and the subscription is read directly, ARM's "not found"
-of it failing the read (azure/clients.py). The real playbooks run in
+of it failing the read (azure/subscription.py). The real playbooks run in
 tests/integration/test_azure_subscription_pinned.py."""
 
 from __future__ import annotations
@@ -12,10 +12,8 @@ from ansible_collections.waldur.site_agent.plugins.module_utils.azure.auth impor
     SignInProblem,
     resolve_sign_in,
 )
-from ansible_collections.waldur.site_agent.plugins.module_utils.azure.clients import (
-    AzureError,
-    read_subscription,
-)
+from ansible_collections.waldur.site_agent.plugins.module_utils.azure.errors import AzureError
+from ansible_collections.waldur.site_agent.plugins.module_utils.azure.subscription import read_subscription
 from tests.unit.plugins.module_utils.test_azure_clients import ScriptedClients, arm_error
 
 OFFERING = "11111111-1111-4111-a111-111111111111"

@@ -12,7 +12,8 @@ import time
 
 import pytest
 
-from ansible_collections.waldur.site_agent.plugins.module_utils.azure.clients import AzureClients, CallCounter
+from ansible_collections.waldur.site_agent.plugins.module_utils.azure.clients import AzureClients
+from ansible_collections.waldur.site_agent.plugins.module_utils.azure.policies import CallCounter
 from ansible_collections.waldur.site_agent.plugins.module_utils.core import pass_guard
 from ansible_collections.waldur.site_agent.plugins.module_utils.core.batch import run_batch
 from ansible_collections.waldur.site_agent.plugins.module_utils.core.pass_guard import PassEnded, PassGuard

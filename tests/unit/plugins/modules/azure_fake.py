@@ -14,7 +14,8 @@ from azure.mgmt.compute import models as compute_models
 from azure.mgmt.network import models as network_models
 from azure.mgmt.resource.resources import models as resource_models
 
-from ansible_collections.waldur.site_agent.plugins.module_utils.azure.clients import AzureClients, AzureError
+from ansible_collections.waldur.site_agent.plugins.module_utils.azure.clients import AzureClients
+from ansible_collections.waldur.site_agent.plugins.module_utils.azure.errors import AzureError
 
 SUBSCRIPTION = "5ab5c71d-0000-4000-a000-000000000001"
 SIZES = [

@@ -18,7 +18,7 @@ from ansible_collections.waldur.site_agent.plugins.module_utils.azure.validate i
     duplicate_errors,
     ssh_key_problem,
 )
-from ansible_collections.waldur.site_agent.plugins.module_utils.azure.clients import AzureError
+from ansible_collections.waldur.site_agent.plugins.module_utils.azure.errors import AzureError
 from ansible_collections.waldur.site_agent.plugins.module_utils.core.batch import ItemError
 from tests.unit.plugins.modules.azure_fake import SUBSCRIPTION, FakeAzure
 

@@ -102,7 +102,7 @@ def test_the_listings_keep_a_few_fields_of_each_object_not_its_json():
 def test_what_a_listing_missed_is_read_on_its_own_and_a_failed_read_is_said():
     """A NIC or public IP made while the listings ran is in the machine listing's references but
     not in its own listing: it is read by id, and only that one; one that cannot be read is named."""
-    from ansible_collections.waldur.site_agent.plugins.module_utils.azure.clients import AzureError
+    from ansible_collections.waldur.site_agent.plugins.module_utils.azure.errors import AzureError
     fake = FakeAzure()
     ids = make_machines(fake, 3)
     fake.unlisted = {"nic": {"nicvm1"}, "public_ip": {"pubipvm2"}}
@@ -144,7 +144,7 @@ def test_a_size_listing_that_fails_leaves_the_machine_unmeasured_and_named_by_th
     """The location's VM sizes answering an error (or nothing at all): the machine is found, not
     measured, and its resource gets a usage row with a problem (a failed item), never no row."""
     from ansible_collections.waldur.site_agent.plugins.filter.site_agent import usage_rows
-    from ansible_collections.waldur.site_agent.plugins.module_utils.azure.clients import AzureError
+    from ansible_collections.waldur.site_agent.plugins.module_utils.azure.errors import AzureError
     fake = FakeAzure()
     [backend_id] = make_machines(fake, 1)
     fake.faults[("list", "sizes")] = AzureError("Service unavailable", 503, "ServiceUnavailable")
@@ -164,7 +164,7 @@ def test_a_size_listing_that_fails_leaves_the_machine_unmeasured_and_named_by_th
 
 
 def test_an_unreadable_machine_is_left_out(monkeypatch):
-    from ansible_collections.waldur.site_agent.plugins.module_utils.azure.clients import AzureError
+    from ansible_collections.waldur.site_agent.plugins.module_utils.azure.errors import AzureError
     fake = FakeAzure()
     [backend_id] = make_machines(fake, 1)
     fake.faults[("get", "vm")] = AzureError("Service unavailable", 503, "ServiceUnavailable")
@@ -173,7 +173,7 @@ def test_an_unreadable_machine_is_left_out(monkeypatch):
 
 
 def test_a_failed_listing_fails_the_module():
-    from ansible_collections.waldur.site_agent.plugins.module_utils.azure.clients import AzureError
+    from ansible_collections.waldur.site_agent.plugins.module_utils.azure.errors import AzureError
     fake = FakeAzure()
     ids = make_machines(fake, 2)
     fake.faults[("list_all", "vm")] = AzureError("Service unavailable", 503, "ServiceUnavailable")
