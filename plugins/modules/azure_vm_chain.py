@@ -330,10 +330,10 @@ import time
 
 from ansible.module_utils.basic import AnsibleModule
 
-from ansible_collections.waldur.site_agent.plugins.module_utils.azure.chain import (
-    ARM_WRITE_BURST,
+from ansible_collections.waldur.site_agent.plugins.module_utils.azure.chain import VmChain
+from ansible_collections.waldur.site_agent.plugins.module_utils.azure.pacing import (
     ARM_WRITES_PER_SECOND,
-    VmChain,
+    ARM_WRITE_BURST,
     WritePacer,
 )
 from ansible_collections.waldur.site_agent.plugins.module_utils.azure.clients import (

@@ -69,11 +69,11 @@ DECISIONS = {
         ("usage", "the stored usage of the month, read twice where Waldur showed none"),
     ("modules/waldur_resource_metadata.py", "main.update"):
         ("settle", "a direct read of the resource's backend metadata"),
-    ("module_utils/azure/chain.py", "VmChain._build"):
+    ("module_utils/azure/build.py", "ChainBuild._build"):
         ("create", "ARM's direct reads by name: None only on ARM's own *NotFound (AzureClients.read)"),
-    ("module_utils/azure/chain.py", "VmChain._build.network_branch"): ("create", "as VmChain._build"),
-    ("module_utils/azure/chain.py", "VmChain._build.nsg_branch"): ("create", "as VmChain._build"),
-    ("module_utils/azure/chain.py", "VmChain._build.public_ip_branch"): ("create", "as VmChain._build"),
+    ("module_utils/azure/build.py", "ChainBuild._build.network_branch"): ("create", "as ChainBuild._build"),
+    ("module_utils/azure/build.py", "ChainBuild._build.nsg_branch"): ("create", "as ChainBuild._build"),
+    ("module_utils/azure/build.py", "ChainBuild._build.public_ip_branch"): ("create", "as ChainBuild._build"),
     ("module_utils/azure/objects.py", "object_operations"):
         ("delete", "a fresh read of each object and its owner tag (delete_objects)"),
     ("modules/azure_audit.py", "AuditListing._delete_group"):

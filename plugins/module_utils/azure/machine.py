@@ -4,7 +4,7 @@
 """What every action on one machine shares: the calls with the batch deadline, reading the
 machine and judging whose it is, the names of its chain, and its power.
 
-``MachineWork`` is the base of ``removal.ChainRemoval`` and ``chain.VmChain``; ``RetryLater``
+``MachineWork`` is the base of ``removal.ChainRemoval``, ``build.ChainBuild`` and ``chain.VmChain``; ``RetryLater``
 is the outcome ``retry`` of any of them.
 """
 

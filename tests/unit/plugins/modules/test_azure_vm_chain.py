@@ -11,7 +11,8 @@ import pytest
 from tests.unit.compat import patch_module_args
 
 from ansible_collections.waldur.site_agent.plugins.modules import azure_vm_chain
-from ansible_collections.waldur.site_agent.plugins.module_utils.azure.chain import VmChain, WritePacer
+from ansible_collections.waldur.site_agent.plugins.module_utils.azure.chain import VmChain
+from ansible_collections.waldur.site_agent.plugins.module_utils.azure.pacing import WritePacer
 from ansible_collections.waldur.site_agent.plugins.module_utils.azure.validate import (
     admin_password,
     creation_problem,
