@@ -215,14 +215,9 @@ import time
 
 from ansible.module_utils.basic import AnsibleModule
 
-from ansible_collections.waldur.site_agent.plugins.module_utils.agent.audit import (
-    DELETED,
-    ORPHAN_MARK,
-    WOULD_DELETE,
-    Auditor,
-    holding_mark,
-    power_check,
-)
+from ansible_collections.waldur.site_agent.plugins.module_utils.agent.audit import Auditor, power_check
+from ansible_collections.waldur.site_agent.plugins.module_utils.agent.audit_cleanup import DELETED, WOULD_DELETE
+from ansible_collections.waldur.site_agent.plugins.module_utils.agent.audit_marks import ORPHAN_MARK, holding_mark
 from ansible_collections.waldur.site_agent.plugins.module_utils.agent.audit_report import audit_argument_spec, checked_params, finish
 from ansible_collections.waldur.site_agent.plugins.module_utils.azure.audit import Listing, owners
 from ansible_collections.waldur.site_agent.plugins.module_utils.azure.clients import (

@@ -211,19 +211,16 @@ from urllib.parse import quote
 
 from ansible.module_utils.basic import AnsibleModule
 
-from ansible_collections.waldur.site_agent.plugins.module_utils.agent.audit import (
-    DELETED,
+from ansible_collections.waldur.site_agent.plugins.module_utils.agent.audit import Auditor, power_check
+from ansible_collections.waldur.site_agent.plugins.module_utils.agent.audit_cleanup import DELETED, WOULD_DELETE
+from ansible_collections.waldur.site_agent.plugins.module_utils.agent.audit_marks import ORPHAN_MARK, holding_mark
+from ansible_collections.waldur.site_agent.plugins.module_utils.agent.audit_repair import (
     FAILED,
-    ORPHAN_MARK,
     REFUSED,
     REPAIRED,
-    WOULD_DELETE,
     WOULD_REPAIR,
-    Auditor,
-    holding_mark,
     limits_text,
     not_owned_text,
-    power_check,
 )
 from ansible_collections.waldur.site_agent.plugins.module_utils.agent.audit_report import audit_argument_spec, checked_params, finish
 from ansible_collections.waldur.site_agent.plugins.module_utils.agent.components import size_for_limits, size_matches_limits

@@ -139,7 +139,8 @@ api_calls:
 
 from ansible.module_utils.basic import AnsibleModule
 
-from ansible_collections.waldur.site_agent.plugins.module_utils.agent.audit import age_hours, utc_now
+from ansible_collections.waldur.site_agent.plugins.module_utils.agent.audit_marks import age_hours
+from ansible_collections.waldur.site_agent.plugins.module_utils.core.times import utc_now
 from ansible_collections.waldur.site_agent.plugins.module_utils.waldur.client import WaldurApiError
 from ansible_collections.waldur.site_agent.plugins.module_utils.waldur.marketplace import (
     normalize_order,

@@ -3,7 +3,8 @@
 # MIT License (see LICENSE)
 """The audit's report: what people read (the table and the Markdown), the report files, and
 the part every backend audit module shares (options, parameter checks, ``finish``).
-The findings themselves are judged in ``agent/audit.py``."""
+The findings themselves are judged in ``agent/audit.py``, the cleanup and the repair planned in
+``audit_cleanup.py`` and ``audit_repair.py``."""
 
 from __future__ import absolute_import, division, print_function
 
@@ -13,29 +14,20 @@ import json
 import os
 import tempfile
 
-from ansible_collections.waldur.site_agent.plugins.module_utils.agent.audit import (
-    DEFAULT_CLEANUP_MAX,
+from ansible_collections.waldur.site_agent.plugins.module_utils.agent.audit import COUNT_NAMES, public, short_uuid, status
+from ansible_collections.waldur.site_agent.plugins.module_utils.agent.audit_cleanup import DEFAULT_CLEANUP_MAX, DELETED, WOULD_DELETE, plan_cleanup, stale_marks
+from ansible_collections.waldur.site_agent.plugins.module_utils.agent.audit_marks import (
     DEFAULT_GRACE_HOURS,
-    DEFAULT_REPAIR_MAX,
-    DELETED,
-    FAILED,
     MARK,
     ORPHAN_MARK,
     UNMARK,
-    WOULD_DELETE,
-    counts,
     first_sighting_text,
     iso,
     mark_value,
-    plan_cleanup,
-    plan_repair,
-    public,
-    short_uuid,
-    stale_marks,
-    status,
-    utc_now,
 )
+from ansible_collections.waldur.site_agent.plugins.module_utils.agent.audit_repair import DEFAULT_REPAIR_MAX, FAILED, REPAIRED, WOULD_REPAIR, plan_repair
 from ansible_collections.waldur.site_agent.plugins.module_utils.core.pass_guard import PassEnded
+from ansible_collections.waldur.site_agent.plugins.module_utils.core.times import utc_now
 from ansible_collections.waldur.site_agent.plugins.module_utils.core.uuids import normalize_uuid
 
 
@@ -142,6 +134,22 @@ def _repair_text(repair, repair_refused, check_mode):
                 "the resource OK with those limits and the resize is safe; never deletes; power is left to "
                 "membership_sync%s" % (" (check mode: nothing resized)" if check_mode else ""))
     return "off (set audit_repair: true to resize diverged machines back to what Waldur records)"
+
+
+def counts(findings):
+    """The report's ``counts``: findings by kind, and what the cleanup and the repair did."""
+    totals = dict((name, 0) for name in COUNT_NAMES.values())
+    for item in findings:
+        totals[COUNT_NAMES[item["kind"]]] += 1
+    totals["deleted"] = sum(1 for item in findings if item["cleanup"] == DELETED)
+    totals["would_delete"] = sum(1 for item in findings if item["cleanup"] == WOULD_DELETE)
+    totals["cleanup_failed"] = sum(1 for item in findings if item["cleanup"].startswith("failed"))
+    totals["marked"] = sum(1 for item in findings if "(marked %s " % ORPHAN_MARK in item["cleanup"])
+    totals["would_mark"] = sum(1 for item in findings if "(would mark %s " % ORPHAN_MARK in item["cleanup"])
+    totals["repaired"] = sum(1 for item in findings if item["repair"].startswith(REPAIRED))
+    totals["would_repair"] = sum(1 for item in findings if item["repair"].startswith(WOULD_REPAIR))
+    totals["repair_failed"] = sum(1 for item in findings if item["repair"].startswith(FAILED))
+    return totals
 
 
 def build_report(offering, offering_uuid, backend, findings, notes, cleanup, min_age_hours, check_mode, api_calls,

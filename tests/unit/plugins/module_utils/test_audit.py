@@ -11,14 +11,15 @@ from ansible_collections.waldur.site_agent.plugins.module_utils.agent.audit impo
     CLEAN,
     FINDINGS,
     Auditor,
+    power_check,
+    status,
+)
+from ansible_collections.waldur.site_agent.plugins.module_utils.agent.audit_cleanup import plan_cleanup, stale_marks
+from ansible_collections.waldur.site_agent.plugins.module_utils.agent.audit_marks import (
     age_hours,
     holding_mark,
     mark_value,
     parse_mark,
-    plan_cleanup,
-    power_check,
-    stale_marks,
-    status,
 )
 from ansible_collections.waldur.site_agent.plugins.module_utils.agent.audit_report import build_report, write_report_files
 from ansible_collections.waldur.site_agent.plugins.module_utils.core.times import oldest, parse_time

@@ -6,14 +6,13 @@ import datetime
 
 import pytest
 
-from ansible_collections.waldur.site_agent.plugins.module_utils.agent.audit import (
+from ansible_collections.waldur.site_agent.plugins.module_utils.agent.audit import Auditor, power_check
+from ansible_collections.waldur.site_agent.plugins.module_utils.agent.audit_cleanup import plan_cleanup
+from ansible_collections.waldur.site_agent.plugins.module_utils.agent.audit_repair import (
     DEFAULT_REPAIR_MAX,
-    Auditor,
-    counts,
-    plan_cleanup,
     plan_repair,
-    power_check,
 )
+from ansible_collections.waldur.site_agent.plugins.module_utils.agent.audit_report import counts
 from ansible_collections.waldur.site_agent.plugins.module_utils.agent.audit_report import build_report
 from ansible_collections.waldur.site_agent.plugins.modules.azure_audit import size_check as azure_size_check
 from ansible_collections.waldur.site_agent.plugins.modules.do_audit import size_check

@@ -10,7 +10,7 @@ import pytest
 from tests.unit.compat import patch_module_args
 from tests.unit.plugins.modules.do_audit_fakes import MARK, NOT_OURS_404, SendsLikeDigitalOcean, fresh, writes
 
-from ansible_collections.waldur.site_agent.plugins.module_utils.agent.audit import parse_mark
+from ansible_collections.waldur.site_agent.plugins.module_utils.agent.audit_marks import parse_mark
 from ansible_collections.waldur.site_agent.plugins.modules import do_audit
 
 OFFERING = "d" * 32
