@@ -6,15 +6,16 @@
 What comes from the code, so the tables cannot drift from it:
 
 * the keys of every table: the schema in ``plugins/plugin_utils/site_config.py``
-  (``ROOT_KEYS``, ``OFFERING_KEYS``, ``COMPONENT_KEYS``, ``AZURE_CREDENTIALS``,
-  ``AZURE_SETTINGS``, ``DIGITALOCEAN_SETTINGS``, ``COMMON_BACKEND_SETTINGS``);
+  (``ROOT_KEYS``, ``OFFERING_KEYS``, ``COMPONENT_KEYS``, ``COMMON_BACKEND_SETTINGS``)
+  and each backend's ``credentials`` and ``settings`` in the backend registry
+  (``plugins/plugin_utils/backends``);
 * the type of every backend setting the schema types, and the allowed values
   (``LOG_LEVELS``, ``ACCOUNTING_TYPES``, ``LIMIT_PERIODS``, ``SUPPORTED_BACKENDS``);
 * the defaults of the endpoint settings: the modules' argument specs;
 * whether a backend setting is used: read by a role or playbook
-  (``backend_settings.<key>``) or named in the order filters;
+  (``backend_settings.<key>``) or named in a backend's planning;
 * the component keys ``load_components`` sends to Waldur (``waldur_components``);
-* the order attributes: the ``attributes`` lookups of the order filters.
+* the order attributes: the ``attributes`` lookups of each backend's planning.
 
 What the code cannot say (meaning, the remaining types and defaults, required
 or not) is in the tables below, keyed by the schema's names. A schema key with
@@ -37,7 +38,8 @@ import yaml
 
 REPO = Path(__file__).resolve().parent.parent
 DOC = REPO / "docs" / "configuration.md"
-FILTER = REPO / "plugins" / "filter" / "backend_items.py"
+# each backend's planning (the registry's modules), which reads the order attributes and settings
+BACKENDS = REPO / "plugins" / "plugin_utils" / "backends"
 
 if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
@@ -48,7 +50,7 @@ import_collection_from_checkout()
 
 from ansible_collections.waldur.site_agent.plugins.module_utils.azure import clients as azure_clients  # noqa: E402
 from ansible_collections.waldur.site_agent.plugins.module_utils.digitalocean import client as digitalocean  # noqa: E402
-from ansible_collections.waldur.site_agent.plugins.plugin_utils import site_config  # noqa: E402
+from ansible_collections.waldur.site_agent.plugins.plugin_utils import backends, site_config  # noqa: E402
 from ansible_collections.waldur.site_agent.plugins.modules import waldur_components  # noqa: E402
 
 NOT_USED = "no"
@@ -414,8 +416,8 @@ def schema_keys():
         "root": set(site_config.ROOT_KEYS),
         "offering": set(site_config.OFFERING_KEYS),
         "component": set(site_config.COMPONENT_KEYS),
-        "azure": set(site_config.AZURE_CREDENTIALS) | set(site_config.AZURE_SETTINGS),
-        "digitalocean": {"token"} | set(site_config.DIGITALOCEAN_SETTINGS),
+        "azure": set(backends.backend("azure").settings_read()),
+        "digitalocean": set(backends.backend("digitalocean").settings_read()),
         "common": set(site_config.COMMON_BACKEND_SETTINGS),
     }
 
@@ -430,9 +432,11 @@ def settings_read():
     names = set()
     for path in sorted((REPO / "roles").rglob("*.yml")) + sorted((REPO / "playbooks").glob("*.yml")):
         names.update(re.findall(r"backend_settings\.([A-Za-z0-9_]+)", path.read_text()))
-    tree = ast.parse(FILTER.read_text())
-    names.update(node.value for node in ast.walk(tree)
-                 if isinstance(node, ast.Constant) and isinstance(node.value, str))
+    for path in sorted(BACKENDS.glob("*.py")):
+        # the strings of its functions: the registry entry itself (``BACKEND``) names every key
+        functions = [node for node in ast.parse(path.read_text()).body if isinstance(node, ast.FunctionDef)]
+        names.update(node.value for function in functions for node in ast.walk(function)
+                     if isinstance(node, ast.Constant) and isinstance(node.value, str))
     return names
 
 
@@ -443,18 +447,19 @@ def argument_spec_default(backend, option):
 
 def attribute_lookups(backend):
     """The attribute names each lookup of the backend's order filter tries, in order."""
-    tree = ast.parse(FILTER.read_text())
+    planning = BACKENDS / ("%s.py" % backend)
+    tree = ast.parse(planning.read_text())
     functions = {node.name: node for node in tree.body if isinstance(node, ast.FunctionDef)}
     lookups = []
     for name in ATTRIBUTE_FUNCTIONS[backend]:
         if name not in functions:
             raise SystemExit("%s: function %s not found; update ATTRIBUTE_FUNCTIONS in %s"
-                             % (FILTER.relative_to(REPO), name, Path(__file__).name))
+                             % (planning.relative_to(REPO), name, Path(__file__).name))
         for node in ast.walk(functions[name]):
             if not isinstance(node, ast.Call):
                 continue
             func = node.func
-            if isinstance(func, ast.Name) and func.id == "_first" and node.args and \
+            if isinstance(func, ast.Name) and func.id == "first" and node.args and \
                     isinstance(node.args[0], ast.Name) and node.args[0].id == "attributes":
                 keys = tuple(arg.value for arg in node.args[1:] if isinstance(arg, ast.Constant))
             elif isinstance(func, ast.Attribute) and func.attr == "get" and isinstance(func.value, ast.Name) \
@@ -509,7 +514,7 @@ def problems():
             found.append("%s: schema key %r has no description in %s" % (section, key, Path(__file__).name))
         for key in sorted(set(table) - keys):
             found.append("%s: %r is described but is not a key of the schema" % (section, key))
-    for backend, schema in (("azure", site_config.AZURE_SETTINGS), ("digitalocean", site_config.DIGITALOCEAN_SETTINGS)):
+    for backend, schema in ((name, backends.backend(name).settings) for name in ("azure", "digitalocean")):
         for key, entry in described[backend].items():
             if key in schema and "type" in entry:
                 found.append("%s.%s: the schema types this key (%s); drop the type from the description"
@@ -581,7 +586,7 @@ def render_section(section):
     if section == "offering":
         return _table(HEADER, _key_rows(OFFERING, keys["offering"]))
     if section in ("azure", "digitalocean"):
-        kinds = site_config.AZURE_SETTINGS if section == "azure" else site_config.DIGITALOCEAN_SETTINGS
+        kinds = backends.backend(section).settings
         read = settings_read()
         table = AZURE if section == "azure" else DIGITALOCEAN
         return _table(HEADER, _key_rows(table, keys[section], kinds, used=lambda key: USED if key in read else NOT_USED))

@@ -155,6 +155,7 @@ from ansible import context
 from ansible.module_utils.common.text.converters import to_text
 from ansible.plugins.callback import CallbackBase
 
+from ansible_collections.waldur.site_agent.plugins.plugin_utils import backends
 from ansible_collections.waldur.site_agent.plugins.plugin_utils.log_record import RECORD_KEYS, log_record
 from ansible_collections.waldur.site_agent.plugins.module_utils.core.secrets import (
     collect_secret_values,
@@ -190,7 +191,7 @@ class CallbackModule(CallbackBase):
         self._loader = None
         self._started = time.monotonic()
         self._task_starts = {}
-        self._secrets = secret_values_from_environment(os.environ)
+        self._secrets = secret_values_from_environment(os.environ, backends.secret_environment())
         self._configs_read = set()
         self._sentry = SentryReport(self.get_option, self._secrets,
                                     lambda text: self._emit(text, "warning", playbook=self._playbook))

@@ -15,7 +15,7 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
-from ansible_collections.waldur.site_agent.plugins.module_utils.agent.buildable import create_gaps as _create_gaps
+from ansible_collections.waldur.site_agent.plugins.plugin_utils.backends import create_gaps as _create_gaps
 
 ROLE_KEYS = {"order_process": "order_processing_backend", "report": "reporting_backend",
              "membership_sync": "membership_sync_backend"}

@@ -47,20 +47,16 @@ from ansible_collections.waldur.site_agent.plugins.plugin_utils.site_config_load
     yaml_bound_problem,
     yaml_error_text,
 )
-from ansible_collections.waldur.site_agent.plugins.module_utils.azure.auth import (
-    SECRET_SETTINGS as AZURE_SECRET_SETTINGS,
-    settings_problems as azure_sign_in_problems,
-)
-from ansible_collections.waldur.site_agent.plugins.module_utils.azure.endpoints import plain_http_endpoints
-from ansible_collections.waldur.site_agent.plugins.module_utils.digitalocean.options import TOKEN_ENV_VARS, plain_http_warning
+from ansible_collections.waldur.site_agent.plugins.plugin_utils import backends
 
 
-SUPPORTED_BACKENDS = ("azure", "digitalocean")
+# the backend registry's (plugin_utils/backends): one entry per cloud
+SUPPORTED_BACKENDS = backends.names()
 ROLE_KEYS = ("order_processing_backend", "reporting_backend", "membership_sync_backend")
 PASS_ROLES = {"order_process": "order_processing_backend", "report": "reporting_backend",
               "membership_sync": "membership_sync_backend", "audit": "order_processing_backend"}
 SECRET_KEYS = frozenset(("waldur_api_token", "oidc_client_secret", "token", "client_secret", "secret",
-                         "password", "sentry_dsn") + AZURE_SECRET_SETTINGS)
+                         "password", "sentry_dsn") + backends.secret_settings())
 LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
 ACCOUNTING_TYPES = ("usage", "limit", "one")
 LIMIT_PERIODS = ("annual", "month", "quarterly", "total")
@@ -84,28 +80,10 @@ COMPONENT_KEYS = {
     "prepaid_duration_step", "min_renewal_duration", "max_renewal_duration", "renewal_duration_step",
     "backend_name", "price",
 }
-# The sign-in keys (azure/auth.py says which are required for which auth_source).
-AZURE_CREDENTIALS = ("subscription_id", "tenant_id", "client_id", "client_secret")
-AZURE_SETTINGS = {
-    "auth_source": "str", "profile": "str", "x509_certificate_path": "str", "x509_certificate": "str",
-    "x509_certificate_password": "str", "federated_token_file": "str", "cloud_environment": "str",
-    "default_location": "str", "default_size": "str", "default_image": "image",
-    "default_resource_group": "str", "network_cidr": "cidr", "subnet_cidr": "cidr",
-    "allowed_ssh_ranges": "str_or_list", "arm_endpoint": "url", "authority_host": "url",
-    "polling_interval": "number",
-}
-DIGITALOCEAN_SETTINGS = {
-    "default_region": "str", "default_image": "str", "default_size": "str", "default_user_data": "str",
-    "default_tags": "str_or_list", "default_ssh_key_id": "int", "default_ssh_key_fingerprint": "str",
-    "default_ssh_key_name": "str", "default_ssh_public_key": "str", "size_mapping": "size_mapping",
-    "api_url": "url",
-}
 COMMON_BACKEND_SETTINGS = {
     "allocation_prefix", "project_prefix", "customer_prefix", "default_account", "soft_delete",
     "check_backend_id_uniqueness", "check_all_offerings", "backend_id_max_retries", "periodic_limits",
 }
-BACKEND_CREDENTIALS = {"azure": AZURE_CREDENTIALS, "digitalocean": ("token",)}
-BACKEND_SETTINGS = {"azure": AZURE_SETTINGS, "digitalocean": DIGITALOCEAN_SETTINGS}
 # How close (difflib ratio) an unknown key must be to a known one to count as its misspelling:
 # default_regoin, defualt_size and unitfactor are; a key of another tool or of a later release is not.
 TYPO_CUTOFF = 0.8
@@ -114,7 +92,7 @@ TYPO_CUTOFF = 0.8
 def backend_settings_read(backend_type):
     """The ``backend_settings`` keys the passes of ``backend_type`` read: its credentials and its
     schema (the one list; tests/unit checks every ``backend_settings.<key>`` read against it)."""
-    return frozenset(BACKEND_CREDENTIALS[backend_type]) | frozenset(BACKEND_SETTINGS[backend_type])
+    return backends.backend(backend_type).settings_read()
 
 
 def misspelling_of(key, known):
@@ -301,7 +279,9 @@ def _validate_offering(path, offering, problems):
     else:
         for name, component in components.items():
             _validate_component("%s.backend_components.%s" % (path, name), component, problems)
-        mapping = settings.get("size_mapping") if known and backend_type.lower() == "digitalocean" else None
+        # a backend whose settings map sizes to limits (size_mapping): its entries name components
+        schema = backends.backend(backend_type).settings if known else {}
+        mapping = settings.get("size_mapping") if schema.get("size_mapping") == "size_mapping" else None
         if components and isinstance(mapping, dict):
             # An entry matches an order's limits, which Waldur keys by the offering's components.
             for slug, limits in mapping.items():
@@ -311,26 +291,14 @@ def _validate_offering(path, offering, problems):
 
 
 def _validate_backend_settings(path, backend_type, settings, problems):
-    if backend_type == "azure":
-        for key, message in azure_sign_in_problems(settings):
-            problems.error("%s.%s" % (path, key), message)
-        for warning in plain_http_endpoints(settings):
-            key, _sep, text = warning.partition(": ")
-            problems.warn("%s.%s" % (path, key), text)
-    else:
-        if not _secret_present(settings.get("token")):
-            problems.error(path + ".token", "required")
-        warning = plain_http_warning(settings["api_url"]) if isinstance(settings.get("api_url"), str) else None
-        if warning:
-            problems.warn(path + ".api_url", warning)
-    schema = BACKEND_SETTINGS[backend_type]
+    entry = backends.backend(backend_type)
+    entry.check_settings(path, settings, problems)
     # PEM text is lines by nature: only one-line secrets are checked for stray whitespace.
-    _check_secret_texts(path, settings, (SECRET_KEYS | set(BACKEND_CREDENTIALS[backend_type])) - {"x509_certificate"},
-                        problems)
+    _check_secret_texts(path, settings, (SECRET_KEYS | set(entry.credentials)) - {"x509_certificate"}, problems)
     for key, value in settings.items():
-        if key in schema and value not in (None, ""):
-            _expect(problems, "%s.%s" % (path, key), value, schema[key])
-    _unknown_keys(path, settings, backend_settings_read(backend_type), problems, what="%s setting" % backend_type,
+        if key in entry.settings and value not in (None, ""):
+            _expect(problems, "%s.%s" % (path, key), value, entry.settings[key])
+    _unknown_keys(path, settings, entry.settings_read(), problems, what="%s setting" % backend_type,
                   ignored=COMMON_BACKEND_SETTINGS)
 
 
@@ -382,15 +350,9 @@ def _validate_verify_ssl(path, value, problems):
         problems.error(path, "expected true, false or the path of a CA bundle file, got %s" % _type_name(value))
 
 
-# Secrets an operator may keep out of the file: AWX/AAP credentials inject these
-# variables (the built-in Azure credential injects the AZURE_* ones).
-ENVIRONMENT_SECRETS = {
-    None: {"waldur_api_token": ("WALDUR_API_TOKEN",)},
-    "digitalocean": {"token": TOKEN_ENV_VARS},  # community.digitalocean's order
-    "azure": {"subscription_id": ("AZURE_SUBSCRIPTION_ID",), "tenant_id": ("AZURE_TENANT", "AZURE_TENANT_ID"),
-              "client_id": ("AZURE_CLIENT_ID",), "client_secret": ("AZURE_SECRET",),
-              "federated_token_file": ("AZURE_FEDERATED_TOKEN_FILE",)},
-}
+# Secrets an operator may keep out of the file: AWX/AAP credentials inject these variables (each
+# backend's own are its registry entry's ``environment``).
+WALDUR_ENVIRONMENT = {"waldur_api_token": ("WALDUR_API_TOKEN",)}
 
 
 def apply_environment(config, environ):
@@ -414,13 +376,13 @@ def apply_environment(config, environ):
         if not isinstance(offering, dict):
             continue
         path = "offerings[%d]" % index
-        for key, names in ENVIRONMENT_SECRETS[None].items():
+        for key, names in WALDUR_ENVIRONMENT.items():
             fill(offering, path, key, names)
-        backend_type = str(offering.get("backend_type") or "").lower()
-        if backend_type in SUPPORTED_BACKENDS:
+        entry = backends.backend(offering.get("backend_type"))
+        if entry is not None:
             settings = offering.setdefault("backend_settings", {})
             if isinstance(settings, dict):
-                for key, names in ENVIRONMENT_SECRETS[backend_type].items():
+                for key, names in entry.environment.items():
                     fill(settings, path + ".backend_settings", key, names)
     return filled
 

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from ansible_collections.waldur.site_agent.plugins.plugin_utils import site_config
+from ansible_collections.waldur.site_agent.plugins.plugin_utils import backends, site_config
 from scripts import gen_config_reference as generator
 
 REPO = Path(__file__).resolve().parents[2]
@@ -46,8 +46,8 @@ def test_check_mode_reports_a_stale_document(tmp_path, monkeypatch, capsys):
 
 def test_a_new_schema_key_without_description_is_refused(monkeypatch, capsys):
     monkeypatch.setattr(site_config, "OFFERING_KEYS", site_config.OFFERING_KEYS | {"brand_new_key"})
-    monkeypatch.setattr(site_config, "DIGITALOCEAN_SETTINGS",
-                        dict(site_config.DIGITALOCEAN_SETTINGS, default_vpc_uuid="str"))
+    droplets = backends.backend("digitalocean")
+    monkeypatch.setattr(droplets, "settings", dict(droplets.settings, default_vpc_uuid="str"))
     problems = generator.problems()
     assert "offering: schema key 'brand_new_key' has no description in gen_config_reference.py" in problems
     assert "digitalocean: schema key 'default_vpc_uuid' has no description in gen_config_reference.py" in problems

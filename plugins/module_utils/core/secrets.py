@@ -28,12 +28,9 @@ MASK = "********"
 # Shorter values are not replaced inside text: masking every "abc" would garble
 # the output while hiding nothing a key-name match does not already hide.
 MIN_SECRET_LENGTH = 4
-# Environment variables the collection's modules read secrets from (env fallbacks).
-SECRET_ENVIRONMENT_VARIABLES = (
-    "WALDUR_API_TOKEN", "DIGITALOCEAN_ACCESS_TOKEN", "DO_API_TOKEN", "DO_API_KEY", "DO_OAUTH_TOKEN", "OAUTH_TOKEN",
-    "AZURE_SECRET", "AZURE_PASSWORD",
-    "SENTRY_DSN", "WALDUR_SITE_AGENT_SENTRY_DSN",
-)
+# Environment variables the collection reads secrets from (env fallbacks); each cloud's own are
+# named by the backend registry (plugin_utils/backends), which callers pass as ``more``.
+SECRET_ENVIRONMENT_VARIABLES = ("WALDUR_API_TOKEN", "SENTRY_DSN", "WALDUR_SITE_AGENT_SENTRY_DSN")
 
 _SECRET_KEY = re.compile(
     r"token|secret|passw|passphrase|api[_-]?key|private[_-]?key|credential|authorization|(^|[_-])dsn$"
@@ -106,10 +103,10 @@ def collect_secret_values(data, extra_keys=(), values=None):
     return found
 
 
-def secret_values_from_environment(environ):
-    """Secret values from the environment variables the modules fall back on."""
+def secret_values_from_environment(environ, more=()):
+    """Secret values from the environment variables the modules fall back on (and ``more``)."""
     values = set()
-    for name in SECRET_ENVIRONMENT_VARIABLES:
+    for name in SECRET_ENVIRONMENT_VARIABLES + tuple(more):
         value = (environ.get(name) or "").strip()
         if len(value) >= MIN_SECRET_LENGTH:
             values.add(value)

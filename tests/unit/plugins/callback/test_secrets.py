@@ -8,6 +8,7 @@ from ansible_collections.waldur.site_agent.plugins.module_utils.core.secrets imp
     redact_text,
     secret_values_from_environment,
 )
+from ansible_collections.waldur.site_agent.plugins.plugin_utils import backends
 from ansible_collections.waldur.site_agent.plugins.plugin_utils.site_config import SECRET_KEYS
 
 CONFIG = {
@@ -77,4 +78,6 @@ def test_redact_text_leaves_validation_messages_readable():
 def test_secret_values_from_the_environment():
     environ = {"WALDUR_API_TOKEN": "env-token-1", "AZURE_SECRET": "env-secret-2", "DO_API_TOKEN": "x",
                "HOME": "/root", "SOME_TOKEN_ENABLED": "true"}
-    assert secret_values_from_environment(environ) == {"env-token-1", "env-secret-2"}
+    # the clouds' variables are the backend registry's, which the callback passes
+    assert secret_values_from_environment(environ) == {"env-token-1"}
+    assert secret_values_from_environment(environ, backends.secret_environment()) == {"env-token-1", "env-secret-2"}

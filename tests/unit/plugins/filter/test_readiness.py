@@ -39,11 +39,25 @@ def azure_offering(**settings):
     return offering
 
 
+# the tests' names of the reads -> (backend, read name) in the ``clouds`` the playbooks gather
+READS = {"digitalocean": ("digitalocean", "account"), "droplet_count": ("digitalocean", "droplet_count"),
+         "azure_token": ("azure", "token"), "azure_subscription": ("azure", "subscription"),
+         "azure_probe": ("azure", "probe"), "azure_quota": ("azure", "quota")}
+
+
+def clouds(**reads):
+    """Each read registered as a loop of one item, under its backend; ``env`` as the controller's
+    AZURE_SUBSCRIPTION_ID (a value, not a loop)."""
+    gathered = {"azure": {"subscription_env": reads.pop("env", "")}}
+    for key, value in reads.items():
+        backend, name = READS[key]
+        gathered.setdefault(backend, {})[name] = value if "results" in value else reg(value)
+    return gathered
+
+
 def health(offering, identity=None, read=None, **reads):
     identity, read = identity or USER, read or OFFERING
-    verdicts = health_verdicts([offering], reg(identity), reg(read),
-                               **{key: reg(value) for key, value in reads.items() if key != "env"},
-                               azure_subscription_env=reads.get("env", ""))
+    verdicts = health_verdicts([offering], reg(identity), reg(read), clouds(**reads))
     assert len(verdicts) == 1 and verdicts[0]["offering"] == offering["name"]
     return verdicts[0]
 
@@ -256,8 +270,8 @@ def test_the_first_problem_wins_and_later_reads_are_not_judged():
 
 def test_every_offering_in_order():
     verdicts = health_verdicts([do_offering(name="A"), do_offering(name="B")], reg(USER, {"status": 401}),
-                               reg(OFFERING, SKIPPED), digitalocean=reg(ACCOUNT, SKIPPED),
-                               droplet_count=reg(COUNT, SKIPPED))
+                               reg(OFFERING, SKIPPED), clouds(digitalocean=reg(ACCOUNT, SKIPPED),
+                                                             droplet_count=reg(COUNT, SKIPPED)))
     assert [(verdict["offering"], verdict["ready"]) for verdict in verdicts] == [("A", True), ("B", False)]
     assert health_verdicts([], reg(), reg()) == []
 
@@ -271,8 +285,7 @@ COUNTS = [{"label": "orders pending-provider", "path": "marketplace-orders/", "s
 def report(offering, identity=None, read=None, counts=({"status": 200, "json": [], "x_result_count": "0"},) * 2,
            **reads):
     identity, read = identity or USER, read or OFFERING
-    reports = diagnostics_reports([offering], COUNTS, reg(identity), reg(read), reg(*counts),
-                                  **{key: reg(value) for key, value in reads.items()})
+    reports = diagnostics_reports([offering], COUNTS, reg(identity), reg(read), reg(*counts), clouds(**reads))
     assert len(reports) == 1 and reports[0]["offering"] == offering["name"]
     return reports[0]
 

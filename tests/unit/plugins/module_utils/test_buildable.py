@@ -5,7 +5,8 @@ from __future__ import annotations
 import pytest
 
 from plugins.filter.agent_pass import create_gaps
-from plugins.module_utils.agent.buildable import CREATE_INPUTS, order_form_fields
+from plugins.module_utils.agent.buildable import order_form_fields
+from plugins.plugin_utils import backends
 from scripts import gen_config_reference
 
 DO = {"order_processing_backend": "digitalocean",
@@ -21,10 +22,10 @@ def without(offering, *keys):
 
 
 def test_the_attributes_are_the_ones_the_order_filter_reads():
-    for backend, inputs in CREATE_INPUTS.items():
-        read = gen_config_reference.attribute_lookups(backend)
-        for name, _keys, attributes in inputs:
-            assert ", ".join(attributes) in read, (backend, name, read)
+    for entry in backends.every():
+        read = gen_config_reference.attribute_lookups(entry.name)
+        for name, _keys, attributes in entry.create_inputs:
+            assert ", ".join(attributes) in read, (entry.name, name, read)
 
 
 def test_defaults_for_everything_leave_no_gap():

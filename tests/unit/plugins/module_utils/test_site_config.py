@@ -279,20 +279,24 @@ def test_a_misspelt_root_key_is_named_with_the_key_it_resembles():
 
 
 def _settings_read_by_the_code():
-    """``{backend: {key}}`` of every backend setting a role, a playbook or the order filters read."""
+    """``{backend: {key}}`` of every backend setting a role, a playbook or a backend of the registry reads."""
     import ast
     import re
     from pathlib import Path
 
     root = Path(__file__).resolve().parents[4]
     read = {"azure": set(), "digitalocean": set(), "either": set()}
-    for path in sorted((root / "roles").rglob("*.yml")) + sorted((root / "playbooks").glob("*.yml")):
+    for path in sorted((root / "roles").rglob("*.yml")) + sorted((root / "playbooks").rglob("*.yml")):
         backend = "azure" if "azure" in path.name else "digitalocean" if "digitalocean" in path.name else "either"
         read[backend].update(re.findall(r"backend_settings\.([A-Za-z_][A-Za-z0-9_]*)", path.read_text()))
         assert not re.search(r"backend_settings\[", path.read_text()), path  # read by name only, so found here
-    tree = ast.parse((root / "plugins" / "filter" / "backend_items.py").read_text())
-    for function in (node for node in tree.body if isinstance(node, ast.FunctionDef)):
-        backend = "azure" if "_vm" in function.name else "digitalocean" if "droplet" in function.name else "either"
+    functions = []
+    # the registry's own functions read the keys its entries declare (create_inputs: checked below)
+    for path in sorted(set((root / "plugins" / "plugin_utils" / "backends").glob("*.py"))
+                       - {root / "plugins" / "plugin_utils" / "backends" / "__init__.py"}):
+        backend = path.stem if path.stem in ("azure", "digitalocean") else "either"
+        functions.extend((backend, node) for node in ast.parse(path.read_text()).body if isinstance(node, ast.FunctionDef))
+    for backend, function in functions:
         loops = {}
         for node in ast.walk(function):
             if isinstance(node, ast.For) and isinstance(node.target, ast.Name):
@@ -315,6 +319,7 @@ def _settings_read_by_the_code():
 
 
 def test_every_backend_setting_the_code_reads_is_in_the_one_list_validation_checks_against():
+    from ansible_collections.waldur.site_agent.plugins.plugin_utils import backends
     from ansible_collections.waldur.site_agent.plugins.plugin_utils.site_config import backend_settings_read
 
     read = _settings_read_by_the_code()
@@ -323,6 +328,9 @@ def test_every_backend_setting_the_code_reads_is_in_the_one_list_validation_chec
     for backend in ("azure", "digitalocean"):
         assert read[backend] - backend_settings_read(backend) == set(), backend
     assert read["either"] - (backend_settings_read("azure") | backend_settings_read("digitalocean")) == set()
+    for entry in backends.every():
+        declared = set(key for _input, keys, _attributes in entry.create_inputs for key in keys)
+        assert declared - backend_settings_read(entry.name) == set(), entry.name
 
 
 def test_azure_sign_in_keys_are_validated_by_key_path_and_pem_text_is_not_a_stray_newline(tmp_path):
