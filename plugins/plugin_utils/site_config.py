@@ -50,7 +50,8 @@ from ansible_collections.waldur.site_agent.plugins.plugin_utils.site_config_load
 from ansible_collections.waldur.site_agent.plugins.plugin_utils import backends
 
 
-# the backend registry's (plugin_utils/backends): one entry per cloud
+# the backend registry's (plugin_utils/backends): one entry per cloud; the checks below ask the
+# registry itself
 SUPPORTED_BACKENDS = backends.names()
 ROLE_KEYS = ("order_processing_backend", "reporting_backend", "membership_sync_backend")
 PASS_ROLES = {"order_process": "order_processing_backend", "report": "reporting_backend",
@@ -112,7 +113,7 @@ def backend_of(offering):
 def is_foreign(offering):
     """True for an offering of another backend (SLURM, MOAB, ...): another agent serves it."""
     backend_type = backend_of(offering)
-    return bool(backend_type) and backend_type not in SUPPORTED_BACKENDS
+    return bool(backend_type) and backend_type not in backends.names()
 
 
 def supported_offerings(config):
@@ -167,7 +168,7 @@ def validate(config):
                           + ", ".join(foreign))
             if len(foreign) == len(offerings):
                 problems.error("offerings", "none is an Azure or DigitalOcean offering: this collection has "
-                               "nothing to do (backend_type must be %s)" % " or ".join(SUPPORTED_BACKENDS))
+                               "nothing to do (backend_type must be %s)" % " or ".join(backends.names()))
     return problems.errors, problems.warnings
 
 
@@ -253,10 +254,10 @@ def _validate_offering(path, offering, problems):
                           "unencrypted; use https://" % host)
 
     backend_type = offering.get("backend_type")
-    known = isinstance(backend_type, str) and backend_type.lower() in SUPPORTED_BACKENDS
+    known = isinstance(backend_type, str) and backend_type.lower() in backends.names()
     if isinstance(backend_type, str) and backend_type and not known:
         problems.error(path + ".backend_type", "unknown backend %r; this collection supports %s"
-                       % (backend_type, " and ".join(SUPPORTED_BACKENDS)))
+                       % (backend_type, " and ".join(backends.names())))
     for role_key in ROLE_KEYS:
         role_backend = offering.get(role_key)
         if role_backend in (None, ""):
