@@ -4,7 +4,7 @@
 """No decision on an unproven read: the proof the passes act on, as types.
 
 Every read of Waldur, DigitalOcean and ARM goes through its API's one read layer
-(``waldur/client.py``, ``digitalocean/client.py``, ``azure/clients.py``). A read layer either
+(``waldur/client.py``, ``digitalocean/reads.py``, ``azure/clients.py``). A read layer either
 returns a checked answer or raises :class:`Unproven`:
 
 * :class:`ProvenObject` (a dict) and :class:`ProvenList` (a list): JSON where JSON is due, of the

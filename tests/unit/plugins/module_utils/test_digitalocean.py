@@ -23,6 +23,7 @@ from ansible_collections.waldur.site_agent.plugins.module_utils.digitalocean.bin
 from ansible_collections.waldur.site_agent.plugins.module_utils.digitalocean.errors import DigitalOceanError, DigitalOceanNotFound
 from ansible_collections.waldur.site_agent.plugins.module_utils.digitalocean.facts import backend_metadata, droplet_facts, resource_tags
 from ansible_collections.waldur.site_agent.plugins.module_utils.digitalocean.keys import classify_ssh_key, ssh_fingerprint
+from ansible_collections.waldur.site_agent.plugins.module_utils.digitalocean.options import normalize_endpoint
 from ansible_collections.waldur.site_agent.plugins.module_utils.digitalocean.pacing import RequestPacer
 from ansible_collections.waldur.site_agent.plugins.module_utils.digitalocean.waiter import DropletWaiter
 from ansible_collections.waldur.site_agent.plugins.module_utils.core.retry import RetryPolicy
@@ -166,13 +167,13 @@ def sim_client(do_sim):
     ("  http://proxy.example/do  ", "http://proxy.example/do/v2/"),
 ])
 def test_endpoint_always_ends_in_v2_slash(given, expected):
-    assert do.normalize_endpoint(given) == expected
+    assert normalize_endpoint(given) == expected
 
 
 @pytest.mark.parametrize("bad", ["", "api.digitalocean.com/v2/", "ftp://host/v2/", "http:///v2/"])
 def test_endpoint_must_be_an_http_url(bad):
     with pytest.raises(ValueError):
-        do.normalize_endpoint(bad)
+        normalize_endpoint(bad)
 
 
 def test_requests_go_to_the_endpoint_even_when_given_without_v2(api):
