@@ -33,14 +33,14 @@ WALDUR_WRITES = ("set_state_done", "set_state_erred", "approve_by_provider", "re
 # (file under plugins/, function) -> (what it writes, the proof it acts on). "require": the function
 # (or the helpers after it) takes its inputs through require() / @decides.
 DECISIONS = {
-    ("module_utils/digitalocean/droplets.py", "DropletWorker._create"):
+    ("module_utils/digitalocean/droplets_present.py", "DropletPresentSteps._create"):
         ("create", "require: the proven listing of the droplets carrying the tag, read twice unless approved now"),
-    ("module_utils/digitalocean/droplets.py", "DropletWorker.absent"):
-        ("delete", "require via DropletWorker._own and DropletWorker._absent_by_id"),
-    ("module_utils/digitalocean/droplets.py", "DropletWorker._absent_by_id"):
+    ("module_utils/digitalocean/droplets_absent.py", "DropletAbsentSteps.absent"):
+        ("delete", "require via DropletAbsentSteps._own and DropletAbsentSteps._absent_by_id"),
+    ("module_utils/digitalocean/droplets_absent.py", "DropletAbsentSteps._absent_by_id"):
         ("delete", "require: a direct read answering DigitalOcean's own not_found, or the droplet"),
-    ("module_utils/digitalocean/droplets.py", "DropletWorker._remove_duplicates"):
-        ("delete", "require via DropletWorker.present: the proven tag listing"),
+    ("module_utils/digitalocean/droplets_present.py", "DropletPresentSteps._remove_duplicates"):
+        ("delete", "require via DropletPresentSteps.present: the proven tag listing"),
     ("module_utils/digitalocean/droplets_power.py", "DropletPowerSteps.resize"):
         ("resize", "require: the droplet as a checked read showed it"),
     ("module_utils/digitalocean/droplets_power.py", "DropletPowerSteps.power"):
@@ -54,7 +54,7 @@ DECISIONS = {
     ("module_utils/digitalocean/droplets_power.py", "DropletPowerSteps._power_on_after_failure"):
         ("power", "require via DropletPowerSteps.resize"),
     ("module_utils/digitalocean/droplets_power.py", "DropletPowerSteps._power_on_after_resize"):
-        ("power", "require via DropletWorker.present"),
+        ("power", "require via DropletPresentSteps.present"),
     ("modules/do_audit.py", "DropletCleanup.delete"):
         ("delete", "a fresh direct read of the droplet, its tags and name; Waldur's direct read over passes"),
     ("module_utils/waldur/claim.py", "Claim.approve"):
@@ -176,7 +176,7 @@ def test_a_decision_refuses_a_plain_listing():
         create({"resource_uuid": "a" * 32}, [])  # a listing that did not come from the read layer
     create({"resource_uuid": "a" * 32}, ProvenList([], "GET /v2/droplets?tag_name=x"))
     assert len(calls) == 1
-    assert evidence.DECISIONS["droplets.DropletWorker._create"] == "create"
+    assert evidence.DECISIONS["droplets_present.DropletPresentSteps._create"] == "create"
     assert droplets.DropletWorker._create.decides == "create"
 
 

@@ -1,7 +1,7 @@
 # -*- coding: utf-8 -*-
 # Copyright: Waldur site agent developers
 # MIT License (see LICENSE)
-"""The resize and power steps of do_droplet's worker, and which failures a later pass retries."""
+"""The resize and power steps of do_droplet's worker, which failures a later pass retries, and held items."""
 
 from __future__ import absolute_import, division, print_function
 
@@ -42,6 +42,14 @@ def _retryable(exc):
     if isinstance(exc, DigitalOceanError):
         return exc.ambiguous or exc.status is None or exc.status == 429 or exc.status >= 500
     return False
+
+
+def held(result, msg, cloud=None):
+    """Kept back for the operator: failed and ``retry`` (the order stays alive, nothing is erred)
+    and ``held``, which makes the pass exit non-zero."""
+    result.update(failed=True, retry=True, held=True, msg=msg)
+    if cloud:
+        result["cloud"] = cloud
 
 
 def refuse_foreign(facts, resource_uuid):

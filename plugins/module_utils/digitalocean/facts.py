@@ -70,3 +70,9 @@ def backend_metadata(facts):
 def resource_tags(tags):
     """The ``waldur-resource:`` tags among ``tags``, lower-cased."""
     return set(str(tag).lower() for tag in tags or [] if is_resource_tag(tag))
+
+
+def describe_droplet(facts):
+    """One droplet as the operator tells it from a look-alike: id, name, region, size, created_at."""
+    return "%s %s (%s, %s, created %s)" % (facts["id"], facts.get("name"), facts.get("region"),
+                                           facts.get("size_slug"), facts.get("created_at") or "at an unknown time")
