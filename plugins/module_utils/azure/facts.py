@@ -131,20 +131,22 @@ def primary(references):
     return references[0] if references else None
 
 
-def read_network_interface(clients, nic_id, deadline=None):
-    parts = parse_resource_id(nic_id)
+def _read_network_object(clients, what, operations, object_id, deadline):
+    """The network object an ARM id names (None for an id that names none, or for ARM's own
+    not-found), read with the network client's ``operations`` (built only when an id parses)."""
+    parts = parse_resource_id(object_id)
     if not parts:
         return None
-    return clients.read("reading network interface %s" % parts["name"],
-                        clients.network.network_interfaces.get, parts["group"], parts["name"], deadline=deadline)
+    return clients.read("reading %s %s" % (what, parts["name"]), getattr(clients.network, operations).get,
+                        parts["group"], parts["name"], deadline=deadline)
+
+
+def read_network_interface(clients, nic_id, deadline=None):
+    return _read_network_object(clients, "network interface", "network_interfaces", nic_id, deadline)
 
 
 def read_public_ip(clients, public_ip_id, deadline=None):
-    parts = parse_resource_id(public_ip_id)
-    if not parts:
-        return None
-    return clients.read("reading public IP address %s" % parts["name"],
-                        clients.network.public_ip_addresses.get, parts["group"], parts["name"], deadline=deadline)
+    return _read_network_object(clients, "public IP address", "public_ip_addresses", public_ip_id, deadline)
 
 
 def vm_metadata(vm, power=None, private_ip=None, public_ip=None):

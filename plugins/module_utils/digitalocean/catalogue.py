@@ -76,22 +76,24 @@ def read_catalogue(client, images):
     return {"regions": regions, "sizes": sizes, "images": found}
 
 
-def region_problem(region, catalogue):
-    regions = catalogue["regions"]
-    if region not in regions:
-        return "region %r is not a DigitalOcean region (regions: %s)" % (region, _names(regions))
-    if not regions[region]["available"]:
-        return "region %r does not take new droplets (DigitalOcean lists it unavailable)" % region
+def _listed_problem(kind, slug, listed, what, unavailable):
+    """Why ``slug`` cannot be used: not in the catalogue's ``listed`` (named ``what``), or listed
+    unavailable; None when it is listed and available."""
+    if slug not in listed:
+        return "%s %r is not %s (%ss: %s)" % (kind, slug, what, kind, _names(listed))
+    if not listed[slug]["available"]:
+        return "%s %r %s" % (kind, slug, unavailable)
     return None
+
+
+def region_problem(region, catalogue):
+    return _listed_problem("region", region, catalogue["regions"], "a DigitalOcean region",
+                           "does not take new droplets (DigitalOcean lists it unavailable)")
 
 
 def size_problem(size, catalogue):
-    sizes = catalogue["sizes"]
-    if size not in sizes:
-        return "size %r is not a DigitalOcean droplet size (sizes: %s)" % (size, _names(sizes))
-    if not sizes[size]["available"]:
-        return "size %r is not available for new droplets" % size
-    return None
+    return _listed_problem("size", size, catalogue["sizes"], "a DigitalOcean droplet size",
+                           "is not available for new droplets")
 
 
 def image_problem(image, catalogue):

@@ -96,69 +96,47 @@ def _mapping(value):
     return value if isinstance(value, dict) else {}
 
 
-# the keys of a normalised resource, each also the name of a Waldur field (``field=``)
-RESOURCE_KEYS = ("uuid", "name", "slug", "state", "backend_id", "limits", "attributes", "options", "paused",
-                 "downscaled", "backend_metadata", "project_uuid", "project_slug", "customer_uuid",
-                 "customer_slug", "offering_uuid", "plan_uuid", "offering_plugin_options")
+def _text(value):
+    return value or ""
 
 
-def _keep_proof(raw, normalized):
-    """``normalized`` as proof when ``raw`` was (a read layer's ``ProvenObject``)."""
-    source = getattr(raw, "source", None)
-    return ProvenObject(normalized, source) if isinstance(raw, ProvenObject) else normalized
+def _as_given(value):
+    return value
+
+
+# The fields of a normalised resource and order, in the order of the data contract, each with how
+# Waldur's value becomes it (UUIDs as 32 hex, a missing text as "", a missing mapping as {}); each
+# key is also the name of a Waldur field (``field=``).
+RESOURCE_FIELDS = (
+    ("uuid", hex_uuid), ("name", _text), ("slug", _text), ("state", _as_given), ("backend_id", _text),
+    ("limits", _mapping), ("attributes", _mapping), ("options", _mapping), ("paused", bool), ("downscaled", bool),
+    ("backend_metadata", _mapping), ("project_uuid", hex_uuid), ("project_slug", _text), ("customer_uuid", hex_uuid),
+    ("customer_slug", _text), ("offering_uuid", hex_uuid), ("plan_uuid", hex_uuid),
+    ("offering_plugin_options", _mapping),
+)
+ORDER_FIELDS = (
+    ("uuid", hex_uuid), ("type", _as_given), ("state", _as_given), ("offering_uuid", hex_uuid),
+    ("marketplace_resource_uuid", hex_uuid), ("resource_name", _text), ("project_uuid", hex_uuid),
+    ("project_slug", _text), ("plan_uuid", hex_uuid), ("attributes", _mapping), ("limits", _mapping),
+    ("created", _as_given), ("modified", _as_given),
+)
+RESOURCE_KEYS = tuple(key for key, _convert in RESOURCE_FIELDS)
+
+
+def _normalized(raw, fields):
+    """``raw`` in the shape of ``fields``; proof stays proof (a read layer's ``ProvenObject``)."""
+    normalized = dict((key, convert((raw or {}).get(key))) for key, convert in fields)
+    return ProvenObject(normalized, getattr(raw, "source", None)) if isinstance(raw, ProvenObject) else normalized
 
 
 def normalize_resource(raw):
     """A provider resource in the shape of the data contract (``orders[].resource``); proof stays proof."""
-    return _keep_proof(raw, _resource(raw))
-
-
-def _resource(raw):
-    raw = raw or {}
-    return {
-        "uuid": hex_uuid(raw.get("uuid")),
-        "name": raw.get("name") or "",
-        "slug": raw.get("slug") or "",
-        "state": raw.get("state"),
-        "backend_id": raw.get("backend_id") or "",
-        "limits": _mapping(raw.get("limits")),
-        "attributes": _mapping(raw.get("attributes")),
-        "options": _mapping(raw.get("options")),
-        "paused": bool(raw.get("paused")),
-        "downscaled": bool(raw.get("downscaled")),
-        "backend_metadata": _mapping(raw.get("backend_metadata")),
-        "project_uuid": hex_uuid(raw.get("project_uuid")),
-        "project_slug": raw.get("project_slug") or "",
-        "customer_uuid": hex_uuid(raw.get("customer_uuid")),
-        "customer_slug": raw.get("customer_slug") or "",
-        "offering_uuid": hex_uuid(raw.get("offering_uuid")),
-        "plan_uuid": hex_uuid(raw.get("plan_uuid")),
-        "offering_plugin_options": _mapping(raw.get("offering_plugin_options")),
-    }
+    return _normalized(raw, RESOURCE_FIELDS)
 
 
 def normalize_order(raw):
     """An order in the shape of the data contract (``orders[]`` without ``resource``); proof stays proof."""
-    return _keep_proof(raw, _order(raw))
-
-
-def _order(raw):
-    raw = raw or {}
-    return {
-        "uuid": hex_uuid(raw.get("uuid")),
-        "type": raw.get("type"),
-        "state": raw.get("state"),
-        "offering_uuid": hex_uuid(raw.get("offering_uuid")),
-        "marketplace_resource_uuid": hex_uuid(raw.get("marketplace_resource_uuid")),
-        "resource_name": raw.get("resource_name") or "",
-        "project_uuid": hex_uuid(raw.get("project_uuid")),
-        "project_slug": raw.get("project_slug") or "",
-        "plan_uuid": hex_uuid(raw.get("plan_uuid")),
-        "attributes": _mapping(raw.get("attributes")),
-        "limits": _mapping(raw.get("limits")),
-        "created": raw.get("created"),
-        "modified": raw.get("modified"),
-    }
+    return _normalized(raw, ORDER_FIELDS)
 
 
 def order_path(order_uuid, action=None):
