@@ -235,7 +235,7 @@ from ansible_collections.waldur.site_agent.plugins.module_utils.digitalocean.nam
 # A listing that saw the account change while paging is taken again, this many times at most.
 LISTING_ATTEMPTS = 3
 POWER = {"active": "on", "off": "off"}
-# The first sighting of a holding whose resource is gone (agent/audit.py ORPHAN_MARK), as a
+# The first sighting of a holding whose resource is gone (agent/audit_marks.py ORPHAN_MARK), as a
 # droplet tag: tags are names on DigitalOcean, so the time is part of the name.
 MARK_TAG_PREFIX = ORPHAN_MARK + ":"
 
