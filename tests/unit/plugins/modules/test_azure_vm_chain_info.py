@@ -159,8 +159,8 @@ def test_a_size_listing_that_fails_leaves_the_machine_unmeasured_and_named_by_th
     assert entry["msg"].startswith("is not measured: ") and "Service unavailable" in entry["msg"]
     resource = {"uuid": "%032x" % 1, "name": "vm0", "backend_id": backend_id}
     [row] = usage_rows([entry], [resource], COMPONENTS)
-    assert row["usages"] == {} and row["problem"].startswith("no usage measured: its machine %s is not measured: "
-                                                              % backend_id)
+    assert row["usages"] == {} and row["problem"].startswith(
+        "no usage measured: its machine %s is not measured: " % backend_id)
 
 
 def test_an_unreadable_machine_is_left_out(monkeypatch):
