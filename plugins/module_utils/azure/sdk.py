@@ -31,8 +31,9 @@ AZURE_IMPORT_ERROR = None
 try:
     from azure.core.exceptions import AzureError as SdkAzureError
     from azure.core.exceptions import DecodeError
-    from azure.core.pipeline.policies import RetryPolicy, SansIOHTTPPolicy
-    from azure.core.rest import HttpRequest
+    # bound here for policies.py (the policies' bases) and clients.py (the JSON reads' request)
+    from azure.core.pipeline.policies import RetryPolicy, SansIOHTTPPolicy  # pylint: disable=unused-import
+    from azure.core.rest import HttpRequest  # pylint: disable=unused-import
     from azure.identity import (AzureCliCredential, CertificateCredential, ClientSecretCredential,
                                 ManagedIdentityCredential, WorkloadIdentityCredential)
     for _package in MANAGEMENT_PACKAGES:
