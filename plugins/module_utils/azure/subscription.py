@@ -23,6 +23,17 @@ SUBSCRIPTION_HINTS = (
 )
 
 
+def subscription_hint(code, status):
+    """What ARM's refusal of a subscription read asks to fix: by its code, else by its status; None."""
+    for known, _status, hint in SUBSCRIPTION_HINTS:
+        if code == known:
+            return hint
+    for _code, known, hint in SUBSCRIPTION_HINTS:
+        if known is not None and status == known:
+            return hint
+    return None
+
+
 def read_subscription(clients):
     """``{subscription_id, display_name, state, tenant_id}`` of the run's subscription, read directly
     (:meth:`AzureClients.subscription`). Raises :class:`AzureError` with one line naming the
@@ -36,12 +47,11 @@ def read_subscription(clients):
     try:
         body = clients.subscription()
     except AzureError as error:
-        hints = [hint for code, status, hint in SUBSCRIPTION_HINTS
-                 if error.code == code or (status is not None and error.status == status)]
-        if hints:
+        hint = subscription_hint(error.code, error.status)
+        if hint:
             answer = " ".join(part for part in (error.code, "(HTTP %s)" % error.status if error.status else "")
                               if part)
-            raise AzureError("%s: ARM answered %s to %s: %s" % (subscription, answer, sign_in.identity(), hints[0]))
+            raise AzureError("%s: ARM answered %s to %s: %s" % (subscription, answer, sign_in.identity(), hint))
         raise AzureError("%s could not be read as %s: %s" % (subscription, sign_in.identity(), error))
     state = body.get("state")
     if str(state or "").lower() in UNUSABLE_SUBSCRIPTION_STATES:

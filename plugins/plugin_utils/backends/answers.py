@@ -101,5 +101,3 @@ def malformed(result, call, wanted="a JSON object"):
     content = " ".join(str(or_default(dig(result, "content"), "")).split())[:80]
     return "Waldur %s answered HTTP 200 with %s '%s' instead of %s" % (
         call, text(dig(result, "content_type"), "no content type"), content, wanted)
-
-

@@ -22,6 +22,10 @@ from ansible_collections.waldur.site_agent.plugins.module_utils.azure.auth impor
 )
 from ansible_collections.waldur.site_agent.plugins.module_utils.azure.endpoints import plain_http_endpoints
 from ansible_collections.waldur.site_agent.plugins.module_utils.azure.errors import credential_key
+from ansible_collections.waldur.site_agent.plugins.module_utils.azure.subscription import (
+    UNUSABLE_SUBSCRIPTION_STATES,
+    subscription_hint,
+)
 from ansible_collections.waldur.site_agent.plugins.module_utils.core.http import shorten
 from ansible_collections.waldur.site_agent.plugins.module_utils.core.uuids import normalize_uuid
 from ansible_collections.waldur.site_agent.plugins.plugin_utils.backends import Backend
@@ -44,15 +48,6 @@ from ansible_collections.waldur.site_agent.plugins.plugin_utils.backends.plannin
 
 ARM_ENDPOINT = "https://management.azure.com"
 AUTHORITY_HOST = "https://login.microsoftonline.com"
-
-# ARM's answers to a subscription read the identity may fix, and what each asks for.
-SUBSCRIPTION_HINTS = {
-    "InvalidSubscriptionId": "a malformed id; check backend_settings.subscription_id",
-    "SubscriptionNotFound": "no such subscription, or no role on it; check backend_settings.subscription_id",
-    "AuthorizationFailed": "no role that may read it; give the identity Contributor on the subscription",
-    "InvalidAuthenticationTokenTenant": "a subscription of another tenant; check backend_settings.subscription_id "
-                                        "and tenant_id",
-}
 
 
 # ---------------------------------------------------------------- planning: orders -> azure_vm_chain items
@@ -120,8 +115,6 @@ def _vm_create_params(order, resource, settings, ssh_keys):
     return params
 
 
-
-
 # ---------------------------------------------------------------- configuration, health, diagnostics
 
 def check_settings(path, settings, problems):
@@ -177,23 +170,21 @@ def _health_azure_plain(offering, token, subscription, named, notes):
         reason, fix = sign_in_refusal(token, or_default(dig(settings, "authority_host"), AUTHORITY_HOST, True))
         return "Azure AD refused the service principal: " + reason + fix
     state = dig(body, "state")
-    if status_of(subscription) == 200 and str(or_default(state, "")).lower() in ("disabled", "deleted"):
+    if status_of(subscription) == 200 and str(or_default(state, "")).lower() in UNUSABLE_SUBSCRIPTION_STATES:
         return ("subscription_id %s (%s) is %s: ARM creates nothing in it; enable it, or check "
                 "backend_settings.subscription_id" % (wanted, text(dig(body, "displayName"), "no name"), state))
     if status_of(subscription) == 200:
         notes.append("Azure subscription %s %s" % (text(dig(body, "displayName")), text(state)))
         return ""
-    # by ARM's code, or a 403 without one; a 404 without ARM's code is a proxy's page (below)
-    known = isinstance(code, str) and code in SUBSCRIPTION_HINTS
-    if known or status_of(subscription) == 403:
+    # the probe's table (azure/subscription.py): by ARM's code, else by status (a 403 without one); a
+    # 404 without ARM's code is a proxy's page (below)
+    hint = subscription_hint(code, status_of(subscription))
+    if hint:
         return "subscription_id %s: ARM answered %s(HTTP %s) to %s: %s" % (
-            wanted, "%s " % (code,) if code else "", text(dig(subscription, "status")), identity,
-            SUBSCRIPTION_HINTS[code] if known else SUBSCRIPTION_HINTS["AuthorizationFailed"])
+            wanted, "%s " % (code,) if code else "", text(dig(subscription, "status")), identity, hint)
     return "subscription_id %s could not be read as %s: %s" % (
         wanted, identity, http_failure(subscription, "Azure Resource Manager",
                                        or_default(dig(settings, "arm_endpoint"), ARM_ENDPOINT, True)))
-
-
 
 
 def health(offering, reads, notes):

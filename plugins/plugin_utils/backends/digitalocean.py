@@ -157,8 +157,6 @@ def _droplet_ssh_keys(attributes, settings, ssh_keys, notes):
     return []
 
 
-
-
 # ---------------------------------------------------------------- configuration, health, diagnostics
 
 def check_settings(path, settings, problems):

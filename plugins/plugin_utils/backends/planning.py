@@ -175,8 +175,6 @@ def plan_parts(planned, orders):
             "notes": notes_of(planned)}
 
 
-
-
 def registered(backend_type, what):
     """The registered backend ``backend_type``, or a filter error naming ``what`` and the known ones."""
     entry = backend(backend_type)

@@ -242,6 +242,10 @@ def test_a_disabled_subscription_is_not_ready():
     ({"status": 401, "json": {"error": {"code": "InvalidAuthenticationTokenTenant"}}},
      "ARM answered InvalidAuthenticationTokenTenant (HTTP 401) to service principal app-1 (auth_source auto): a "
      "subscription of another tenant; check backend_settings.subscription_id and tenant_id"),
+    # ARM's own code comes before the status: a 403 of another tenant is not a missing role
+    ({"status": 403, "json": {"error": {"code": "InvalidAuthenticationTokenTenant"}}},
+     "ARM answered InvalidAuthenticationTokenTenant (HTTP 403) to service principal app-1 (auth_source auto): a "
+     "subscription of another tenant; check backend_settings.subscription_id and tenant_id"),
     ({"status": 404, "content": "<html>proxy</html>"},
      "could not be read as service principal app-1 (auth_source auto): Azure Resource Manager answered HTTP 404"),
 ])
@@ -270,8 +274,8 @@ def test_the_first_problem_wins_and_later_reads_are_not_judged():
 
 def test_every_offering_in_order():
     verdicts = health_verdicts([do_offering(name="A"), do_offering(name="B")], reg(USER, {"status": 401}),
-                               reg(OFFERING, SKIPPED), clouds(digitalocean=reg(ACCOUNT, SKIPPED),
-                                                             droplet_count=reg(COUNT, SKIPPED)))
+                               reg(OFFERING, SKIPPED),
+                               clouds(digitalocean=reg(ACCOUNT, SKIPPED), droplet_count=reg(COUNT, SKIPPED)))
     assert [(verdict["offering"], verdict["ready"]) for verdict in verdicts] == [("A", True), ("B", False)]
     assert health_verdicts([], reg(), reg()) == []
 

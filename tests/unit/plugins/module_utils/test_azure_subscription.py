@@ -184,3 +184,12 @@ def test_a_404_without_arms_code_is_named_as_it_came_not_as_an_unknown_subscript
     assert message.startswith("subscription_id sub-1 could not be read as service principal client-1: unproven: "
                               "GET /subscriptions/sub-1: ")
     assert "no such subscription" not in message and "not proven" in message
+
+
+def test_arms_own_code_comes_before_the_status():
+    """A 403 answering InvalidAuthenticationTokenTenant asks for the tenant, not for a role."""
+    clients = ScriptedClients([("GET", 403, {}, arm_error("InvalidAuthenticationTokenTenant", "another tenant"))])
+    with pytest.raises(AzureError) as error:
+        read_subscription(clients)
+    assert str(error.value).endswith("a subscription of another tenant; check backend_settings.subscription_id and "
+                                     "tenant_id")
