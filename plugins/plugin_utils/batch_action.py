@@ -49,6 +49,8 @@ import os
 import tempfile
 import threading
 import time
+from dataclasses import dataclass, field
+from typing import Any, Callable, Optional
 
 from ansible import constants as C
 from ansible.module_utils.common.text.converters import to_text
@@ -124,25 +126,29 @@ def _seconds(name, default):
     return value if value > 0 else default
 
 
+@dataclass(eq=False)
 class ProgressWatcher:
     """Reads the progress file once a second on a thread; prints through ``emit(lines, state)``
     while ``output_alive()`` says the controller's stdout is there, and never after it was not.
     ``doing()``: what the module reads, in words; ``started``: the task's start, which every line
-    counts its seconds from."""
+    counts its seconds from (default: now)."""
 
-    def __init__(self, path, emit, first_after, every, hide_names=False, output_alive=lambda: True,
-                 doing=lambda: "running", started=None):
-        self.output_alive = output_alive
-        self.hide_names = hide_names
-        self.path = path
-        self.emit = emit
-        self.first_after = first_after
-        self.every = every
-        self.doing = doing
-        self.started = started if started is not None else time.time()
-        self.last = None
-        self.announced = None  # the batch whose first line was printed
-        self.stopped = threading.Event()
+    path: str
+    emit: Callable
+    first_after: float
+    every: float
+    hide_names: bool = False
+    output_alive: Callable = lambda: True
+    doing: Callable = lambda: "running"
+    started: Optional[float] = None
+    last: Any = field(default=None, init=False)
+    announced: Any = field(default=None, init=False)  # the batch whose first line was printed
+    stopped: threading.Event = field(default_factory=threading.Event, init=False)
+    thread: threading.Thread = field(init=False)
+
+    def __post_init__(self):
+        if self.started is None:
+            self.started = time.time()
         self.thread = threading.Thread(target=self._loop, name="waldur-progress", daemon=True)
 
     def start(self):

@@ -61,8 +61,9 @@ DECISIONS = {
         ("settle", "the listed order, judged against the proven catalogue"),
     ("module_utils/waldur/claim.py", "Claim.turn_down"):
         ("settle", "the catalogue's verdict, and for an executing order the droplets read twice"),
-    ("module_utils/waldur/settle.py", "Settle._record"):
-        ("settle", "require via Settle.settle_one: the order and the resource as Waldur's read layer gave them"),
+    ("module_utils/waldur/settle.py", "Settle._post_to_resource"):
+        ("settle", "require via Settle.settle_one: the order and the resource as Waldur's read layer gave them, "
+                   "where Settle._record finds the resource's backend id or metadata differs"),
     ("module_utils/waldur/settle.py", "Settle._transition"):
         ("settle", "require via Settle.settle_one"),
     ("module_utils/waldur/usage.py", "usage_worker.submit"):
@@ -110,6 +111,8 @@ def write_sites():
                     kind = next(write for write in WALDUR_WRITES if write in text)
                 elif name == "post" and "order_path(item.uuid, action)" in text:
                     kind = "transition"
+                elif name == "post" and "provider_resource_path(item.resource_uuid, action)" in text:
+                    kind = "resource_write"
                 elif name == "call" and re.search(r"\bbegin_\w+", text):
                     kind = re.search(r"\bbegin_\w+", text).group(0)
                 if kind and stack:

@@ -41,6 +41,8 @@ __metaclass__ = type
 
 import os
 import shutil
+from dataclasses import dataclass, field
+from typing import List, Optional
 
 try:
     import configparser
@@ -91,29 +93,31 @@ class SignInProblem(Exception):
         self.message = message
 
 
+# repr=False: the generated repr would show the secret, the certificate and its password.
+@dataclass(repr=False, eq=False)
 class SignIn:
     """One way of signing in: ``kind`` is ``secret``, ``certificate``, ``workload_identity``,
     ``msi`` or ``cli``; ``origin`` says where it came from."""
 
-    def __init__(self, kind, origin, subscription_id=None, tenant=None, client_id=None, secret=None,
-                 certificate_path=None, certificate_data=None, certificate_password=None, token_file=None,
-                 warnings=None):
-        self.kind = kind
-        self.origin = origin
-        self.subscription_id = subscription_id
-        # where the subscription came from, for messages (the option, a variable, a profile)
-        self.subscription_from = "subscription_id"
-        # (subscription, where, key) of the sources the sign-in reads that name one (a profile)
-        self.named_subscriptions = []
-        self.auth_source = None  # set by resolve_sign_in
-        self.tenant = tenant
-        self.client_id = client_id
-        self.secret = secret
-        self.certificate_path = certificate_path
-        self.certificate_data = certificate_data
-        self.certificate_password = certificate_password
-        self.token_file = token_file
-        self.warnings = list(warnings or [])
+    kind: str
+    origin: str
+    subscription_id: Optional[str] = None
+    tenant: Optional[str] = None
+    client_id: Optional[str] = None
+    secret: Optional[str] = None
+    certificate_path: Optional[str] = None
+    certificate_data: Optional[str] = None
+    certificate_password: Optional[str] = None
+    token_file: Optional[str] = None
+    warnings: List[str] = field(default_factory=list)
+    # where the subscription came from, for messages (the option, a variable, a profile)
+    subscription_from: str = field(default="subscription_id", init=False)
+    # (subscription, where, key) of the sources the sign-in reads that name one (a profile)
+    named_subscriptions: list = field(default_factory=list, init=False)
+    auth_source: Optional[str] = field(default=None, init=False)  # set by resolve_sign_in
+
+    def __post_init__(self):
+        self.warnings = list(self.warnings or [])
 
     @property
     def secrets(self):

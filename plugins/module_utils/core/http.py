@@ -22,6 +22,9 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
+from dataclasses import dataclass
+from typing import Any, Callable, Optional
+
 try:
     import requests
     import urllib3
@@ -47,6 +50,7 @@ def request_never_sent(exc):
     return isinstance(reason, (urllib3.exceptions.NewConnectionError, urllib3.exceptions.SSLError))
 
 
+@dataclass
 class Retry:
     """``classify``'s answer for a response worth another attempt.
 
@@ -56,29 +60,29 @@ class Retry:
     thread); ``give_up``: returns the exception to raise when no retry is left.
     """
 
-    def __init__(self, give_up, retry_after=None, policy=None, count=None, wait_with=None):
-        self.give_up = give_up
-        self.retry_after = retry_after
-        self.policy = policy
-        self.count = count
-        self.wait_with = wait_with
+    give_up: Callable
+    retry_after: Optional[float] = None
+    policy: Any = None
+    count: Optional[int] = None
+    wait_with: Optional[Callable] = None
 
 
+@dataclass
 class ConnectionFailure:
     """A failed connection the loop gives up on, as ``connection_error`` sees it: ``reason``
-    says why (:data:`NOT_RESENDABLE`, :data:`EXHAUSTED` or :data:`FATAL`)."""
+    says why (:data:`NOT_RESENDABLE`, :data:`EXHAUSTED` or :data:`FATAL`); ``started`` is the
+    loop's first attempt on ``clock``."""
 
-    def __init__(self, exc, attempt, never_sent, started, clock):
-        self.exc = exc
-        self.attempt = attempt
-        self.never_sent = never_sent
-        self.reason = None
-        self._started = started
-        self._clock = clock
+    exc: BaseException
+    attempt: int
+    never_sent: bool
+    started: float
+    clock: Callable
+    reason: Optional[str] = None
 
     @property
     def elapsed(self):
-        return self._clock() - self._started
+        return self.clock() - self.started
 
 
 def send_with_retries(send_once, classify, connection_error, policy, idempotent,

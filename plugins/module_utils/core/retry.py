@@ -14,6 +14,8 @@ __metaclass__ = type
 
 import random
 import time
+from dataclasses import dataclass
+from typing import Callable
 
 RETRYABLE_STATUSES = frozenset((429, 500, 502, 503, 504))
 
@@ -29,6 +31,7 @@ def parse_retry_after(value):
     return max(0.0, seconds)
 
 
+@dataclass
 class RetryPolicy:
     """Decides how long to wait before the next attempt, or that there is none.
 
@@ -37,14 +40,12 @@ class RetryPolicy:
     or the deadline would be passed.
     """
 
-    def __init__(self, max_attempts=8, base_delay=0.5, max_delay=30.0, max_retry_seconds=120.0,
-                 sleep=time.sleep, clock=time.monotonic):
-        self.max_attempts = max_attempts
-        self.base_delay = base_delay
-        self.max_delay = max_delay
-        self.max_retry_seconds = max_retry_seconds
-        self.sleep = sleep
-        self.clock = clock
+    max_attempts: int = 8
+    base_delay: float = 0.5
+    max_delay: float = 30.0
+    max_retry_seconds: float = 120.0
+    sleep: Callable = time.sleep
+    clock: Callable = time.monotonic
 
     def start(self):
         return self.clock() + self.max_retry_seconds

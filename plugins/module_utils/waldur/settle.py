@@ -219,31 +219,34 @@ class Settle:
                 return None
             raise
         if backend_id and backend_id != resource["backend_id"]:
-            item.actions.append("set_backend_id")
-            if not self.check_mode:
-                try:
-                    self.client.post(provider_resource_path(resource_uuid, "set_backend_id"),
-                                     json={"backend_id": backend_id})
-                except WaldurApiError as exc:
-                    item.actions.remove("set_backend_id")
-                    if exc.transient and not best_effort:
-                        raise
-                    refusal = "Waldur refused to record backend id %s (%s)" % (backend_id, exc)
-                    if best_effort:
-                        item.notes.append(refusal)
-                        return None
-                    return refusal
+            exc = self._post_to_resource(item, "set_backend_id", {"backend_id": backend_id})
+            if exc is not None:
+                if exc.transient and not best_effort:
+                    raise exc
+                refusal = "Waldur refused to record backend id %s (%s)" % (backend_id, exc)
+                if best_effort:
+                    item.notes.append(refusal)
+                    return None
+                return refusal
             item.notes.append("backend id %s %s" % (backend_id, "would be recorded" if self.check_mode else "recorded"))
         # an empty mapping means the backend knows nothing new, not "erase what Waldur has"
         if metadata and metadata != resource["backend_metadata"]:
-            item.actions.append("set_backend_metadata")
-            if not self.check_mode:
-                try:
-                    self.client.post(provider_resource_path(resource_uuid, "set_backend_metadata"),
-                                     json={"backend_metadata": metadata})
-                except WaldurApiError as exc:  # best effort: the order is done regardless
-                    item.actions.remove("set_backend_metadata")
-                    item.notes.append("backend metadata not recorded (%s)" % exc)
+            exc = self._post_to_resource(item, "set_backend_metadata", {"backend_metadata": metadata})
+            if exc is not None:  # best effort: the order is done regardless
+                item.notes.append("backend metadata not recorded (%s)" % exc)
+        return None
+
+    def _post_to_resource(self, item, action, body):
+        """Post one of the item's resource's provider actions (named in ``item.actions`` while it
+        stands; nothing is sent in check mode). Returns Waldur's failure, or None."""
+        item.actions.append(action)
+        if self.check_mode:
+            return None
+        try:
+            self.client.post(provider_resource_path(item.resource_uuid, action), json=body)
+        except WaldurApiError as exc:
+            item.actions.remove(action)
+            return exc
         return None
 
     def _terminal(self, item):
