@@ -22,8 +22,9 @@ description:
   - Several machines are read from four subscription-wide paged listings, run side by side and joined in
     memory - the machines, their power states (C(statusOnly=true)), the network interfaces and the public IP
     addresses - so a run costs about four calls per page of machines (two with O(addresses=false)), not calls
-    per machine or per resource group; a single machine is read directly. An object missing from a listing (made while the listings
-    ran) is read on its own. VM sizes are listed once per location.
+    per machine or per resource group; a single machine is read directly. A machine or object missing from a listing
+    is read on its own: only that read, answering ARM's own not-found, shows a machine gone (a listing may be empty,
+    partial or older than the machine). VM sizes are listed once per location.
   - A machine that is missing or cannot be read is reported with RV(machines[].found=false) and no figures.
   - With O(read_subscription=true) the subscription itself is read first (C(GET /subscriptions/{id})), the direct
     proof that ARM knows it and that the identity may read it; the module fails naming the subscription and the
@@ -323,23 +324,22 @@ class Reader:
             originals.setdefault(arm_key(backend_id), backend_id)
 
         wanted = sorted(set(key for key in keys if key))
+        reads, errors = {}, {}
         if len(wanted) >= LISTING_THRESHOLD:
             try:
-                found = self.read_listed(wanted)
+                reads = self.read_listed(wanted)
             except AzureError as error:
                 self.module.fail_json(msg=str(error))
-            reads = dict((key, found.get(key)) for key in wanted)
-            errors = {}
-        else:
-            outcomes = run_batch([originals[key] for key in wanted], self._read_or_error,
-                                 max_workers=self.max_workers,
-                                 deadline_seconds=self._remaining())
-            reads, errors = {}, {}
-            for key, outcome in zip(wanted, outcomes):
-                if outcome.get("failed"):
-                    errors[key] = outcome["msg"]
-                else:
-                    reads[key] = outcome["read"]
+        # One machine, or one the listings do not hold: a listing's silence proves nothing (it may
+        # be empty, partial or older than the machine), so only its own read says it is gone.
+        unread = [key for key in wanted if key not in reads]
+        outcomes = run_batch([originals[key] for key in unread], self._read_or_error,
+                             max_workers=self.max_workers, deadline_seconds=self._remaining())
+        for key, outcome in zip(unread, outcomes):
+            if outcome.get("failed"):
+                errors[key] = outcome["msg"]
+            else:
+                reads[key] = outcome["read"]
 
         for entry, key in zip(entries, keys):
             if key is None:

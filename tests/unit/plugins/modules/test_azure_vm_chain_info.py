@@ -117,6 +117,21 @@ def test_what_a_listing_missed_is_read_on_its_own_and_a_failed_read_is_said():
     assert entries[0]["msg"] == ""
 
 
+def test_a_machine_the_machine_listing_misses_is_read_on_its_own_not_taken_as_gone():
+    """A listing's silence proves nothing (an empty page, a partial one, one older than the machine):
+    the machines it does not hold are read directly, and only ARM's own not-found says one is gone."""
+    fake = FakeAzure()
+    ids = make_machines(fake, 3)
+    gone = ids[0].replace("vm0", "gone")
+    fake.unlisted = {"vm": {"vm0", "vm1", "vm2"}}  # the machine listing answers no machine at all
+    entries, calls = read(fake, ids + [gone])
+    assert [entry["found"] for entry in entries] == [True, True, True, False]
+    assert all(entry["figures"] == {"cores": 2, "ram_mb": 4096, "disk_mb": 30720 + 8192} for entry in entries[:3])
+    assert sorted(name.lower() for verb, kind, name in calls if verb == "get" and kind == "vm") == [
+        "gone", "vm0", "vm1", "vm2"]
+    assert entries[3]["msg"] == "the virtual machine does not exist"
+
+
 def test_missing_and_malformed_ids_are_not_found_and_not_measured():
     fake = FakeAzure()
     ids = make_machines(fake, 2)
