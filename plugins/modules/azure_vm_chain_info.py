@@ -23,7 +23,7 @@ description:
     memory - the machines, their power states (C(statusOnly=true)), the network interfaces and the public IP
     addresses - so a run costs about four calls per page of machines (two with O(addresses=false)), not calls
     per machine or per resource group; a single machine is read directly. A machine or object missing from a listing
-    is read on its own: only that read, answering ARM's own not-found, shows a machine gone (a listing may be empty,
+    is read on its own, and only that read, answering ARM's own not-found, shows a machine gone (a listing may be empty,
     partial or older than the machine). VM sizes are listed once per location.
   - A machine that is missing or cannot be read is reported with RV(machines[].found=false) and no figures.
   - With O(read_subscription=true) the subscription itself is read first (C(GET /subscriptions/{id})), the direct
