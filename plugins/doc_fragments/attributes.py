@@ -8,29 +8,38 @@ __metaclass__ = type
 
 
 class ModuleDocFragment(object):
-    # The attributes of a module that only reads: one definition for every info module.
+    # What every module of the collection shares: the attributes' descriptions (each module says
+    # only its support and details), and the action plugin that does its work on the controller.
+    DOCUMENTATION = r"""
+attributes:
+  action:
+    description: Indicates this has a corresponding action plugin so some parts of the options can be executed on the controller.
+    support: full
+  check_mode:
+    description: Can run in check mode and return the changes it would make, without making them.
+  diff_mode:
+    description: Returns details on what has changed (or would change in check mode) with C(--diff).
+"""
+
+    # A module that only reads: every info module.
     READ_ONLY = r"""
 attributes:
   check_mode:
-    description: Can run in check mode and return the changes it would make, without making them.
     support: full
     details:
       - The module only reads.
   diff_mode:
-    description: Returns details on what has changed (or would change in check mode) with C(--diff).
     support: none
 """
 
-    # The attributes of a backend batch module (do_droplet, azure_vm_chain).
+    # A backend batch module (do_droplet, azure_vm_chain).
     BACKEND = r"""
 attributes:
   check_mode:
-    description: Can run in check mode and return the changes it would make, without making them.
     support: full
     details:
       - Reads are made, nothing is created, changed or deleted, and each result says what would change.
   diff_mode:
-    description: Returns details on what has changed (or would change in check mode) with C(--diff).
     support: full
     details:
       - Each machine created, deleted, resized, powered on or off (or that would be) has a diff of

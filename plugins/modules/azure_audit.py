@@ -41,6 +41,7 @@ description:
 author:
   - Waldur site agent developers (@waldur)
 extends_documentation_fragment:
+  - waldur.site_agent.attributes
   - waldur.site_agent.azure
   - waldur.site_agent.audit
 options:
@@ -58,12 +59,10 @@ options:
     default: 600
 attributes:
   check_mode:
-    description: Can run in check mode and return the changes it would make, without making them.
     support: full
     details:
       - With O(cleanup), the report says which chains would be deleted.
   diff_mode:
-    description: Returns details on what has changed (or would change in check mode) with C(--diff).
     support: none
 """
 

@@ -44,6 +44,7 @@ description:
 author:
   - Waldur site agent developers (@waldur)
 extends_documentation_fragment:
+  - waldur.site_agent.attributes
   - waldur.site_agent.azure
   - waldur.site_agent.attributes.read_only
 options:

@@ -81,6 +81,7 @@ description:
 author:
   - Waldur site agent developers (@waldur)
 extends_documentation_fragment:
+  - waldur.site_agent.attributes
   - waldur.site_agent.azure
   - waldur.site_agent.batch
   - waldur.site_agent.packed

@@ -20,6 +20,7 @@ description:
 author:
   - Waldur site agent developers (@waldur)
 extends_documentation_fragment:
+  - waldur.site_agent.attributes
   - waldur.site_agent.digitalocean
   - waldur.site_agent.attributes.read_only
 notes:

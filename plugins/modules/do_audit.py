@@ -50,16 +50,15 @@ options:
     type: float
     default: 600
 extends_documentation_fragment:
+  - waldur.site_agent.attributes
   - waldur.site_agent.digitalocean
   - waldur.site_agent.audit
 attributes:
   check_mode:
-    description: Can run in check mode and return the changes it would make, without making them.
     support: full
     details:
       - With O(cleanup), the report says which droplets would be deleted; with O(repair), which would be resized.
   diff_mode:
-    description: Returns details on what has changed (or would change in check mode) with C(--diff).
     support: none
 """
 

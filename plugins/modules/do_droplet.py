@@ -186,6 +186,7 @@ options:
     type: bool
     default: true
 extends_documentation_fragment:
+  - waldur.site_agent.attributes
   - waldur.site_agent.digitalocean
   - waldur.site_agent.batch
   - waldur.site_agent.packed

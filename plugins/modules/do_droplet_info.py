@@ -27,6 +27,7 @@ options:
     elements: str
     required: true
 extends_documentation_fragment:
+  - waldur.site_agent.attributes
   - waldur.site_agent.digitalocean
   - waldur.site_agent.attributes.read_only
 """

@@ -31,18 +31,15 @@ description:
   - Runs on the controller as an action plugin.
 author:
   - Waldur site agent developers (@waldur)
+extends_documentation_fragment:
+  - waldur.site_agent.attributes
 attributes:
   check_mode:
-    description: Can run in check mode and return the changes it would make, without making them.
     support: full
     details:
       - It works the same in check mode, so a check pass holds the lock too and never overlaps a real one.
   diff_mode:
-    description: Returns details on what has changed (or would change in check mode) with C(--diff).
     support: none
-  action:
-    description: Indicates this has a corresponding action plugin so some parts of the options can be executed on the controller.
-    support: full
 options:
   state:
     description:

@@ -65,18 +65,15 @@ options:
       - Only return the offering with this name or C(waldur_offering_uuid) (dashes optional).
         The inventory plugin sets this per host.
     type: str
+extends_documentation_fragment:
+  - waldur.site_agent.attributes
 attributes:
   check_mode:
-    description: Can run in check mode and return the changes it would make, without making them.
     support: full
     details:
       - It only reads the file, so check mode changes nothing.
   diff_mode:
-    description: Returns details on what has changed (or would change in check mode) with C(--diff).
     support: none
-  action:
-    description: Indicates this has a corresponding action plugin so some parts of the options can be executed on the controller.
-    support: full
 notes:
   - The whole configuration is validated even when O(offering) selects one offering.
   - When O(offering) names an offering without the pass's role backend, no offering is returned (a

@@ -35,15 +35,14 @@ description:
 author:
   - Waldur site agent developers (@waldur)
 extends_documentation_fragment:
+  - waldur.site_agent.attributes
   - waldur.site_agent.waldur
 attributes:
   check_mode:
-    description: Can run in check mode and return the changes it would make, without making them.
     support: full
     details:
       - Reads and compares; RV(results[].action) says what would be done, nothing is written.
   diff_mode:
-    description: Returns details on what has changed (or would change in check mode) with C(--diff).
     support: full
     details:
       - RV(diff) lists each component and plan that changed, with its fields before and after.

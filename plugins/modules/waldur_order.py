@@ -31,15 +31,14 @@ notes:
 author:
   - Waldur site agent developers (@waldur)
 extends_documentation_fragment:
+  - waldur.site_agent.attributes
   - waldur.site_agent.waldur
 attributes:
   check_mode:
-    description: Can run in check mode and return the changes it would make, without making them.
     support: full
     details:
       - Submits nothing; returns in RV(request) the order body that would be submitted.
   diff_mode:
-    description: Returns details on what has changed (or would change in check mode) with C(--diff).
     support: none
 options:
   state:

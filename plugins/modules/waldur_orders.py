@@ -85,19 +85,18 @@ description:
 author:
   - Waldur site agent developers (@waldur)
 extends_documentation_fragment:
+  - waldur.site_agent.attributes
   - waldur.site_agent.waldur
   - waldur.site_agent.batch
   - waldur.site_agent.packed
 attributes:
   check_mode:
-    description: Can run in check mode and return the changes it would make, without making them.
     support: full
     details:
       - With O(state=claimed), lists and reads but approves nothing (pending orders stay C(pending-provider))
         and rejects or errs nothing (RV(rejected_orders) says what it would).
       - With O(state=settled), writes nothing and reports in C(results[].actions) what it would write.
   diff_mode:
-    description: Returns details on what has changed (or would change in check mode) with C(--diff).
     support: none
 options:
   state:

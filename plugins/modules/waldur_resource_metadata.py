@@ -20,17 +20,16 @@ description:
 author:
   - Waldur site agent developers (@waldur)
 extends_documentation_fragment:
+  - waldur.site_agent.attributes
   - waldur.site_agent.waldur
   - waldur.site_agent.batch
   - waldur.site_agent.packed
 attributes:
   check_mode:
-    description: Can run in check mode and return the changes it would make, without making them.
     support: full
     details:
       - Reads and compares, writes nothing; RV(results[].changed) says what would be written.
   diff_mode:
-    description: Returns details on what has changed (or would change in check mode) with C(--diff).
     support: full
     details:
       - Each changed result carries RV(results[].diff) with the metadata before and after.

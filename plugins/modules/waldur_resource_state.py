@@ -27,16 +27,15 @@ description:
 author:
   - Waldur site agent developers (@waldur)
 extends_documentation_fragment:
+  - waldur.site_agent.attributes
   - waldur.site_agent.waldur
   - waldur.site_agent.batch
 attributes:
   check_mode:
-    description: Can run in check mode and return the changes it would make, without making them.
     support: full
     details:
       - Reads, writes nothing; RV(results[].changed) says which resources would be set OK.
   diff_mode:
-    description: Returns details on what has changed (or would change in check mode) with C(--diff).
     support: none
 options:
   resources:

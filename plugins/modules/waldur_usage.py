@@ -37,17 +37,16 @@ description:
 author:
   - Waldur site agent developers (@waldur)
 extends_documentation_fragment:
+  - waldur.site_agent.attributes
   - waldur.site_agent.waldur
   - waldur.site_agent.batch
   - waldur.site_agent.packed
 attributes:
   check_mode:
-    description: Can run in check mode and return the changes it would make, without making them.
     support: full
     details:
       - Reads and compares; RV(results[].sent) lists the rows that would be sent, nothing is sent.
   diff_mode:
-    description: Returns details on what has changed (or would change in check mode) with C(--diff).
     support: full
     details:
       - Each resource whose usage is (or would be) sent carries RV(results[].diff).

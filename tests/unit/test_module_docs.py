@@ -53,6 +53,28 @@ def rendered():
 
 
 @pytest.mark.parametrize("module", MODULES)
+def test_every_module_says_its_attributes_once_in_the_shared_words(module, rendered):
+    """The attributes' descriptions have one home (the ``attributes`` fragment); each module says
+    its support, and ansible-doc shows both merged. Every module runs as its action plugin."""
+    shared = yaml.safe_load(_fragment_text("attributes", "DOCUMENTATION"))["attributes"]
+    own = yaml.safe_load(_assigned(REPO / "plugins" / "modules" / ("%s.py" % module), "DOCUMENTATION"))
+    assert "waldur.site_agent.attributes" in own["extends_documentation_fragment"]
+    for name, attribute in own.get("attributes", {}).items():
+        assert "description" not in attribute, "%s: attributes.%s repeats the shared description" % (module, name)
+    shown = rendered["waldur.site_agent.%s" % module]["doc"]["attributes"]
+    assert set(shown) == {"action", "check_mode", "diff_mode"}
+    for name, attribute in shown.items():
+        assert attribute["description"] == shared[name]["description"]
+        assert attribute["support"] in ("full", "partial", "none"), (module, name)
+    assert shown["action"]["support"] == "full"
+    assert (REPO / "plugins" / "action" / ("%s.py" % module)).is_file()
+
+
+def _fragment_text(fragment, name):
+    return _assigned(REPO / "plugins" / "doc_fragments" / ("%s.py" % fragment), name)
+
+
+@pytest.mark.parametrize("module", MODULES)
 def test_ansible_doc_shows_the_description_as_written(module, rendered):
     own = yaml.safe_load(_assigned(REPO / "plugins" / "modules" / ("%s.py" % module), "DOCUMENTATION"))
     shown = rendered["waldur.site_agent.%s" % module]["doc"]
