@@ -53,30 +53,40 @@ def default_directory(environ=None):
     return os.path.join(os.path.expanduser("~"), ".cache", "waldur-site-agent", "locks")
 
 
-def process_start_time(pid):
-    """The start time of process ``pid`` in clock ticks since boot (``/proc/<pid>/stat``
-    field 22), or None where there is no ``/proc``."""
+def _proc_stat(pid):
+    """The fields of ``/proc/<pid>/stat`` from field 3 (the state) on, or None where there is no
+    such file."""
     try:
         with open("/proc/%d/stat" % int(pid)) as stat:
             text = stat.read()
     except (IOError, OSError, ValueError):
         return None
     # the command name (field 2) may hold spaces and parentheses: count fields after its end
-    fields = text[text.rfind(")") + 2:].split()
+    return text[text.rfind(")") + 2:].split()
+
+
+def process_start_time(pid):
+    """The start time of process ``pid`` in clock ticks since boot (``/proc/<pid>/stat``
+    field 22), or None where there is no ``/proc``."""
     try:
-        return int(fields[19])
-    except (IndexError, ValueError):
+        return int(_proc_stat(pid)[19])
+    except (TypeError, IndexError, ValueError):
         return None
 
 
 def process_alive(pid, start_time=None):
-    """Whether process ``pid`` runs, and is the one that started at ``start_time`` when given."""
+    """Whether process ``pid`` runs, and is the one that started at ``start_time`` when given.
+    A zombie (exited, not yet reaped by its parent, which may be an init that never reaps) runs
+    no code and holds nothing: it counts as ended."""
     try:
         os.kill(int(pid), 0)
     except OSError as exc:
         if exc.errno != errno.EPERM:  # EPERM: it exists, owned by someone else
             return False
     except (TypeError, ValueError):
+        return False
+    fields = _proc_stat(pid)
+    if fields and fields[0] in ("Z", "X"):
         return False
     if start_time is None:
         return True

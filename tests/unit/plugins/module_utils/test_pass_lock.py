@@ -7,6 +7,7 @@ import os
 import socket
 import subprocess
 import sys
+import time
 
 import pytest
 
@@ -134,6 +135,23 @@ def test_processes_are_told_apart_by_their_start_time():
     assert process_alive(os.getpid(), -1) is False
     assert process_alive(ended_pid()) is False
     assert process_alive("not a pid") is False
+
+
+def test_a_zombie_counts_as_ended():
+    """A module whose controller was killed is reparented; an init that never reaps leaves it a
+    zombie, which runs nothing and must not keep the next pass waiting."""
+    child = subprocess.Popen([sys.executable, "-c", "pass"])
+    start_time = process_start_time(child.pid)
+    deadline = time.monotonic() + 30
+    while (pass_lock._proc_stat(child.pid) or ["Z"])[0] != "Z":  # exited, not yet reaped
+        assert time.monotonic() < deadline
+        time.sleep(0.01)
+    try:
+        os.kill(child.pid, 0)  # the PID still exists
+        assert process_alive(child.pid, start_time) is False
+        assert process_alive(child.pid) is False
+    finally:
+        child.wait()
 
 
 def test_the_default_directory(monkeypatch):
