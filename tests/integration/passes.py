@@ -154,6 +154,18 @@ def waldur_writes(waldur, since=0) -> list[str]:
     return [call["operation"] for call in waldur.app.write_calls(since)]
 
 
+def wait_until(condition, timeout: float, what: str, interval: float = 0.2):
+    """The first true value of ``condition()``, asked every ``interval`` seconds; fails the test
+    after ``timeout`` seconds naming ``what`` was awaited."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = condition()
+        if value:
+            return value
+        time.sleep(interval)
+    raise AssertionError(f"timed out after {timeout} s waiting for {what}")
+
+
 def process_tree(pid: int) -> list[int]:
     """``pid`` and its descendants (ansible's workers start sessions of their own, so a
     process group would miss them)."""

@@ -18,7 +18,7 @@ import pytest
 
 from ansible_collections.waldur.site_agent.plugins.module_utils.core.pass_lock import process_alive
 from tests.helpers import REPO, ansible_env, run_playbook
-from tests.integration.passes import ORDER_PASS, assert_done, hold_calls, process_tree, write_config
+from tests.integration.passes import ORDER_PASS, assert_done, hold_calls, process_tree, wait_until, write_config
 from tests.simulators.digitalocean import presets as P
 from tests.simulators.waldur import presets as W
 
@@ -168,10 +168,9 @@ def test_a_pass_whose_terminal_goes_away_mid_batch_ends_and_leaves_its_lock_to_t
     assert run.code != 0
     assert holder["pid"] == run.pid and not process_alive(holder["pid"], holder.get("start_time"))
     # its workers end with it; one may still be exiting the moment the controller is reaped
-    deadline = time.monotonic() + 30
-    while [worker for worker in holder.get("workers") or [] if process_alive(worker["pid"], worker.get("start_time"))]:
-        assert time.monotonic() < deadline, "a worker outlived its controller: %r" % holder["workers"]
-        time.sleep(0.1)
+    wait_until(lambda: not [worker for worker in holder.get("workers") or []
+                            if process_alive(worker["pid"], worker.get("start_time"))], 30,
+               "the workers %r to end with their controller" % holder.get("workers"), interval=0.1)
 
 
 def test_with_the_json_callback_a_pass_whose_terminal_goes_away_finishes_its_work(tmp_path, waldur_sim, do_sim):

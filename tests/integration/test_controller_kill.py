@@ -21,7 +21,7 @@ from ansible_collections.waldur.site_agent.plugins.module_utils.core.pass_lock i
 from tests.helpers import run_playbook
 from tests.integration.azure_state import all_vms, arm_deletes, arm_writes, dedicated_group, vm_id
 from tests.integration.passes import (
-    ORDER_PASS, assert_done, hold_calls, kill_tree, process_tree, start_pass, write_config)
+    ORDER_PASS, assert_done, hold_calls, kill_tree, process_tree, start_pass, wait_until, write_config)
 from tests.simulators.waldur import presets as W
 
 pytestmark = pytest.mark.integration
@@ -40,6 +40,11 @@ class Survivors:
         self.processes += [(pid, process_start_time(pid)) for pid in process_tree(process.pid)[1:]]
         os.kill(process.pid, signal.SIGKILL)
         process.wait(timeout=30)
+
+    def wait_for_end(self, pid, timeout):
+        start_time = dict(self.processes)[pid]
+        wait_until(lambda: not process_alive(pid, start_time), timeout,
+                   "the module (PID %d) that outlived its controller to end" % pid, interval=0.05)
 
     def kill_all(self):
         for pid, start_time in self.processes:
@@ -91,13 +96,6 @@ def held_by(lock: Path) -> dict:
     return json.loads(lock.read_text())
 
 
-def wait_for(condition, seconds, what):
-    deadline = time.monotonic() + seconds
-    while not condition():
-        assert time.monotonic() < deadline, what
-        time.sleep(0.05)
-
-
 def kill_controller_during(simulator, config, env, operation, survivors, lock):
     """Start the order pass, hold its first ``operation`` in the cloud and kill only its controller
     while it waits. Returns ``(holder, module_pid, release, restore)``: the lock's holder, the
@@ -124,13 +122,13 @@ def release_once_the_next_pass_waits(second, lock, holder, simulator, operation,
     """Let the held call go once the next pass has stood at the lock for a while. A next pass that
     took the lock over meanwhile (what this file guards against) is given the time to send its
     own ``operation`` first, as a slow cloud answering the survivor late would have it."""
-    wait_for(lambda: second.saw("Take the pass lock") or second.process.poll() is not None, 180,
-             "the next pass never reached its lock")
+    wait_until(lambda: second.saw("Take the pass lock") or second.process.poll() is not None, 180,
+               "the next pass to reach its lock", interval=0.05)
     watched_from = time.monotonic()
     while time.monotonic() - watched_from < GRACE_SECONDS:
         if held_by(lock).get("token") != holder["token"]:  # taken over: the survivor still waits
-            wait_for(lambda: simulator.app.calls_of(operation) or second.process.poll() is not None, 180,
-                     "the next pass took over but never sent its own %s" % operation)
+            wait_until(lambda: simulator.app.calls_of(operation) or second.process.poll() is not None, 180,
+                       "the next pass, which took over, to send its own %s" % operation, interval=0.05)
             break
         time.sleep(0.05)
     release.set()
@@ -155,8 +153,7 @@ def the_next_pass_after_a_controller_kill(simulator, config, env, operation, sur
     assert ("its lock was stale (process %d has ended); waited" % holder["pid"]) in line
     assert line.endswith("seconds for its module (PID %d), which outlived it" % module_pid)
     # the survivor left the lock as its module ended; its process ends a moment later
-    wait_for(lambda: not process_alive(module_pid, dict(survivors.processes)[module_pid]), 60,
-             "the module that outlived its controller never ended")
+    survivors.wait_for_end(module_pid, 60)
     assert not lock.exists()  # released by the next pass
     return holder, module_pid, output
 
@@ -199,8 +196,7 @@ def test_a_module_outliving_its_controller_writes_nothing_more(tmp_path, waldur_
     try:
         since = len(azure.app.calls)
         release.set()  # the cloud answers the NIC the survivor was waiting for
-        wait_for(lambda: not process_alive(module_pid, dict(survivors.processes)[module_pid]), 120,
-                 "the module outliving its controller never ended")
+        survivors.wait_for_end(module_pid, 120)
     finally:
         restore()
     # the NIC it was waiting for is made; the machine, its next write, is not

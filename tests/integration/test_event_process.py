@@ -29,7 +29,7 @@ import yaml
 from ansible_collections.waldur.site_agent.plugins.module_utils.core.pass_lock import process_alive, process_start_time
 from tests.helpers import ansible_env, run_playbook, simulator_site_config
 from tests.integration import broker
-from tests.integration.passes import MEMBERSHIP_PASS, ORDER_PASS, order_machine, process_tree, run_pass, set_flag
+from tests.integration.passes import MEMBERSHIP_PASS, ORDER_PASS, order_machine, process_tree, run_pass, set_flag, wait_until
 from tests.simulators.common import SimulatorServer
 from tests.simulators.waldur import presets as P
 from tests.simulators.waldur import WaldurSimulator
@@ -42,16 +42,6 @@ rabbitmq = broker.rabbitmq
 
 OFFERING = P.DO_OFFERING_UUID
 TOKEN = P.PROVIDER_TOKEN
-
-
-def wait_until(condition, timeout, what, interval=0.2):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = condition()
-        if value:
-            return value
-        time.sleep(interval)
-    raise AssertionError(f"timed out after {timeout} s waiting for {what}")
 
 
 @pytest.fixture

@@ -65,13 +65,17 @@ def _proc_stat(pid):
     return text[text.rfind(")") + 2:].split()
 
 
+def _start_time(fields):
+    try:
+        return int(fields[19])  # field 22
+    except (TypeError, IndexError, ValueError):
+        return None
+
+
 def process_start_time(pid):
     """The start time of process ``pid`` in clock ticks since boot (``/proc/<pid>/stat``
     field 22), or None where there is no ``/proc``."""
-    try:
-        return int(_proc_stat(pid)[19])
-    except (TypeError, IndexError, ValueError):
-        return None
+    return _start_time(_proc_stat(pid))
 
 
 def process_alive(pid, start_time=None):
@@ -90,7 +94,7 @@ def process_alive(pid, start_time=None):
         return False
     if start_time is None:
         return True
-    current = process_start_time(pid)
+    current = _start_time(fields)
     return current is None or current == start_time
 
 
